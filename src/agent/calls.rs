@@ -1,0 +1,158 @@
+//! Turning raw calls into executed tool results: validate against the manifest schema
+//! (leniently, for small models), run, cut the output, report.
+//!
+//! Every failure here is told to the model as an error result naming the expected signature,
+//! so it can retry; the loop counts consecutive malformed calls and gives up at a limit.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::repair;
+use super::step::{RawCall, announce};
+use crate::event::{
+    Payload, ToolCallStatus, ToolResultData, ToolResultRecord, ToolUpdate, ToolUseData,
+};
+use crate::model::{Message, ToolCall};
+use crate::session::Session;
+use crate::tool::{RegisteredTool, ToolContext, ToolError, ToolRegistry, cut_head_tail};
+
+/// A call that passed validation, ready to run.
+pub struct ValidCall<'a> {
+    pub call: ToolCall,
+    pub tool: &'a RegisteredTool,
+}
+
+/// Validates a raw call. Err carries the message for the model.
+pub fn validate<'a>(tools: &'a ToolRegistry, raw: &RawCall) -> Result<ValidCall<'a>, String> {
+    let Some(tool) = tools.get(&raw.name) else {
+        let known: Vec<&str> = tools.names().collect();
+        return Err(format!(
+            "unknown tool {:?}. Available tools: {}",
+            raw.name,
+            known.join(", ")
+        ));
+    };
+    let signature = repair::signature(&raw.name, &tool.manifest.parameters);
+    let arguments = match &raw.arguments_value {
+        Some(Value::String(text)) => repair::parse_arguments(text),
+        Some(value) => Ok(value.clone()),
+        None => repair::parse_arguments(&raw.arguments_text),
+    }
+    .map_err(|e| format!("{e}. Expected {signature}"))?;
+    let arguments =
+        repair::coerce_and_validate(arguments, &tool.manifest.parameters).map_err(|e| {
+            format!(
+                "invalid arguments for {}: {e}. Expected {signature}",
+                raw.name
+            )
+        })?;
+    Ok(ValidCall {
+        call: ToolCall {
+            id: raw.id.clone(),
+            name: raw.name.clone(),
+            arguments,
+        },
+        tool,
+    })
+}
+
+/// The arguments as they best can be shown when a call is malformed.
+pub fn raw_arguments(raw: &RawCall) -> Value {
+    match &raw.arguments_value {
+        Some(value) => value.clone(),
+        None if raw.arguments_text.trim().is_empty() => json!({}),
+        None => repair::parse_arguments(&raw.arguments_text)
+            .unwrap_or_else(|_| Value::String(raw.arguments_text.clone())),
+    }
+}
+
+/// Emits the authoritative `tool_use` for a call (after its input is complete).
+pub fn emit_authoritative_use(
+    session: &Session,
+    tools: &ToolRegistry,
+    raw: &RawCall,
+    input: &Value,
+) {
+    let mut info = announce(tools, raw);
+    info.status = ToolCallStatus::InProgress;
+    info.raw_input = Some(input.clone());
+    session.emit(Payload::ToolUse(ToolUseData { call: info }));
+}
+
+pub struct Finished {
+    pub message: Message,
+    pub cancelled: bool,
+}
+
+/// Report a call that never ran (malformed, or skipped by a cancel).
+pub fn reject(session: &Session, call: &ToolCall, error: String) -> Finished {
+    report(session, call, Err(error), 0, false)
+}
+
+pub async fn execute(
+    session: &Session,
+    valid: ValidCall<'_>,
+    root: &std::path::Path,
+    cap_override: Option<usize>,
+    cancel: &CancellationToken,
+) -> Finished {
+    let manifest = valid.tool.manifest;
+    let max_output_bytes = cap_override.map_or(manifest.max_output_bytes, |cap| {
+        cap.min(manifest.max_output_bytes)
+    });
+    let context = ToolContext {
+        root: root.to_path_buf(),
+        call_id: valid.call.id.clone(),
+        cancel: cancel.child_token(),
+        max_output_bytes,
+    };
+    let started = Instant::now();
+    let result = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(ToolError::Cancelled),
+        result = valid.tool.tool.call(valid.call.arguments.clone(), &context) => result,
+    };
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let cancelled = matches!(result, Err(ToolError::Cancelled));
+    let result = result
+        .map(|output| cut_head_tail(&output.text, max_output_bytes).into_owned())
+        .map_err(|e| e.to_string());
+    report(session, &valid.call, result, duration_ms, cancelled)
+}
+
+fn report(
+    session: &Session,
+    call: &ToolCall,
+    result: Result<String, String>,
+    duration_ms: u64,
+    cancelled: bool,
+) -> Finished {
+    let (status, success, output, error) = match result {
+        Ok(text) => (ToolCallStatus::Completed, true, Some(text), None),
+        Err(message) => (ToolCallStatus::Failed, false, None, Some(message)),
+    };
+    let shown = output
+        .clone()
+        .unwrap_or_else(|| format!("Error: {}", error.as_deref().unwrap_or_default()));
+    session.emit(Payload::ToolResult(ToolResultData {
+        update: ToolUpdate {
+            tool_call_id: call.id.clone(),
+            status,
+            content: vec![json!({"type": "content", "content": {"type": "text", "text": shown}})],
+        },
+        result: ToolResultRecord {
+            tool_call_id: call.id.clone(),
+            tool: call.name.clone(),
+            success,
+            output,
+            error,
+            duration_ms,
+        },
+    }));
+    Finished {
+        message: Message::tool_result(call, shown),
+        cancelled,
+    }
+}

@@ -1,0 +1,473 @@
+//! The native agent loop.
+//!
+//! A turn: the user's text joins the history; then, step by step, the model is streamed
+//! (events go out as they arrive), its tool calls are validated and run, their results join
+//! the history, until a reply without tool calls, the step limit, a cancel, or an error.
+//! Every turn ends with exactly one `result` envelope and the session back at `idle`.
+
+mod calls;
+mod compaction;
+pub(crate) mod hermes;
+mod history;
+mod prompt;
+pub(crate) mod repair;
+mod step;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::event::{
+    CompactionData, ContentBlock, Envelope, Payload, ResultData, Status, StopReason, TextData,
+    Usage, UsageData, UserTextData,
+};
+use crate::model::{
+    ChatRequest, Message, ModelClient, TokenCounts, ToolCall, ToolChoice, ToolSchema,
+};
+use crate::session::Session;
+use crate::tool::ToolRegistry;
+use step::{StepEnd, StepOutput};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    pub max_steps: u32,
+    /// Output token limit per model reply (sent explicitly: mlx defaults to 512).
+    pub max_tokens: u32,
+    pub temperature: Option<f32>,
+    pub tool_choice: Option<ToolChoice>,
+    /// Share of the context window past which older turns are summarized.
+    pub compaction_threshold: f64,
+    /// Messages kept verbatim at the end of the history when compacting.
+    pub keep_recent_messages: usize,
+    /// Consecutive malformed tool calls that end a turn.
+    pub max_malformed_calls: u32,
+    /// Extra instructions appended to the system prompt.
+    pub system: Option<String>,
+    /// A lower output cap than the manifests', if configured.
+    pub tool_output_cap: Option<usize>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            max_steps: 50,
+            max_tokens: 8192,
+            temperature: None,
+            tool_choice: None,
+            compaction_threshold: 0.8,
+            keep_recent_messages: 6,
+            max_malformed_calls: 3,
+            system: None,
+            tool_output_cap: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    pub stop_reason: StopReason,
+    pub usage: Usage,
+    pub error: Option<String>,
+    /// The final assistant text of the turn.
+    pub text: String,
+}
+
+pub struct Agent {
+    session: Arc<Session>,
+    client: Arc<dyn ModelClient>,
+    tools: ToolRegistry,
+    schemas: Vec<ToolSchema>,
+    root: PathBuf,
+    config: AgentConfig,
+    base_system: String,
+    summary: Option<String>,
+    /// `[0]` is the system prompt.
+    history: Vec<Message>,
+    context_window: u64,
+    last_prompt_tokens: Option<u64>,
+    steps_taken: u64,
+    last_compaction_step: Option<u64>,
+}
+
+enum Ended {
+    Stop(StopReason),
+    Error(String),
+}
+
+impl Agent {
+    /// `root` must be canonical. `context_window` comes from the model's `prepare`.
+    pub fn new(
+        session: Arc<Session>,
+        client: Arc<dyn ModelClient>,
+        tools: ToolRegistry,
+        root: PathBuf,
+        config: AgentConfig,
+        context_window: u64,
+    ) -> Agent {
+        let names: Vec<&str> = tools.names().collect();
+        let base_system = prompt::system_prompt(&root, &names, config.system.as_deref());
+        let schemas = tools.schemas();
+        Agent {
+            history: vec![Message::system(base_system.clone())],
+            session,
+            client,
+            tools,
+            schemas,
+            root,
+            config,
+            base_system,
+            summary: None,
+            context_window,
+            last_prompt_tokens: None,
+            steps_taken: 0,
+            last_compaction_step: None,
+        }
+    }
+
+    /// Restores the conversation recorded in an event log (see `Session::resume`).
+    pub fn restore(&mut self, envelopes: &[Envelope]) {
+        let rebuilt = history::rebuild(envelopes);
+        self.summary = rebuilt.summary;
+        self.history.truncate(1);
+        self.history.extend(rebuilt.messages);
+        self.refresh_system();
+    }
+
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    pub fn history(&self) -> &[Message] {
+        &self.history
+    }
+
+    fn refresh_system(&mut self) {
+        let system = match &self.summary {
+            Some(summary) => prompt::with_summary(&self.base_system, summary),
+            None => self.base_system.clone(),
+        };
+        self.history[0] = Message::system(system);
+    }
+
+    /// Runs one turn to its end. Emits `turn_started … result` and leaves the session idle.
+    pub async fn run_turn(&mut self, prompt: &str, cancel: CancellationToken) -> TurnOutcome {
+        if let Err(e) = self.session.begin_turn() {
+            return TurnOutcome {
+                stop_reason: StopReason::Error,
+                usage: Usage::default(),
+                error: Some(format!("cannot start a turn: {e}")),
+                text: String::new(),
+            };
+        }
+        self.session.emit(Payload::TurnStarted(Default::default()));
+        self.session.emit(Payload::UserText(UserTextData {
+            content: ContentBlock::text(prompt),
+        }));
+        let mut usage = Usage::default();
+        let mut text = String::new();
+        let ended = self.turn_body(prompt, &cancel, &mut usage, &mut text).await;
+        let (stop_reason, error) = match ended {
+            Ended::Stop(reason) => (reason, None),
+            Ended::Error(message) => {
+                self.session
+                    .emit_error(message.clone(), serde_json::Value::Null);
+                (StopReason::Error, Some(message))
+            }
+        };
+        self.session.emit(Payload::Result(ResultData {
+            stop_reason,
+            usage,
+            error: error.clone(),
+        }));
+        if let Err(e) = self.session.transition(Status::Idle) {
+            tracing::error!(error = %e, "ending a turn");
+        }
+        TurnOutcome {
+            stop_reason,
+            usage,
+            error,
+            text,
+        }
+    }
+
+    async fn turn_body(
+        &mut self,
+        prompt: &str,
+        cancel: &CancellationToken,
+        usage: &mut Usage,
+        final_text: &mut String,
+    ) -> Ended {
+        let needed = self.history[0].estimated_tokens() + Message::user(prompt).estimated_tokens();
+        if needed > self.context_window {
+            return Ended::Error(format!(
+                "the prompt is about {needed} tokens with the system prompt, more than the \
+                 model's context window of {} tokens; shorten it or raise the window \
+                 (num_ctx / context_window in the config)",
+                self.context_window
+            ));
+        }
+        self.history.push(Message::user(prompt));
+        let mut malformed_streak = 0;
+        for _ in 0..self.config.max_steps {
+            if cancel.is_cancelled() {
+                return Ended::Stop(StopReason::Cancelled);
+            }
+            self.maybe_compact(cancel, usage).await;
+            let output = self.stream_step(cancel).await;
+            self.steps_taken += 1;
+            if let Some(counts) = output.usage {
+                self.account(counts, usage);
+            }
+            let calls = self.resolve_calls(&output);
+            match &output.end {
+                StepEnd::Finished => {}
+                StepEnd::Cancelled => {
+                    self.keep_partial(&output);
+                    return Ended::Stop(StopReason::Cancelled);
+                }
+                StepEnd::Failed(e) => {
+                    let message = e.to_string();
+                    self.keep_partial(&output);
+                    return Ended::Error(message);
+                }
+            }
+            let Some((text, raw_calls)) = calls else {
+                let mut message = Message::assistant(output.text.clone());
+                message.thinking = non_empty(&output.thinking);
+                self.history.push(message);
+                *final_text = output.text;
+                return Ended::Stop(StopReason::EndTurn);
+            };
+            *final_text = text.clone();
+            match self.run_calls(text, &output, raw_calls, cancel).await {
+                CallsEnd::Continue { malformed } if malformed => malformed_streak += 1,
+                CallsEnd::Continue { .. } => malformed_streak = 0,
+                CallsEnd::Cancelled => return Ended::Stop(StopReason::Cancelled),
+            }
+            if malformed_streak >= self.config.max_malformed_calls {
+                return Ended::Error(format!(
+                    "the model made {malformed_streak} malformed tool calls in a row; ending \
+                     the turn (try a larger model, or a lower temperature)"
+                ));
+            }
+        }
+        Ended::Stop(StopReason::MaxSteps)
+    }
+
+    async fn stream_step(&self, cancel: &CancellationToken) -> StepOutput {
+        let request = ChatRequest {
+            messages: &self.history,
+            tools: &self.schemas,
+            tool_choice: self.config.tool_choice,
+            max_tokens: self.config.max_tokens,
+            temperature: self.config.temperature,
+        };
+        step::stream_step(
+            &self.session,
+            self.client.as_ref(),
+            &self.tools,
+            &request,
+            cancel,
+        )
+        .await
+    }
+
+    fn account(&mut self, counts: TokenCounts, usage: &mut Usage) {
+        usage.add(&Usage {
+            input_tokens: counts.prompt,
+            output_tokens: counts.completion,
+            cache_read_tokens: counts.cached,
+            ..Usage::default()
+        });
+        if counts.prompt > 0 {
+            self.last_prompt_tokens = Some(counts.prompt + counts.completion);
+        }
+        self.session.emit(Payload::Usage(UsageData {
+            usage: *usage,
+            context_tokens: self.last_prompt_tokens,
+            context_window: Some(self.context_window),
+        }));
+    }
+
+    /// The calls of a step: native ones, else Hermes-style blocks written in the text. Also
+    /// emits the authoritative text block, with any extracted blocks cut out.
+    fn resolve_calls(&self, output: &StepOutput) -> Option<(String, Vec<step::RawCall>)> {
+        let mut text = output.text.clone();
+        let mut calls = output.calls.clone();
+        if calls.is_empty() && matches!(output.end, StepEnd::Finished) {
+            let accept = |name: &str, args: serde_json::Value| {
+                let tool = self.tools.get(name)?;
+                repair::coerce_and_validate(args, &tool.manifest.parameters).ok()
+            };
+            if let Some(extracted) = hermes::extract_tool_calls(&output.text, &accept) {
+                text = extracted.text;
+                calls = extracted
+                    .calls
+                    .into_iter()
+                    .map(|c| {
+                        let raw = step::RawCall {
+                            id: step::new_call_id(),
+                            name: c.name,
+                            arguments_text: String::new(),
+                            arguments_value: Some(c.arguments),
+                        };
+                        self.session
+                            .emit(Payload::ToolUse(crate::event::ToolUseData {
+                                call: step::announce(&self.tools, &raw),
+                            }));
+                        raw
+                    })
+                    .collect();
+            }
+        }
+        if output.open_text {
+            self.session.emit(Payload::AssistantText(TextData {
+                delta: false,
+                content: ContentBlock::text(text.clone()),
+            }));
+        }
+        (!calls.is_empty()).then_some((text, calls))
+    }
+
+    /// What streamed before a failure or cancel stays in the history: nothing is lost.
+    fn keep_partial(&mut self, output: &StepOutput) {
+        if !output.text.is_empty() {
+            let mut message = Message::assistant(output.text.clone());
+            message.thinking = non_empty(&output.thinking);
+            self.history.push(message);
+        }
+    }
+
+    async fn run_calls(
+        &mut self,
+        text: String,
+        output: &StepOutput,
+        raw_calls: Vec<step::RawCall>,
+        cancel: &CancellationToken,
+    ) -> CallsEnd {
+        let mut prepared = Vec::with_capacity(raw_calls.len());
+        let mut assistant = Message::assistant(text);
+        assistant.thinking = non_empty(&output.thinking);
+        for raw in &raw_calls {
+            let checked = calls::validate(&self.tools, raw);
+            let arguments = match &checked {
+                Ok(valid) => valid.call.arguments.clone(),
+                Err(_) => calls::raw_arguments(raw),
+            };
+            calls::emit_authoritative_use(&self.session, &self.tools, raw, &arguments);
+            assistant.tool_calls.push(ToolCall {
+                id: raw.id.clone(),
+                name: raw.name.clone(),
+                arguments: if arguments.is_object() {
+                    arguments
+                } else {
+                    serde_json::json!({})
+                },
+            });
+            prepared.push(checked);
+        }
+        self.history.push(assistant);
+
+        let mut malformed = false;
+        let mut cancelled = false;
+        for (raw, checked) in raw_calls.iter().zip(prepared) {
+            let stub = ToolCall {
+                id: raw.id.clone(),
+                name: raw.name.clone(),
+                arguments: serde_json::json!({}),
+            };
+            let finished = if cancelled || cancel.is_cancelled() {
+                cancelled = true;
+                calls::reject(&self.session, &stub, "cancelled before it ran".into())
+            } else {
+                match checked {
+                    Err(message) => {
+                        malformed = true;
+                        calls::reject(&self.session, &stub, message)
+                    }
+                    Ok(valid) => {
+                        calls::execute(
+                            &self.session,
+                            valid,
+                            &self.root,
+                            self.config.tool_output_cap,
+                            cancel,
+                        )
+                        .await
+                    }
+                }
+            };
+            cancelled |= finished.cancelled;
+            self.history.push(finished.message);
+        }
+        if cancelled {
+            CallsEnd::Cancelled
+        } else {
+            CallsEnd::Continue { malformed }
+        }
+    }
+
+    async fn maybe_compact(&mut self, cancel: &CancellationToken, usage: &mut Usage) {
+        let used = self
+            .last_prompt_tokens
+            .unwrap_or_else(|| compaction::estimate_tokens(&self.history));
+        let threshold = (self.context_window as f64 * self.config.compaction_threshold) as u64;
+        if used <= threshold {
+            return;
+        }
+        if self.last_compaction_step == Some(self.steps_taken) {
+            tracing::warn!(
+                used,
+                threshold,
+                "compaction did not help; not compacting twice in a row"
+            );
+            return;
+        }
+        let Some(split) = compaction::split_point(&self.history, self.config.keep_recent_messages)
+        else {
+            return;
+        };
+        let older = &self.history[1..split];
+        let transcript = compaction::transcript(self.summary.as_deref(), older);
+        self.last_compaction_step = Some(self.steps_taken);
+        let summary_tokens = (self.config.max_tokens).min(2048);
+        match compaction::summarize(self.client.as_ref(), transcript, summary_tokens, cancel).await
+        {
+            Ok((summary, counts)) => {
+                if let Some(counts) = counts {
+                    usage.add(&Usage {
+                        input_tokens: counts.prompt,
+                        output_tokens: counts.completion,
+                        cache_read_tokens: counts.cached,
+                        ..Usage::default()
+                    });
+                }
+                let compacted = split - 1;
+                self.history.drain(1..split);
+                self.summary = Some(summary.clone());
+                self.refresh_system();
+                self.last_prompt_tokens = None;
+                self.session.emit(Payload::Compaction(CompactionData {
+                    summary,
+                    messages_compacted: compacted,
+                    tokens_before: used,
+                    context_window: self.context_window,
+                }));
+            }
+            Err(e) => self.session.emit_error(
+                format!("context compaction failed, continuing without it: {e}"),
+                serde_json::Value::Null,
+            ),
+        }
+    }
+}
+
+enum CallsEnd {
+    Continue { malformed: bool },
+    Cancelled,
+}
+
+fn non_empty(text: &str) -> Option<String> {
+    (!text.is_empty()).then(|| text.to_string())
+}

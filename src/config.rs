@@ -1,0 +1,227 @@
+//! `$XDG_CONFIG_HOME/corral/config.toml`. Every key is optional; flags win over the file.
+//!
+//! ```toml
+//! model = "ollama:qwen3"          # default model spec
+//! max_steps = 50
+//! max_tokens = 8192                # output tokens per reply
+//! temperature = 0.2
+//! system = "Answer in English."    # appended to the system prompt
+//! tool_output_cap = 32768          # bytes of tool output the model sees (head+tail kept)
+//! compaction_threshold = 0.8       # share of the context window that triggers compaction
+//!
+//! [timeouts]
+//! connect_secs = 10
+//! idle_secs = 300                  # longest silence while a reply streams
+//!
+//! [retry]
+//! max_attempts = 5
+//! base_delay_ms = 500
+//! max_delay_ms = 20000
+//!
+//! [providers.ollama]
+//! base_url = "http://127.0.0.1:11434"
+//! num_ctx = 16384                  # Ollama context window to request
+//!
+//! [providers.llamacpp]
+//! base_url = "http://127.0.0.1:8080/v1"
+//! context_window = 8192            # when the server cannot tell
+//! api_key_env = "MY_KEY_VAR"       # read the API key from this variable
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::model::{HttpSettings, Provider, RetryPolicy};
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub model: Option<String>,
+    pub max_steps: Option<u32>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    pub system: Option<String>,
+    pub tool_output_cap: Option<usize>,
+    pub compaction_threshold: Option<f64>,
+    #[serde(default)]
+    pub timeouts: Timeouts,
+    #[serde(default)]
+    pub retry: Retry,
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timeouts {
+    pub connect_secs: Option<f64>,
+    pub idle_secs: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Retry {
+    pub max_attempts: Option<u32>,
+    pub base_delay_ms: Option<u64>,
+    pub max_delay_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub base_url: Option<String>,
+    pub num_ctx: Option<u64>,
+    pub context_window: Option<u64>,
+    pub api_key_env: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the config file {path} is invalid: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+impl Config {
+    pub fn default_path() -> Option<PathBuf> {
+        dirs::config_dir().map(|d| d.join("corral").join("config.toml"))
+    }
+
+    /// Loads the file if it exists; a missing file is an empty config.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        let config: Config = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        config.check(path)?;
+        Ok(config)
+    }
+
+    fn check(&self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        for name in self.providers.keys() {
+            if !Provider::ALL.iter().any(|p| p.prefix() == name) {
+                let known: Vec<&str> = Provider::ALL.iter().map(|p| p.prefix()).collect();
+                return Err(invalid(format!(
+                    "unknown provider [providers.{name}]; known: {}",
+                    known.join(", ")
+                )));
+            }
+        }
+        if let Some(t) = self.compaction_threshold
+            && !(0.1..=1.0).contains(&t)
+        {
+            return Err(invalid(format!(
+                "compaction_threshold must be between 0.1 and 1.0, got {t}"
+            )));
+        }
+        for (name, secs) in [
+            ("timeouts.connect_secs", self.timeouts.connect_secs),
+            ("timeouts.idle_secs", self.timeouts.idle_secs),
+        ] {
+            if let Some(s) = secs
+                && !(s > 0.0 && s.is_finite())
+            {
+                return Err(invalid(format!(
+                    "{name} must be a positive number, got {s}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn provider(&self, provider: Provider) -> ProviderConfig {
+        self.providers
+            .get(provider.prefix())
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub fn http_settings(&self) -> HttpSettings {
+        let defaults = HttpSettings::default();
+        let retry_defaults = RetryPolicy::default();
+        HttpSettings {
+            connect_timeout: self
+                .timeouts
+                .connect_secs
+                .map_or(defaults.connect_timeout, Duration::from_secs_f64),
+            idle_timeout: self
+                .timeouts
+                .idle_secs
+                .map_or(defaults.idle_timeout, Duration::from_secs_f64),
+            retry: RetryPolicy {
+                max_attempts: self
+                    .retry
+                    .max_attempts
+                    .unwrap_or(retry_defaults.max_attempts),
+                base_delay: self
+                    .retry
+                    .base_delay_ms
+                    .map_or(retry_defaults.base_delay, Duration::from_millis),
+                max_delay: self
+                    .retry
+                    .max_delay_ms
+                    .map_or(retry_defaults.max_delay, Duration::from_millis),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_example_parses_and_maps_to_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(
+            &path,
+            "model = \"ollama:qwen3\"\n[timeouts]\nidle_secs = 2.5\n[retry]\nbase_delay_ms = 10\n\
+             [providers.ollama]\nnum_ctx = 4096\n",
+        )
+        .unwrap();
+        let config = Config::load(&path).unwrap();
+        assert_eq!(config.model.as_deref(), Some("ollama:qwen3"));
+        assert_eq!(config.provider(Provider::Ollama).num_ctx, Some(4096));
+        let http = config.http_settings();
+        assert_eq!(http.idle_timeout, Duration::from_millis(2500));
+        assert_eq!(http.retry.base_delay, Duration::from_millis(10));
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "modle = \"x\"\n").unwrap();
+        let e = Config::load(&path).unwrap_err().to_string();
+        assert!(e.contains("modle"), "{e}");
+        std::fs::write(&path, "[providers.olama]\n").unwrap();
+        let e = Config::load(&path).unwrap_err().to_string();
+        assert!(e.contains("olama"), "{e}");
+        assert_eq!(
+            Config::load(&dir.path().join("missing.toml")).unwrap(),
+            Config::default()
+        );
+    }
+}

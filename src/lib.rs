@@ -1,0 +1,27 @@
+//! corral: a sandboxed, tool-executing agent runtime with its own LLM loop.
+//!
+//! Modules are private; this file is the crate's public face.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+mod agent;
+mod config;
+mod event;
+mod model;
+mod sandbox;
+mod session;
+mod surface;
+mod tool;
+
+pub use agent::{Agent, AgentConfig, TurnOutcome};
+pub use config::{Config, ConfigError};
+pub use event::*;
+pub use model::{
+    BaseUrlSource, ChatRequest, HttpSettings, Image, Message, ModelClient, ModelError, ModelEvent,
+    ModelInfo, ModelSpec, OllamaClient, OpenAiClient, Provider, RetryPolicy, Role, SpecError,
+    TokenCounts, ToolCall, ToolChoice, ToolSchema, Wire, capabilities_of, resolve_base_url,
+};
+pub use session::{Session, SessionError, SessionMeta, Subscription, log_path, read_log};
+pub use surface::run::{Exit, RunArgs, RunError, run};
+pub use tool::{
+    Danger, Tool, ToolContext, ToolError, ToolManifest, ToolOutput, ToolRegistry, manifests,
+};

@@ -1,0 +1,117 @@
+//! What can go wrong talking to a model server, and whether trying again can help.
+
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    /// No connection could be made (after retries).
+    #[error("cannot reach the model server at {url}: {reason}")]
+    Connect { url: String, reason: String },
+    /// The server answered with a non-success status before streaming.
+    #[error("the model server answered HTTP {status}: {message}")]
+    Http { status: u16, message: String },
+    /// The server reported an error inside the stream.
+    #[error("the model server reported an error mid-stream: {0}")]
+    Stream(String),
+    /// The server sent something that is not the wire format.
+    #[error("the model server sent malformed data: {0}")]
+    Malformed(String),
+    /// The body ended before the reply was complete.
+    #[error("the model server ended the reply early (truncated): {0}")]
+    Truncated(String),
+    /// Nothing arrived for longer than the idle timeout.
+    #[error("no data from the model server for {0:?} (idle timeout)")]
+    IdleTimeout(Duration),
+    /// The connection broke while streaming.
+    #[error("the connection to the model server broke mid-stream: {0}")]
+    Transport(String),
+    /// The model is not known to the server.
+    #[error("model {model:?} not found on the server at {url}{hint}")]
+    ModelNotFound {
+        model: String,
+        url: String,
+        hint: String,
+    },
+}
+
+impl ModelError {
+    /// Whether a fresh request could succeed where this one failed. Only errors before the first
+    /// byte of a reply are retried; a stream that started is never replayed behind the
+    /// user's back.
+    pub fn is_retryable_before_stream(&self) -> bool {
+        match self {
+            ModelError::Connect { .. } => true,
+            ModelError::Http { status, .. } => *status == 429 || (500..600).contains(status),
+            ModelError::Stream(_)
+            | ModelError::Malformed(_)
+            | ModelError::Truncated(_)
+            | ModelError::IdleTimeout(_)
+            | ModelError::Transport(_)
+            | ModelError::ModelNotFound { .. } => false,
+        }
+    }
+}
+
+/// Pull a human message out of an error body: OpenAI `{"error":{"message":…}}`, Ollama and mlx
+/// `{"error":"…"}`, or the raw text.
+pub fn error_message_from_body(body: &str) -> String {
+    let trimmed = body.trim();
+    if let Ok(value) = serde_json::from_str::<serde_json::Value>(trimmed) {
+        let error = value.get("error").unwrap_or(&value);
+        if let Some(text) = error.as_str() {
+            return text.to_string();
+        }
+        if let Some(text) = error.get("message").and_then(|m| m.as_str()) {
+            return text.to_string();
+        }
+    }
+    if trimmed.is_empty() {
+        return "(empty body)".to_string();
+    }
+    excerpt(trimmed, 300)
+}
+
+/// A short, single-line excerpt of untrusted text for error messages.
+pub fn excerpt(text: &str, max_chars: usize) -> String {
+    let one_line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(max_chars)
+        .collect();
+    if text.chars().count() > max_chars {
+        format!("{one_line}…")
+    } else {
+        one_line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_come_out_of_each_error_shape() {
+        assert_eq!(
+            error_message_from_body(r#"{"error":{"message":"slow down","type":"x"}}"#),
+            "slow down"
+        );
+        assert_eq!(
+            error_message_from_body(r#"{"error":"model 'x' not found"}"#),
+            "model 'x' not found"
+        );
+        assert_eq!(error_message_from_body("  oops\n"), "oops");
+        assert_eq!(error_message_from_body(""), "(empty body)");
+    }
+
+    #[test]
+    fn only_pre_stream_server_trouble_is_retryable() {
+        let http = |status| ModelError::Http {
+            status,
+            message: String::new(),
+        };
+        assert!(http(429).is_retryable_before_stream());
+        assert!(http(503).is_retryable_before_stream());
+        assert!(!http(400).is_retryable_before_stream());
+        assert!(!ModelError::Truncated(String::new()).is_retryable_before_stream());
+    }
+}

@@ -1,0 +1,41 @@
+//! Model clients: one trait, one file per wire format.
+
+mod client;
+mod error;
+pub use error::excerpt;
+mod http;
+mod ndjson;
+mod ollama;
+mod openai;
+mod spec;
+mod types;
+
+pub use client::{ModelClient, ModelInfo};
+pub use error::ModelError;
+pub use http::{HttpSettings, RetryNotice, RetryPolicy};
+pub use ollama::{OllamaClient, capabilities_of};
+pub use openai::OpenAiClient;
+pub use spec::{BaseUrlSource, ModelSpec, Provider, SpecError, Wire, resolve_base_url};
+pub use types::*;
+
+mod detect;
+pub use detect::find_ollama_tool_model;
+
+use std::sync::Arc;
+
+/// Builds the client for a spec. `window` is `num_ctx` for Ollama and the context window for
+/// OpenAI-compatible servers, when configured.
+pub fn connect(
+    spec: ModelSpec,
+    base_url: String,
+    api_key: Option<String>,
+    settings: HttpSettings,
+    window: Option<u64>,
+) -> Result<Arc<dyn ModelClient>, ModelError> {
+    Ok(match spec.provider.wire() {
+        Wire::OllamaNative => Arc::new(OllamaClient::new(spec, base_url, settings, window)?),
+        Wire::OpenAiChat => Arc::new(OpenAiClient::new(
+            spec, base_url, api_key, settings, window,
+        )?),
+    })
+}

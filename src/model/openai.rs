@@ -1,0 +1,456 @@
+//! OpenAI-compatible `POST {base}/chat/completions` with SSE: OpenAI itself, llama.cpp, vLLM,
+//! LM Studio, mlx_lm.server.
+//!
+//! Servers differ in small ways this client absorbs: reasoning arrives as `reasoning_content`
+//! or `reasoning`; tool calls come in fragments keyed by index (or whole); local servers say
+//! `finish_reason: "stop"` although they emitted calls (the accumulated calls are trusted);
+//! usage comes on any chunk, usually a final one with `choices: []`; mlx defaults to 512 output
+//! tokens unless `max_tokens` is sent. A body that ends without `[DONE]` is reported: as a
+//! truncated reply when no `finish_reason` came either, as a warning otherwise.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::OnceLock;
+
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures_util::StreamExt;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+
+use super::client::{ModelClient, ModelFuture, ModelInfo, ModelStream};
+use super::error::{ModelError, excerpt};
+use super::http::{self, HttpSettings, RetryObserver};
+use super::spec::{ModelSpec, Provider};
+use super::types::{ChatRequest, Message, ModelEvent, Role, TokenCounts, ToolChoice};
+
+pub const DEFAULT_LOCAL_WINDOW: u64 = 32_768;
+pub const DEFAULT_OPENAI_WINDOW: u64 = 128_000;
+
+pub struct OpenAiClient {
+    spec: ModelSpec,
+    base_url: String,
+    http: reqwest::Client,
+    headers: HeaderMap,
+    settings: HttpSettings,
+    window_override: Option<u64>,
+    info: OnceLock<ModelInfo>,
+}
+
+impl OpenAiClient {
+    pub fn new(
+        spec: ModelSpec,
+        base_url: String,
+        api_key: Option<String>,
+        settings: HttpSettings,
+        window_override: Option<u64>,
+    ) -> Result<Self, ModelError> {
+        let mut headers = HeaderMap::new();
+        if let Some(key) = api_key.filter(|k| !k.is_empty()) {
+            let value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                ModelError::Connect {
+                    url: base_url.clone(),
+                    reason: "the API key contains characters not allowed in a header".into(),
+                }
+            })?;
+            headers.insert(AUTHORIZATION, value);
+        }
+        Ok(OpenAiClient {
+            http: http::build_client(&settings)?,
+            spec,
+            base_url,
+            headers,
+            settings,
+            window_override,
+            info: OnceLock::new(),
+        })
+    }
+
+    /// llama.cpp tells its real window at `/props`; other servers have no standard way.
+    async fn probe_window(&self) -> Option<u64> {
+        if self.spec.provider != Provider::LlamaCpp {
+            return None;
+        }
+        let origin = self.base_url.trim_end_matches("/v1");
+        let props = http::get_json(
+            &self.http,
+            &format!("{origin}/props"),
+            &self.headers,
+            &self.settings,
+        )
+        .await
+        .ok()?;
+        props
+            .pointer("/default_generation_settings/n_ctx")
+            .or_else(|| props.get("n_ctx"))
+            .and_then(Value::as_u64)
+            .filter(|n| *n > 0)
+    }
+
+    fn request_body(&self, request: &ChatRequest<'_>) -> Value {
+        let messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
+        let mut body = json!({
+            "model": self.spec.model,
+            "messages": messages,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        // OpenAI's newer models refuse `max_tokens`; local servers know only `max_tokens`.
+        let limit_field = if self.spec.provider == Provider::OpenAi {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body[limit_field] = json!(request.max_tokens);
+        if let Some(t) = request.temperature {
+            body["temperature"] = json!(t);
+        }
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.parameters}})
+                })
+                .collect();
+            // mlx_lm.server supports neither field; it ignores unknown keys, others honour them.
+            if self.spec.provider != Provider::Mlx {
+                body["parallel_tool_calls"] = json!(true);
+                if let Some(choice) = request.tool_choice {
+                    body["tool_choice"] = json!(match choice {
+                        ToolChoice::Auto => "auto",
+                        ToolChoice::Required => "required",
+                        ToolChoice::None => "none",
+                    });
+                }
+            }
+        }
+        body
+    }
+}
+
+fn wire_message(message: &Message) -> Value {
+    match message.role {
+        Role::System => json!({"role": "system", "content": message.content}),
+        Role::User if message.images.is_empty() => {
+            json!({"role": "user", "content": message.content})
+        }
+        Role::User => {
+            let mut parts = vec![json!({"type": "text", "text": message.content})];
+            parts.extend(message.images.iter().map(|i| {
+                json!({"type": "image_url", "image_url": {
+                    "url": format!("data:{};base64,{}", i.mime_type, i.data_base64)}})
+            }));
+            json!({"role": "user", "content": parts})
+        }
+        Role::Assistant => {
+            let mut wire = json!({"role": "assistant", "content": message.content});
+            if !message.tool_calls.is_empty() {
+                if message.content.is_empty() {
+                    wire["content"] = Value::Null;
+                }
+                wire["tool_calls"] = message
+                    .tool_calls
+                    .iter()
+                    .map(|call| {
+                        json!({"id": call.id, "type": "function", "function": {
+                            "name": call.name, "arguments": call.arguments.to_string()}})
+                    })
+                    .collect();
+            }
+            wire
+        }
+        Role::Tool => json!({
+            "role": "tool",
+            "tool_call_id": message.tool_call_id.as_deref().unwrap_or_default(),
+            "content": message.content,
+        }),
+    }
+}
+
+impl ModelClient for OpenAiClient {
+    fn spec(&self) -> &ModelSpec {
+        &self.spec
+    }
+
+    fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    fn prepare(&self) -> ModelFuture<'_, ModelInfo> {
+        Box::pin(async move {
+            if let Some(info) = self.info.get() {
+                return Ok(info.clone());
+            }
+            let default = if self.spec.provider == Provider::OpenAi {
+                DEFAULT_OPENAI_WINDOW
+            } else {
+                DEFAULT_LOCAL_WINDOW
+            };
+            let window = match self.window_override {
+                Some(w) => w,
+                None => self.probe_window().await.unwrap_or(default),
+            };
+            let info = ModelInfo {
+                context_window: window,
+                supports_thinking: false,
+            };
+            Ok(self.info.get_or_init(|| info).clone())
+        })
+    }
+
+    fn stream<'a>(
+        &'a self,
+        request: &'a ChatRequest<'a>,
+        observer: RetryObserver<'a>,
+    ) -> ModelFuture<'a, ModelStream> {
+        Box::pin(async move {
+            let url = format!("{}/chat/completions", self.base_url);
+            let body = self.request_body(request);
+            let response = http::post_json(
+                &self.http,
+                &url,
+                &self.headers,
+                &body,
+                &self.settings,
+                observer,
+            )
+            .await?;
+            let content_type = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            if !content_type.is_empty() && !content_type.contains("text/event-stream") {
+                let text = response.text().await.unwrap_or_default();
+                return Err(ModelError::Malformed(format!(
+                    "expected an SSE stream (text/event-stream), got {content_type}: {}",
+                    excerpt(&text, 200)
+                )));
+            }
+            let state = SseState {
+                events: Box::pin(response.bytes_stream().eventsource()),
+                pending: VecDeque::new(),
+                slots: HashMap::new(),
+                next_slot: 0,
+                usage: None,
+                finish_reason: None,
+                done: false,
+                settings: self.settings,
+            };
+            let stream = futures_util::stream::unfold(state, |mut state| async move {
+                state.next_event().await.map(|event| (event, state))
+            });
+            Ok(Box::pin(stream) as ModelStream)
+        })
+    }
+}
+
+type SseStream = std::pin::Pin<
+    Box<
+        dyn futures_util::Stream<
+                Item = Result<eventsource_stream::Event, EventStreamError<reqwest::Error>>,
+            > + Send,
+    >,
+>;
+
+/// A wire tool-call index maps to our slot; a new id at an occupied index opens a new slot
+/// (some Ollama-compatible servers reuse index 0 for parallel calls).
+struct Slot {
+    ours: usize,
+    id: Option<String>,
+}
+
+struct SseState {
+    events: SseStream,
+    pending: VecDeque<Result<ModelEvent, ModelError>>,
+    slots: HashMap<u64, Slot>,
+    next_slot: usize,
+    usage: Option<TokenCounts>,
+    finish_reason: Option<String>,
+    done: bool,
+    settings: HttpSettings,
+}
+
+impl SseState {
+    async fn next_event(&mut self) -> Option<Result<ModelEvent, ModelError>> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some(event);
+            }
+            if self.done {
+                return None;
+            }
+            match self.events.next().await {
+                Some(Ok(event)) => self.handle(&event.event, &event.data),
+                Some(Err(EventStreamError::Transport(e))) => {
+                    self.fail(http::body_error(&e, &self.settings));
+                }
+                Some(Err(e)) => self.fail(ModelError::Malformed(e.to_string())),
+                None if self.finish_reason.is_some() => {
+                    tracing::warn!("SSE stream ended without [DONE] after finish_reason");
+                    self.finish();
+                }
+                None => self.fail(ModelError::Truncated(
+                    "the SSE stream ended without finish_reason or [DONE]".into(),
+                )),
+            }
+        }
+    }
+
+    fn handle(&mut self, name: &str, data: &str) {
+        let data = data.trim();
+        if data == "[DONE]" {
+            self.finish();
+            return;
+        }
+        if data.is_empty() {
+            return;
+        }
+        let chunk: Value = match serde_json::from_str(data) {
+            Ok(v) => v,
+            Err(e) => {
+                self.fail(ModelError::Malformed(format!(
+                    "invalid JSON in an SSE event ({e}): {}",
+                    excerpt(data, 200)
+                )));
+                return;
+            }
+        };
+        if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .or_else(|| error.as_str())
+                .map(str::to_string)
+                .unwrap_or_else(|| error.to_string());
+            self.fail(ModelError::Stream(message));
+            return;
+        }
+        if name == "error" {
+            self.fail(ModelError::Stream(excerpt(data, 300)));
+            return;
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            let count = |ptr: &str| usage.pointer(ptr).and_then(Value::as_u64).unwrap_or(0);
+            self.usage = Some(TokenCounts {
+                prompt: count("/prompt_tokens"),
+                completion: count("/completion_tokens"),
+                cached: count("/prompt_tokens_details/cached_tokens"),
+            });
+        }
+        let Some(choices) = chunk.get("choices").and_then(Value::as_array) else {
+            return;
+        };
+        // corral asks for one choice; any other index is a server quirk and ignored.
+        for choice in choices
+            .iter()
+            .filter(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0)
+        {
+            if let Some(delta) = choice.get("delta").or_else(|| choice.get("message")) {
+                self.handle_delta(delta);
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finish_reason = Some(reason.to_string());
+            }
+        }
+    }
+
+    fn handle_delta(&mut self, delta: &Value) {
+        let text_of = |name: &str| {
+            delta
+                .get(name)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        };
+        if let Some(reasoning) = text_of("reasoning_content").or_else(|| text_of("reasoning")) {
+            self.pending
+                .push_back(Ok(ModelEvent::Reasoning(reasoning.to_string())));
+        }
+        if let Some(content) = text_of("content") {
+            self.pending
+                .push_back(Ok(ModelEvent::Text(content.to_string())));
+        }
+        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+            for call in calls {
+                self.handle_call_fragment(call);
+            }
+        }
+    }
+
+    fn handle_call_fragment(&mut self, call: &Value) {
+        let wire_index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let id = call
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let function = call.get("function");
+        let name = function
+            .and_then(|f| f.get("name"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let arguments = function.and_then(|f| f.get("arguments"));
+
+        let opens_new = match self.slots.get(&wire_index) {
+            None => true,
+            Some(slot) => id.is_some() && slot.id.as_deref() != id,
+        };
+        if opens_new {
+            let Some(name) = name else {
+                self.fail(ModelError::Malformed(format!(
+                    "a tool call fragment for index {wire_index} arrived before its name"
+                )));
+                return;
+            };
+            let ours = self.next_slot;
+            self.next_slot += 1;
+            self.slots.insert(
+                wire_index,
+                Slot {
+                    ours,
+                    id: id.map(str::to_string),
+                },
+            );
+            self.pending.push_back(Ok(ModelEvent::ToolCallStart {
+                index: ours,
+                id: id.map(str::to_string),
+                name: name.to_string(),
+            }));
+        }
+        let Some(slot) = self.slots.get(&wire_index) else {
+            return;
+        };
+        let index = slot.ours;
+        match arguments {
+            Some(Value::String(fragment)) if !fragment.is_empty() => {
+                self.pending.push_back(Ok(ModelEvent::ToolCallArguments {
+                    index,
+                    fragment: fragment.clone(),
+                }));
+            }
+            // A few servers send the arguments as an object in one piece.
+            Some(object @ Value::Object(_)) => {
+                self.pending.push_back(Ok(ModelEvent::ToolCallWhole {
+                    index,
+                    arguments: object.clone(),
+                }));
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(usage) = self.usage.take() {
+            self.pending.push_back(Ok(ModelEvent::Usage(usage)));
+        }
+        self.pending.push_back(Ok(ModelEvent::Finished {
+            reason: self.finish_reason.take(),
+        }));
+        self.done = true;
+    }
+
+    fn fail(&mut self, error: ModelError) {
+        self.pending.push_back(Err(error));
+        self.done = true;
+    }
+}

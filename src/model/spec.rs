@@ -1,0 +1,262 @@
+//! Model spec strings (`ollama:qwen3`, `llamacpp:local`, …) and where each provider lives.
+//!
+//! The base URL is resolved in one order on every surface: an explicit override (`--base-url`),
+//! else the config file, else the variable the ecosystem already uses (`OLLAMA_HOST`,
+//! `OPENAI_BASE_URL`), else the provider's default.
+
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Provider {
+    Ollama,
+    OpenAi,
+    Mlx,
+    LlamaCpp,
+    LmStudio,
+    Vllm,
+}
+
+/// Which wire format a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    OllamaNative,
+    OpenAiChat,
+}
+
+impl Provider {
+    pub const ALL: [Provider; 6] = [
+        Provider::Ollama,
+        Provider::OpenAi,
+        Provider::Mlx,
+        Provider::LlamaCpp,
+        Provider::LmStudio,
+        Provider::Vllm,
+    ];
+
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Provider::Ollama => "ollama",
+            Provider::OpenAi => "openai",
+            Provider::Mlx => "mlx",
+            Provider::LlamaCpp => "llamacpp",
+            Provider::LmStudio => "lmstudio",
+            Provider::Vllm => "vllm",
+        }
+    }
+
+    pub fn wire(self) -> Wire {
+        match self {
+            Provider::Ollama => Wire::OllamaNative,
+            _ => Wire::OpenAiChat,
+        }
+    }
+
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Provider::Ollama => "http://127.0.0.1:11434",
+            Provider::OpenAi => "https://api.openai.com/v1",
+            Provider::Mlx | Provider::LlamaCpp => "http://127.0.0.1:8080/v1",
+            Provider::LmStudio => "http://127.0.0.1:1234/v1",
+            Provider::Vllm => "http://127.0.0.1:8000/v1",
+        }
+    }
+
+    /// The environment variable that already names this provider's address.
+    pub fn base_url_env(self) -> &'static str {
+        match self {
+            Provider::Ollama => "OLLAMA_HOST",
+            _ => "OPENAI_BASE_URL",
+        }
+    }
+
+    /// The environment variable holding an API key, where the provider needs one.
+    pub fn api_key_env(self) -> Option<&'static str> {
+        match self {
+            Provider::OpenAi => Some("OPENAI_API_KEY"),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.prefix())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelSpec {
+    pub provider: Provider,
+    /// The model name as the server knows it (may itself contain colons: `qwen3:8b`).
+    pub model: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error(
+        "unknown model spec {0:?}: expected ollama:<tag>, openai:<model>, mlx:<model>, llamacpp:<model>, lmstudio:<model> or vllm:<model>"
+    )]
+    Unknown(String),
+    #[error("model spec {0:?} names no model after the provider prefix")]
+    Empty(String),
+}
+
+impl FromStr for ModelSpec {
+    type Err = SpecError;
+
+    fn from_str(text: &str) -> Result<Self, SpecError> {
+        let text = text.trim();
+        let (prefix, model) = text
+            .split_once(':')
+            .ok_or_else(|| SpecError::Unknown(text.to_string()))?;
+        let provider = Provider::ALL
+            .into_iter()
+            .find(|p| p.prefix().eq_ignore_ascii_case(prefix))
+            .ok_or_else(|| SpecError::Unknown(text.to_string()))?;
+        if model.trim().is_empty() {
+            return Err(SpecError::Empty(text.to_string()));
+        }
+        Ok(ModelSpec {
+            provider,
+            model: model.trim().to_string(),
+        })
+    }
+}
+
+impl fmt::Display for ModelSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.provider, self.model)
+    }
+}
+
+/// Where a base URL came from, for messages such as "cannot reach … (from OLLAMA_HOST)".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BaseUrlSource {
+    Flag,
+    Config,
+    Env(&'static str),
+    Default,
+}
+
+impl fmt::Display for BaseUrlSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BaseUrlSource::Flag => f.write_str("--base-url"),
+            BaseUrlSource::Config => f.write_str("config file"),
+            BaseUrlSource::Env(var) => f.write_str(var),
+            BaseUrlSource::Default => f.write_str("provider default"),
+        }
+    }
+}
+
+/// Resolve the base URL in the documented order. `env` is a lookup so tests stay hermetic.
+pub fn resolve_base_url(
+    provider: Provider,
+    flag: Option<&str>,
+    config: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (String, BaseUrlSource) {
+    let from_env = env(provider.base_url_env()).filter(|v| !v.trim().is_empty());
+    let (raw, source) = if let Some(url) = flag {
+        (url.to_string(), BaseUrlSource::Flag)
+    } else if let Some(url) = config {
+        (url.to_string(), BaseUrlSource::Config)
+    } else if let Some(url) = from_env {
+        (url, BaseUrlSource::Env(provider.base_url_env()))
+    } else {
+        (
+            provider.default_base_url().to_string(),
+            BaseUrlSource::Default,
+        )
+    };
+    (normalize_base_url(provider, &raw), source)
+}
+
+/// `OLLAMA_HOST` is often `0.0.0.0:11434` or a bare host: give it a scheme and a reachable
+/// address. Trailing slashes go so paths can be appended.
+fn normalize_base_url(provider: Provider, raw: &str) -> String {
+    let raw = raw.trim().trim_end_matches('/');
+    let mut url = if raw.contains("://") {
+        raw.to_string()
+    } else {
+        format!("http://{raw}")
+    };
+    if provider == Provider::Ollama {
+        url = url.replace("://0.0.0.0", "://127.0.0.1");
+        let has_port = url
+            .rsplit_once(':')
+            .is_some_and(|(_, port)| port.chars().all(|c| c.is_ascii_digit()));
+        if !has_port {
+            url.push_str(":11434");
+        }
+    }
+    url
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_provider_and_keeps_colons_in_the_model() {
+        let spec: ModelSpec = "ollama:qwen3:8b".parse().unwrap();
+        assert_eq!(spec.provider, Provider::Ollama);
+        assert_eq!(spec.model, "qwen3:8b");
+        for p in Provider::ALL {
+            let spec: ModelSpec = format!("{}:m", p.prefix()).parse().unwrap();
+            assert_eq!(spec.provider, p);
+        }
+    }
+
+    #[test]
+    fn rejects_unknown_and_empty_specs() {
+        assert!(matches!(
+            "gpt4".parse::<ModelSpec>(),
+            Err(SpecError::Unknown(_))
+        ));
+        assert!(matches!(
+            "bogus:x".parse::<ModelSpec>(),
+            Err(SpecError::Unknown(_))
+        ));
+        assert!(matches!(
+            "ollama:".parse::<ModelSpec>(),
+            Err(SpecError::Empty(_))
+        ));
+    }
+
+    #[test]
+    fn base_url_order_is_flag_config_env_default() {
+        let env = |k: &str| (k == "OLLAMA_HOST").then(|| "0.0.0.0".to_string());
+        let none = |_: &str| None;
+        assert_eq!(
+            resolve_base_url(
+                Provider::Ollama,
+                Some("http://a:1/"),
+                Some("http://b:2"),
+                &env
+            ),
+            ("http://a:1".into(), BaseUrlSource::Flag)
+        );
+        assert_eq!(
+            resolve_base_url(Provider::Ollama, None, Some("http://b:2"), &env),
+            ("http://b:2".into(), BaseUrlSource::Config)
+        );
+        assert_eq!(
+            resolve_base_url(Provider::Ollama, None, None, &env),
+            (
+                "http://127.0.0.1:11434".into(),
+                BaseUrlSource::Env("OLLAMA_HOST")
+            )
+        );
+        assert_eq!(
+            resolve_base_url(Provider::LmStudio, None, None, &none),
+            ("http://127.0.0.1:1234/v1".into(), BaseUrlSource::Default)
+        );
+        let openai_env = |k: &str| (k == "OPENAI_BASE_URL").then(|| "http://x:9/v1".to_string());
+        assert_eq!(
+            resolve_base_url(Provider::Vllm, None, None, &openai_env).0,
+            "http://x:9/v1"
+        );
+    }
+}

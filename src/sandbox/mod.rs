@@ -1,0 +1,3 @@
+//! Confinement of what tools can touch.
+
+pub(crate) mod paths;

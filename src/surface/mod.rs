@@ -1,0 +1,4 @@
+//! Surfaces: the ways a person or program drives sessions.
+
+pub mod run;
+mod tty;

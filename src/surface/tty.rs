@@ -1,0 +1,257 @@
+//! Rendering a session for a person at a terminal (or a pipe): assistant text on stdout,
+//! everything else — spinner, thoughts, tool lines, usage, errors — on stderr, so
+//! `corral run … > answer.txt` captures just the answer.
+
+use std::io::{self, Write};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::event::{ContentBlock, Payload, SharedEvent, Status, ToolCallStatus};
+
+const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+pub struct Style {
+    /// stderr is a terminal: draw the spinner, use colour.
+    pub interactive: bool,
+}
+
+impl Style {
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.interactive {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+}
+
+struct View<'a> {
+    style: &'a Style,
+    out: io::Stdout,
+    err: io::Stderr,
+    waiting_since: Option<Instant>,
+    spinner_drawn: bool,
+    frame: usize,
+    text_open: bool,
+    thought_open: bool,
+    steps: u32,
+    turn_started: Option<Instant>,
+}
+
+impl View<'_> {
+    fn clear_spinner(&mut self) {
+        if self.spinner_drawn {
+            let _ = write!(self.err, "\r\x1b[2K");
+            self.spinner_drawn = false;
+        }
+    }
+
+    fn tick(&mut self) {
+        let Some(since) = self.waiting_since else {
+            return;
+        };
+        if !self.style.interactive {
+            return;
+        }
+        self.frame = (self.frame + 1) % SPINNER.len();
+        let _ = write!(
+            self.err,
+            "\r\x1b[2K{} waiting for the model… {:.1}s",
+            SPINNER[self.frame],
+            since.elapsed().as_secs_f64()
+        );
+        let _ = self.err.flush();
+        self.spinner_drawn = true;
+    }
+
+    fn first_output(&mut self) {
+        self.waiting_since = None;
+        self.clear_spinner();
+    }
+
+    fn end_text(&mut self) {
+        if self.text_open {
+            let _ = writeln!(self.out);
+            let _ = self.out.flush();
+            self.text_open = false;
+        }
+        if self.thought_open {
+            let _ = writeln!(self.err);
+            self.thought_open = false;
+        }
+    }
+
+    fn show(&mut self, event: &SharedEvent) {
+        let envelope = &event.envelope;
+        match &envelope.payload {
+            Payload::TurnStarted(_) => {
+                self.turn_started = Some(Instant::now());
+                self.waiting_since = Some(Instant::now());
+                self.steps = 0;
+            }
+            Payload::AssistantText(data) if data.delta => {
+                self.first_output();
+                if self.thought_open {
+                    let _ = writeln!(self.err);
+                    self.thought_open = false;
+                }
+                if let ContentBlock::Text { text } = &data.content {
+                    let _ = write!(self.out, "{text}");
+                    let _ = self.out.flush();
+                    self.text_open = true;
+                }
+            }
+            Payload::Thought(data) if data.delta => {
+                self.first_output();
+                if let ContentBlock::Text { text } = &data.content {
+                    let _ = write!(self.err, "{}", self.style.paint("2", text));
+                    let _ = self.err.flush();
+                    self.thought_open = true;
+                }
+            }
+            Payload::ToolUse(data) if data.call.status == ToolCallStatus::InProgress => {
+                self.first_output();
+                self.end_text();
+                self.steps += 1;
+                let input = data
+                    .call
+                    .raw_input
+                    .as_ref()
+                    .map(|v| crate::model::excerpt(&v.to_string(), 120))
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    self.err,
+                    "{} {} {input}",
+                    self.style.paint("36", "⏺"),
+                    data.call.title
+                );
+            }
+            Payload::ToolResult(data) => {
+                let record = &data.result;
+                let line = match (&record.output, &record.error) {
+                    (Some(output), _) => self.style.paint(
+                        "32",
+                        &format!(
+                            "  ✓ {} · {} ms · {} bytes",
+                            record.tool,
+                            record.duration_ms,
+                            output.len()
+                        ),
+                    ),
+                    (None, error) => self.style.paint(
+                        "31",
+                        &format!(
+                            "  ✗ {} · {}",
+                            record.tool,
+                            crate::model::excerpt(error.as_deref().unwrap_or_default(), 200)
+                        ),
+                    ),
+                };
+                let _ = writeln!(self.err, "{line}");
+                self.waiting_since = Some(Instant::now());
+            }
+            Payload::Error(data) => {
+                self.clear_spinner();
+                self.end_text();
+                let _ = writeln!(self.err, "{}", self.style.paint("33", &data.message));
+            }
+            Payload::Compaction(data) => {
+                let _ = writeln!(
+                    self.err,
+                    "{}",
+                    self.style.paint(
+                        "2",
+                        &format!(
+                            "(context compacted: {} older messages summarized)",
+                            data.messages_compacted
+                        )
+                    )
+                );
+            }
+            Payload::Result(data) => {
+                self.first_output();
+                self.end_text();
+                let elapsed = self
+                    .turn_started
+                    .map(|t| t.elapsed().as_secs_f64())
+                    .unwrap_or_default();
+                let usage = &data.usage;
+                let summary = format!(
+                    "{} · {} in · {} out tokens · {} tool calls · {elapsed:.1}s",
+                    data.stop_reason.as_str(),
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    self.steps
+                );
+                let _ = writeln!(self.err, "{}", self.style.paint("2", &summary));
+            }
+            _ => {}
+        }
+        let _ = self.err.flush();
+    }
+}
+
+/// Draws events until the session is dead and its channel is drained.
+pub async fn render_terminal(mut events: UnboundedReceiver<SharedEvent>, style: Style) {
+    let mut view = View {
+        style: &style,
+        out: io::stdout(),
+        err: io::stderr(),
+        waiting_since: None,
+        spinner_drawn: false,
+        frame: 0,
+        text_open: false,
+        thought_open: false,
+        steps: 0,
+        turn_started: None,
+    };
+    let mut ticker = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            event = events.recv() => match event {
+                Some(event) => {
+                    view.show(&event);
+                    if is_dead(&event) {
+                        break;
+                    }
+                }
+                None => break,
+            },
+            _ = ticker.tick() => view.tick(),
+        }
+    }
+    view.clear_spinner();
+}
+
+/// `--json`: every envelope as one NDJSON line on stdout, nothing else there. Flushed when
+/// the channel runs dry, not per line, so fast streams cost one write per burst.
+pub async fn render_json(mut events: UnboundedReceiver<SharedEvent>) {
+    let mut out = io::BufWriter::with_capacity(64 * 1024, io::stdout());
+    while let Some(event) = events.recv().await {
+        let mut dead = is_dead(&event);
+        let mut ok = write_line(&mut out, &event).is_ok();
+        while ok && !dead {
+            match events.try_recv() {
+                Ok(more) => {
+                    dead = is_dead(&more);
+                    ok = write_line(&mut out, &more).is_ok();
+                }
+                Err(_) => break,
+            }
+        }
+        // A closed stdout (e.g. `| head`) ends output but never the session.
+        if !ok || out.flush().is_err() || dead {
+            break;
+        }
+    }
+}
+
+fn write_line(out: &mut impl Write, event: &SharedEvent) -> io::Result<()> {
+    out.write_all(event.json.as_bytes())?;
+    out.write_all(b"\n")
+}
+
+fn is_dead(event: &SharedEvent) -> bool {
+    matches!(&event.envelope.payload, Payload::Status(s) if s.status == Status::Dead)
+}

@@ -1,0 +1,77 @@
+//! Tools: described once in `tools/*.toml` (embedded at build time), implemented one family per
+//! file, looked up through the [`ToolRegistry`].
+
+mod fs;
+mod manifest;
+mod output;
+mod registry;
+mod search;
+
+pub use manifest::{Danger, ToolManifest, manifests};
+pub use output::cut_head_tail;
+pub use registry::{RegisteredTool, ToolRegistry};
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::model::Image;
+
+/// What a tool needs to know about the session it runs in.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The session root, canonicalized: file tools never reach outside it.
+    pub root: PathBuf,
+    pub call_id: String,
+    pub cancel: CancellationToken,
+    /// Largest output handed back to the model, in bytes (head and tail kept).
+    pub max_output_bytes: usize,
+}
+
+/// A tool's successful output: text for the model, optional images.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolOutput {
+    pub text: String,
+    pub images: Vec<Image>,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolOutput {
+            text: text.into(),
+            images: Vec::new(),
+        }
+    }
+}
+
+/// Why a tool call failed. Every variant is reported to the model as an error result so it
+/// can adapt; none of them ends the session.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ToolError {
+    /// The arguments do not fit the tool (wrong type, missing field, bad value).
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    /// A path that would lead outside the session root.
+    #[error("path outside the session root: {0}")]
+    OutsideRoot(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    Io(String),
+    #[error("cancelled")]
+    Cancelled,
+}
+
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
+
+/// One built-in tool. Its name, description and schema come from its manifest.
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Runs the call. `args` has been validated against the manifest's schema.
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a>;
+}

@@ -1,0 +1,64 @@
+//! The tools a session offers: manifests joined with their implementations.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{Tool, ToolManifest, fs, manifests, search};
+use crate::model::ToolSchema;
+
+#[derive(Clone)]
+pub struct RegisteredTool {
+    pub manifest: &'static ToolManifest,
+    pub tool: Arc<dyn Tool>,
+}
+
+/// Name → tool, in a stable order (the order the model sees them in).
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, RegisteredTool>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error(transparent)]
+    Manifest(#[from] &'static super::manifest::ManifestError),
+    #[error("built-in tool {0} has no manifest in tools/")]
+    MissingManifest(&'static str),
+}
+
+impl ToolRegistry {
+    /// Every built-in tool this build implements.
+    pub fn builtin() -> Result<Self, RegistryError> {
+        let implementations: Vec<Arc<dyn Tool>> = vec![
+            Arc::new(fs::ReadFile),
+            Arc::new(fs::ListDirectory),
+            Arc::new(search::SearchFiles),
+        ];
+        let all = manifests()?;
+        let mut tools = BTreeMap::new();
+        for tool in implementations {
+            let manifest = all
+                .iter()
+                .find(|m| m.name == tool.name())
+                .ok_or(RegistryError::MissingManifest(tool.name()))?;
+            tools.insert(manifest.name.clone(), RegisteredTool { manifest, tool });
+        }
+        Ok(ToolRegistry { tools })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
+        self.tools.get(name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
+    pub fn schemas(&self) -> Vec<ToolSchema> {
+        self.tools.values().map(|t| t.manifest.schema()).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}

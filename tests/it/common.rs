@@ -1,0 +1,97 @@
+//! Shorthands the run tests share: a corral command pointed at the fake server, and event
+//! assertions.
+
+use serde_json::Value;
+
+use crate::support::{Cmd, FakeModel, Harness, Outcome};
+
+/// Fast retries so error tests do not wait seconds.
+pub const FAST_RETRY: &str = "[retry]\nbase_delay_ms = 5\nmax_delay_ms = 20\n";
+
+/// `corral run --json` against the fake server's OpenAI-compatible endpoint.
+pub fn openai_run(h: &Harness, server: &FakeModel, prompt: &str) -> Cmd {
+    h.corral().args([
+        "run",
+        "--json",
+        "-m",
+        "llamacpp:fake-model",
+        "--base-url",
+        &server.openai_base(),
+        prompt,
+    ])
+}
+
+/// `corral run --json` against the fake server's Ollama endpoint.
+pub fn ollama_run(h: &Harness, server: &FakeModel, prompt: &str) -> Cmd {
+    h.corral().args([
+        "run",
+        "--json",
+        "-m",
+        "ollama:fake-model",
+        "--base-url",
+        &server.base_url(),
+        prompt,
+    ])
+}
+
+pub fn result_of(out: &Outcome) -> Value {
+    let results = out.of_kind("result");
+    assert_eq!(results.len(), 1, "one result per turn: {out:?}");
+    results[0]["data"].clone()
+}
+
+/// The authoritative (delta:false) blocks of a kind, joined.
+pub fn authoritative(out: &Outcome, kind: &str) -> Vec<String> {
+    out.of_kind(kind)
+        .iter()
+        .filter(|e| e["data"]["delta"] == false)
+        .map(|e| {
+            e["data"]["content"]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect()
+}
+
+pub fn deltas(out: &Outcome, kind: &str) -> String {
+    out.of_kind(kind)
+        .iter()
+        .filter(|e| e["data"]["delta"] == true)
+        .map(|e| e["data"]["content"]["text"].as_str().unwrap_or(""))
+        .collect()
+}
+
+pub fn statuses(out: &Outcome) -> Vec<String> {
+    out.of_kind("status")
+        .iter()
+        .map(|e| e["data"]["status"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// seq strictly increasing, one agent id, the documented envelope fields on every line.
+pub fn assert_well_formed(out: &Outcome) {
+    let events = out.events();
+    assert!(!events.is_empty(), "no events: {out:?}");
+    let agent = events[0]["agent"].clone();
+    let mut last = 0;
+    for e in &events {
+        let seq = e["seq"].as_u64().expect("seq");
+        assert!(seq > last, "seq not increasing at {e}");
+        last = seq;
+        assert_eq!(e["agent"], agent);
+        assert!(e["ts"].as_str().is_some_and(|t| t.ends_with('Z')), "{e}");
+        assert!(
+            e["turn"].is_u64() && e["kind"].is_string() && e["data"].is_object(),
+            "{e}"
+        );
+    }
+}
+
+/// The messages of the n-th chat request.
+pub fn messages(server: &FakeModel, n: usize) -> Vec<Value> {
+    server.chat_requests()[n]["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}

@@ -1,0 +1,11 @@
+//! Integration tests: the `corral` binary driven against real sockets and processes.
+
+// Helpers outside #[test] functions are test code too: failing loudly is their job.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod run_cli;
+mod run_loop;
+mod run_ollama;
+mod run_openai;
+mod support;

@@ -1,0 +1,13 @@
+//! Test support: a scriptable fake model server and a harness for the corral binary.
+
+// Shared by every test module; no single module uses every helper (or re-export), so unused
+// items are expected.
+#![allow(dead_code, unused_imports)]
+
+pub mod fake_model;
+pub mod harness;
+pub mod reply;
+
+pub use fake_model::{FakeModel, ModelInfo, Recorded};
+pub use harness::{Cmd, Harness, Outcome, Running};
+pub use reply::{Format, Reply};
