@@ -8,6 +8,11 @@
 //! system = "Answer in English."    # appended to the system prompt
 //! tool_output_cap = 32768          # bytes of tool output the model sees (head+tail kept)
 //! compaction_threshold = 0.8       # share of the context window that triggers compaction
+//! permission = "default"           # preset: default, readonly, auto, specialist, bypass, or a path
+//! approval_timeout_secs = 600      # a permission request nobody answers is denied after this
+//! shell_timeout_secs = 120         # default timeout of shell and python calls
+//! screenshot_max_long_edge = 1568  # screenshots are downsampled to this long edge (px)
+//! open_url_command = "firefox %s"  # how open_url opens a URL (default: xdg-open)
 //!
 //! [timeouts]
 //! connect_secs = 10
@@ -46,6 +51,11 @@ pub struct Config {
     pub system: Option<String>,
     pub tool_output_cap: Option<usize>,
     pub compaction_threshold: Option<f64>,
+    pub permission: Option<String>,
+    pub approval_timeout_secs: Option<u64>,
+    pub shell_timeout_secs: Option<u64>,
+    pub screenshot_max_long_edge: Option<u32>,
+    pub open_url_command: Option<String>,
     #[serde(default)]
     pub timeouts: Timeouts,
     #[serde(default)]
@@ -134,6 +144,11 @@ impl Config {
             return Err(invalid(format!(
                 "compaction_threshold must be between 0.1 and 1.0, got {t}"
             )));
+        }
+        if self.screenshot_max_long_edge.is_some_and(|edge| edge < 64) {
+            return Err(invalid(
+                "screenshot_max_long_edge must be at least 64".into(),
+            ));
         }
         for (name, secs) in [
             ("timeouts.connect_secs", self.timeouts.connect_secs),

@@ -7,6 +7,7 @@ mod agent;
 mod config;
 mod event;
 mod model;
+mod policy;
 mod sandbox;
 mod session;
 mod surface;
@@ -20,8 +21,11 @@ pub use model::{
     ModelInfo, ModelSpec, OllamaClient, OpenAiClient, Provider, RetryPolicy, Role, SpecError,
     TokenCounts, ToolCall, ToolChoice, ToolSchema, Wire, capabilities_of, resolve_base_url,
 };
+pub use policy::{Decision, Policy, PolicyError, PolicyOverrides};
 pub use session::{Session, SessionError, SessionMeta, Subscription, log_path, read_log};
+pub use surface::policies::{list_policies, show_policy};
 pub use surface::run::{Exit, RunArgs, RunError, run};
+pub use tool::clipboard_helper_main;
 pub use tool::{
     Danger, Tool, ToolContext, ToolError, ToolManifest, ToolOutput, ToolRegistry, manifests,
 };

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use corral::{Exit, RunArgs, ToolChoice};
+use corral::{Danger, Exit, RunArgs, ToolChoice};
 
 #[derive(Parser)]
 #[command(
@@ -21,7 +21,21 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run one task in the terminal (or a conversation with -i).
-    Run(Run),
+    Run(Box<Run>),
+    /// List the permission presets, or show what one means in effect.
+    Policies {
+        #[command(subcommand)]
+        action: Option<PoliciesAction>,
+    },
+    /// Internal: the clipboard tools' helper process (`read`, or `own` to serve a value).
+    #[command(name = "__clipboard", hide = true)]
+    Clipboard { mode: String },
+}
+
+#[derive(Subcommand)]
+enum PoliciesAction {
+    /// Print the effective rules of a preset (a name or a path to a preset file).
+    Show { name: String },
 }
 
 #[derive(clap::Args)]
@@ -60,6 +74,29 @@ struct Run {
     /// Tool choice sent to servers that take it.
     #[arg(long, value_enum)]
     tool_choice: Option<ToolChoiceArg>,
+    /// Permission preset (default, readonly, auto, specialist, bypass, or your own) or a path
+    /// to a preset file.
+    #[arg(short = 'p', long = "permission", value_name = "PRESET|PATH")]
+    permission: Option<String>,
+    /// Run tools up to this danger level without asking.
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    auto_approve: Option<AutoApproveArg>,
+    /// Offer these tools and run them without asking.
+    #[arg(long, value_delimiter = ',', value_name = "TOOL[,TOOL]")]
+    allow: Vec<String>,
+    /// Never offer these tools.
+    #[arg(long, value_delimiter = ',', value_name = "TOOL[,TOOL]")]
+    deny: Vec<String>,
+    /// Read permission decisions as NDJSON lines on stdin:
+    /// {"requestId":"…","decision":"allow|deny|allow_all|disable|forbid_all|cancel"}.
+    #[arg(long)]
+    approve_stdin: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum AutoApproveArg {
+    Safe,
+    Moderate,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -87,6 +124,13 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { Exit::Usage as u8 } else { 0 });
         }
     };
+    // The clipboard helper is plain blocking X11 work: no runtime, no logging.
+    if let Command::Clipboard { mode } = &cli.command {
+        return ExitCode::from(u8::try_from(corral::clipboard_helper_main(mode)).unwrap_or(1));
+    }
+    if let Command::Policies { action } = &cli.command {
+        return policies(action.as_ref());
+    }
     init_tracing();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
@@ -97,7 +141,8 @@ fn main() -> ExitCode {
     };
     let code = runtime.block_on(async {
         match cli.command {
-            Command::Run(run) => corral::run(run.into()).await,
+            Command::Run(run) => corral::run((*run).into()).await,
+            Command::Clipboard { .. } | Command::Policies { .. } => Ok(Exit::Ok),
         }
     });
     // Blocking stdin readers must not hold the process open.
@@ -108,6 +153,24 @@ fn main() -> ExitCode {
             let exit = e.exit();
             report(&anyhow::Error::new(e));
             ExitCode::from(exit as u8)
+        }
+    }
+}
+
+fn policies(action: Option<&PoliciesAction>) -> ExitCode {
+    use std::io::Write;
+    let text = match action {
+        None => Ok(corral::list_policies()),
+        Some(PoliciesAction::Show { name }) => corral::show_policy(name),
+    };
+    match text {
+        Ok(text) => {
+            let _ = std::io::stdout().write_all(text.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            report(&anyhow::Error::new(e));
+            ExitCode::from(Exit::Usage as u8)
         }
     }
 }
@@ -131,6 +194,14 @@ impl From<Run> for RunArgs {
             system: run.system,
             config_path: run.config,
             tool_choice: run.tool_choice.map(Into::into),
+            permission: run.permission,
+            auto_approve: run.auto_approve.map(|level| match level {
+                AutoApproveArg::Safe => Danger::Safe,
+                AutoApproveArg::Moderate => Danger::Moderate,
+            }),
+            allow: run.allow,
+            deny: run.deny,
+            approve_stdin: run.approve_stdin,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! Every failure here is told to the model as an error result naming the expected signature,
 //! so it can retry; the loop counts consecutive malformed calls and gives up at a limit.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -12,20 +13,23 @@ use tokio_util::sync::CancellationToken;
 use super::repair;
 use super::step::{RawCall, announce};
 use crate::event::{
-    Payload, ToolCallStatus, ToolResultData, ToolResultRecord, ToolUpdate, ToolUseData,
+    Payload, ToolCallStatus, ToolOutputData, ToolResultData, ToolResultRecord, ToolUpdate,
+    ToolUseData,
 };
-use crate::model::{Message, ToolCall};
+use crate::model::{Image, Message, ToolCall};
 use crate::session::Session;
-use crate::tool::{RegisteredTool, ToolContext, ToolError, ToolRegistry, cut_head_tail};
+use crate::tool::{
+    OutputSink, RegisteredTool, ToolContext, ToolError, ToolRegistry, ToolSettings, cut_head_tail,
+};
 
 /// A call that passed validation, ready to run.
-pub struct ValidCall<'a> {
+pub struct ValidCall {
     pub call: ToolCall,
-    pub tool: &'a RegisteredTool,
+    pub tool: RegisteredTool,
 }
 
 /// Validates a raw call. Err carries the message for the model.
-pub fn validate<'a>(tools: &'a ToolRegistry, raw: &RawCall) -> Result<ValidCall<'a>, String> {
+pub fn validate(tools: &ToolRegistry, raw: &RawCall) -> Result<ValidCall, String> {
     let Some(tool) = tools.get(&raw.name) else {
         let known: Vec<&str> = tools.names().collect();
         return Err(format!(
@@ -54,7 +58,7 @@ pub fn validate<'a>(tools: &'a ToolRegistry, raw: &RawCall) -> Result<ValidCall<
             name: raw.name.clone(),
             arguments,
         },
-        tool,
+        tool: tool.clone(),
     })
 }
 
@@ -91,10 +95,13 @@ pub fn reject(session: &Session, call: &ToolCall, error: String) -> Finished {
     report(session, call, Err(error), 0, false)
 }
 
+type Reported = Result<(String, Vec<Image>), String>;
+
 pub async fn execute(
-    session: &Session,
-    valid: ValidCall<'_>,
+    session: &Arc<Session>,
+    valid: ValidCall,
     root: &std::path::Path,
+    settings: &Arc<ToolSettings>,
     cap_override: Option<usize>,
     cancel: &CancellationToken,
 ) -> Finished {
@@ -102,11 +109,22 @@ pub async fn execute(
     let max_output_bytes = cap_override.map_or(manifest.max_output_bytes, |cap| {
         cap.min(manifest.max_output_bytes)
     });
+    let call_id = valid.call.id.clone();
+    let sink_session = session.clone();
+    let sink_settings = settings.clone();
     let context = ToolContext {
         root: root.to_path_buf(),
         call_id: valid.call.id.clone(),
         cancel: cancel.child_token(),
         max_output_bytes,
+        output: OutputSink::new(move |stream, text| {
+            sink_session.emit(Payload::ToolOutput(ToolOutputData {
+                tool_call_id: call_id.clone(),
+                stream,
+                text: sink_settings.redactor.redact(text).into_owned(),
+            }));
+        }),
+        settings: settings.clone(),
     };
     let started = Instant::now();
     let result = tokio::select! {
@@ -116,31 +134,48 @@ pub async fn execute(
     };
     let duration_ms = started.elapsed().as_millis() as u64;
     let cancelled = matches!(result, Err(ToolError::Cancelled));
+    let redact = |text: &str| settings.redactor.redact(text).into_owned();
     let result = result
-        .map(|output| cut_head_tail(&output.text, max_output_bytes).into_owned())
-        .map_err(|e| e.to_string());
+        .map(|output| {
+            (
+                redact(&cut_head_tail(&output.text, max_output_bytes)),
+                output.images,
+            )
+        })
+        .map_err(|e| redact(&e.to_string()));
     report(session, &valid.call, result, duration_ms, cancelled)
 }
 
 fn report(
     session: &Session,
     call: &ToolCall,
-    result: Result<String, String>,
+    result: Reported,
     duration_ms: u64,
     cancelled: bool,
 ) -> Finished {
-    let (status, success, output, error) = match result {
-        Ok(text) => (ToolCallStatus::Completed, true, Some(text), None),
-        Err(message) => (ToolCallStatus::Failed, false, None, Some(message)),
+    let (status, success, output, error, images) = match result {
+        Ok((text, images)) => (ToolCallStatus::Completed, true, Some(text), None, images),
+        Err(message) => (
+            ToolCallStatus::Failed,
+            false,
+            None,
+            Some(message),
+            Vec::new(),
+        ),
     };
     let shown = output
         .clone()
         .unwrap_or_else(|| format!("Error: {}", error.as_deref().unwrap_or_default()));
+    let mut content = vec![json!({"type": "content", "content": {"type": "text", "text": shown}})];
+    content.extend(images.iter().map(|image| {
+        json!({"type": "content", "content": {
+            "type": "image", "data": image.data_base64, "mimeType": image.mime_type}})
+    }));
     session.emit(Payload::ToolResult(ToolResultData {
         update: ToolUpdate {
             tool_call_id: call.id.clone(),
             status,
-            content: vec![json!({"type": "content", "content": {"type": "text", "text": shown}})],
+            content,
         },
         result: ToolResultRecord {
             tool_call_id: call.id.clone(),
@@ -151,8 +186,7 @@ fn report(
             duration_ms,
         },
     }));
-    Finished {
-        message: Message::tool_result(call, shown),
-        cancelled,
-    }
+    let mut message = Message::tool_result(call, shown);
+    message.images = images;
+    Finished { message, cancelled }
 }

@@ -5,6 +5,7 @@
 //! the history, until a reply without tool calls, the step limit, a cancel, or an error.
 //! Every turn ends with exactly one `result` envelope and the session back at `idle`.
 
+mod approval;
 mod calls;
 mod compaction;
 pub(crate) mod hermes;
@@ -25,8 +26,9 @@ use crate::event::{
 use crate::model::{
     ChatRequest, Message, ModelClient, TokenCounts, ToolCall, ToolChoice, ToolSchema,
 };
+use crate::policy::{Gate, Policy};
 use crate::session::Session;
-use crate::tool::ToolRegistry;
+use crate::tool::{ToolRegistry, ToolSettings};
 use step::{StepEnd, StepOutput};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +48,11 @@ pub struct AgentConfig {
     pub system: Option<String>,
     /// A lower output cap than the manifests', if configured.
     pub tool_output_cap: Option<usize>,
+    /// Someone can answer permission requests (a terminal, `--approve-stdin`, a client).
+    /// Without that, a call that needs approval is denied, visibly.
+    pub attended: bool,
+    /// A request nobody answers within this time is denied.
+    pub approval_timeout: Option<std::time::Duration>,
 }
 
 impl Default for AgentConfig {
@@ -60,6 +67,8 @@ impl Default for AgentConfig {
             max_malformed_calls: 3,
             system: None,
             tool_output_cap: None,
+            attended: false,
+            approval_timeout: None,
         }
     }
 }
@@ -78,8 +87,10 @@ pub struct Agent {
     client: Arc<dyn ModelClient>,
     tools: ToolRegistry,
     schemas: Vec<ToolSchema>,
+    gate: Gate,
     root: PathBuf,
     config: AgentConfig,
+    tool_settings: Arc<ToolSettings>,
     base_system: String,
     summary: Option<String>,
     /// `[0]` is the system prompt.
@@ -101,11 +112,13 @@ impl Agent {
         session: Arc<Session>,
         client: Arc<dyn ModelClient>,
         tools: ToolRegistry,
+        policy: Policy,
         root: PathBuf,
         config: AgentConfig,
         context_window: u64,
     ) -> Agent {
-        let names: Vec<&str> = tools.names().collect();
+        let gate = Gate::new(policy);
+        let names: Vec<&str> = tools.names().filter(|n| gate.offers(n)).collect();
         let base_system = prompt::system_prompt(&root, &names, config.system.as_deref());
         let schemas = tools.schemas();
         Agent {
@@ -114,8 +127,10 @@ impl Agent {
             client,
             tools,
             schemas,
+            gate,
             root,
             config,
+            tool_settings: Arc::new(ToolSettings::default()),
             base_system,
             summary: None,
             context_window,
@@ -132,6 +147,11 @@ impl Agent {
         self.history.truncate(1);
         self.history.extend(rebuilt.messages);
         self.refresh_system();
+    }
+
+    /// Replaces the settings tool calls run with (timeouts, environment, desktop options).
+    pub fn set_tool_settings(&mut self, settings: ToolSettings) {
+        self.tool_settings = Arc::new(settings);
     }
 
     pub fn session(&self) -> &Arc<Session> {
@@ -160,6 +180,7 @@ impl Agent {
                 text: String::new(),
             };
         }
+        self.gate.begin_turn();
         self.session.emit(Payload::TurnStarted(Default::default()));
         self.session.emit(Payload::UserText(UserTextData {
             content: ContentBlock::text(prompt),
@@ -256,10 +277,21 @@ impl Agent {
     }
 
     async fn stream_step(&self, cancel: &CancellationToken) -> StepOutput {
+        // Disabled tools and a forbid_all are taken off the offer, not just refused.
+        let offered: Vec<ToolSchema> = self
+            .schemas
+            .iter()
+            .filter(|s| self.gate.offers(&s.name))
+            .cloned()
+            .collect();
         let request = ChatRequest {
             messages: &self.history,
-            tools: &self.schemas,
-            tool_choice: self.config.tool_choice,
+            tools: &offered,
+            tool_choice: if offered.is_empty() {
+                None
+            } else {
+                self.config.tool_choice
+            },
             max_tokens: self.config.max_tokens,
             temperature: self.config.temperature,
         };
@@ -386,16 +418,30 @@ impl Agent {
                         malformed = true;
                         calls::reject(&self.session, &stub, message)
                     }
-                    Ok(valid) => {
-                        calls::execute(
-                            &self.session,
-                            valid,
-                            &self.root,
-                            self.config.tool_output_cap,
-                            cancel,
-                        )
-                        .await
-                    }
+                    Ok(valid) => match self.authorize(&valid, cancel).await {
+                        approval::Authorized::Run => {
+                            calls::execute(
+                                &self.session,
+                                valid,
+                                &self.root,
+                                &self.tool_settings,
+                                self.config.tool_output_cap,
+                                cancel,
+                            )
+                            .await
+                        }
+                        approval::Authorized::Refuse(reason) => {
+                            calls::reject(&self.session, &stub, reason)
+                        }
+                        approval::Authorized::CancelTurn => {
+                            cancelled = true;
+                            calls::reject(
+                                &self.session,
+                                &stub,
+                                "the user cancelled the turn".into(),
+                            )
+                        }
+                    },
                 }
             };
             cancelled |= finished.cancelled;

@@ -86,7 +86,7 @@ impl OpenAiClient {
     }
 
     fn request_body(&self, request: &ChatRequest<'_>) -> Value {
-        let messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
+        let messages = wire_messages(request.messages);
         let mut body = json!({
             "model": self.spec.model,
             "messages": messages,
@@ -128,6 +128,38 @@ impl OpenAiClient {
     }
 }
 
+/// Chat completions has no images in tool messages: images a run of tool results carried go
+/// in one user message right after that run (tool messages must follow their call directly).
+fn wire_messages(messages: &[Message]) -> Vec<Value> {
+    let mut wire = Vec::with_capacity(messages.len());
+    let mut pending_images: Vec<Value> = Vec::new();
+    for message in messages {
+        if message.role != Role::Tool && !pending_images.is_empty() {
+            wire.push(images_message(std::mem::take(&mut pending_images)));
+        }
+        wire.push(wire_message(message));
+        if message.role == Role::Tool {
+            pending_images.extend(message.images.iter().map(image_part));
+        }
+    }
+    if !pending_images.is_empty() {
+        wire.push(images_message(pending_images));
+    }
+    wire
+}
+
+fn image_part(image: &super::types::Image) -> Value {
+    json!({"type": "image_url", "image_url": {
+        "url": format!("data:{};base64,{}", image.mime_type, image.data_base64)}})
+}
+
+fn images_message(parts: Vec<Value>) -> Value {
+    let mut content =
+        vec![json!({"type": "text", "text": "Images returned by the tool calls above:"})];
+    content.extend(parts);
+    json!({"role": "user", "content": content})
+}
+
 fn wire_message(message: &Message) -> Value {
     match message.role {
         Role::System => json!({"role": "system", "content": message.content}),
@@ -136,10 +168,7 @@ fn wire_message(message: &Message) -> Value {
         }
         Role::User => {
             let mut parts = vec![json!({"type": "text", "text": message.content})];
-            parts.extend(message.images.iter().map(|i| {
-                json!({"type": "image_url", "image_url": {
-                    "url": format!("data:{};base64,{}", i.mime_type, i.data_base64)}})
-            }));
+            parts.extend(message.images.iter().map(image_part));
             json!({"role": "user", "content": parts})
         }
         Role::Assistant => {

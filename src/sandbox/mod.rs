@@ -1,3 +1,5 @@
 //! Confinement of what tools can touch.
 
+pub(crate) mod env;
 pub(crate) mod paths;
+pub(crate) mod process;

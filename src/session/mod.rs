@@ -4,11 +4,13 @@
 //! and hands the same `Arc` to the replay ring, live subscribers and the log writer. The lock
 //! makes seq order, ring order and log order one order.
 
+mod approvals;
 mod bus;
 mod log;
 mod meta;
 mod status;
 
+pub use approvals::AnswerError;
 pub use bus::Subscription;
 pub use log::{log_path, read_log};
 pub use meta::SessionMeta;
@@ -20,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::event::{
     Envelope, ErrorData, Event, Payload, SharedEvent, Status, StatusData, Timestamp,
 };
+use approvals::Approvals;
 use bus::EventBus;
 use log::LogWriter;
 
@@ -50,6 +53,7 @@ pub struct Session {
     state: Mutex<State>,
     log: Mutex<Option<LogWriter>>,
     log_path: Option<PathBuf>,
+    approvals: Approvals,
 }
 
 impl Session {
@@ -113,6 +117,7 @@ impl Session {
             }),
             log: Mutex::new(writer),
             log_path,
+            approvals: Approvals::default(),
         });
         session.emit(Payload::Status(StatusData {
             status: Status::Starting,
@@ -230,6 +235,56 @@ impl Session {
             message: message.into(),
             data,
         }));
+    }
+
+    /// Opens a permission request: the session moves to `waiting_approval` and a `permission`
+    /// envelope carrying `request` plus a fresh `requestId` goes out. The receiver yields the
+    /// answer given through [`Session::answer`].
+    pub fn request_permission(
+        &self,
+        mut request: serde_json::Value,
+    ) -> Result<
+        (
+            String,
+            tokio::sync::oneshot::Receiver<crate::policy::Decision>,
+        ),
+        IllegalTransition,
+    > {
+        let id = format!("perm_{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff);
+        request["requestId"] = serde_json::Value::String(id.clone());
+        self.transition(Status::WaitingApproval)?;
+        let receiver = self.approvals.open(id.clone(), request.clone());
+        self.emit(Payload::Permission(request));
+        Ok((id, receiver))
+    }
+
+    /// Answers an open permission request.
+    pub fn answer(
+        &self,
+        request_id: &str,
+        decision: crate::policy::Decision,
+    ) -> Result<(), AnswerError> {
+        self.approvals.answer(request_id, decision)
+    }
+
+    /// Closes a request (answered, or given up on): announces the outcome and moves the
+    /// session back to `working`.
+    pub fn resolve_permission(&self, request_id: &str, decision: &str, note: Option<String>) {
+        self.approvals.withdraw(request_id);
+        let mut data = serde_json::json!({
+            "requestId": request_id, "resolved": true, "decision": decision});
+        if let Some(note) = note {
+            data["note"] = serde_json::Value::String(note);
+        }
+        self.emit(Payload::Permission(data));
+        if let Err(e) = self.transition(Status::Working) {
+            tracing::error!(error = %e, "leaving waiting_approval");
+        }
+    }
+
+    /// The permission requests waiting for an answer.
+    pub fn pending_permissions(&self) -> Vec<serde_json::Value> {
+        self.approvals.open_requests()
     }
 
     /// Ends the session: status dead, log flushed and closed. Safe to call twice.

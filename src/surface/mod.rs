@@ -1,4 +1,6 @@
 //! Surfaces: the ways a person or program drives sessions.
 
+mod approve;
+pub mod policies;
 pub mod run;
 mod tty;

@@ -7,6 +7,7 @@
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
@@ -15,9 +16,11 @@ use crate::agent::{Agent, AgentConfig, TurnOutcome};
 use crate::config::Config;
 use crate::event::{Envelope, Status, StopReason};
 use crate::model::{self, ModelClient, ModelError, ModelSpec, ToolChoice};
+use crate::policy::{Policy, PolicyOverrides};
 use crate::session::{Session, SessionMeta};
-use crate::tool::ToolRegistry;
+use crate::tool::{Danger, ToolRegistry, ToolSettings};
 
+use super::approve;
 use super::tty::{self, Style};
 
 #[derive(Debug, Clone, Default)]
@@ -33,6 +36,13 @@ pub struct RunArgs {
     pub system: Option<String>,
     pub config_path: Option<PathBuf>,
     pub tool_choice: Option<ToolChoice>,
+    /// Preset name or path (`-p`).
+    pub permission: Option<String>,
+    pub auto_approve: Option<Danger>,
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+    /// Permission decisions arrive as NDJSON lines on stdin.
+    pub approve_stdin: bool,
 }
 
 /// How `corral run` ends, as a process exit code.
@@ -79,6 +89,36 @@ struct Prepared {
     root: PathBuf,
     config: Config,
     resumed: Option<(String, SessionMeta)>,
+    policy: Policy,
+    tools: ToolRegistry,
+}
+
+/// `$XDG_CONFIG_HOME/corral/policies`: user presets.
+pub fn user_policy_dir() -> Option<PathBuf> {
+    dirs::config_dir().map(|d| d.join("corral").join("policies"))
+}
+
+fn load_policy(args: &RunArgs, config: &Config, tools: &ToolRegistry) -> Result<Policy, RunError> {
+    for name in args.allow.iter().chain(&args.deny) {
+        if tools.get(name).is_none() {
+            let known: Vec<&str> = tools.names().collect();
+            return Err(usage(format!(
+                "unknown tool {name:?} in --allow/--deny; tools: {}",
+                known.join(", ")
+            )));
+        }
+    }
+    let spec = args
+        .permission
+        .clone()
+        .or_else(|| config.permission.clone())
+        .unwrap_or_else(|| "default".to_string());
+    let overrides = PolicyOverrides {
+        auto_approve: args.auto_approve,
+        allow: args.allow.clone(),
+        deny: args.deny.clone(),
+    };
+    Policy::load(&spec, user_policy_dir().as_deref(), &overrides).map_err(usage)
 }
 
 async fn prepare(args: &RunArgs) -> Result<Prepared, RunError> {
@@ -157,12 +197,21 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, RunError> {
         (None, None) => std::env::current_dir().map_err(usage)?,
     };
     let root = canonical_dir(&cwd)?;
+    let tools = ToolRegistry::builtin().map_err(|e| RunError::Runtime(e.to_string()))?;
+    let policy = load_policy(args, &config, &tools)?;
+    if args.approve_stdin && (args.prompt.is_none() || args.interactive) {
+        return Err(usage(
+            "with --approve-stdin, stdin carries decisions: give the prompt as an argument (and no -i)",
+        ));
+    }
     Ok(Prepared {
         client,
         spec,
         root,
         config,
         resumed,
+        policy,
+        tools,
     })
 }
 
@@ -217,15 +266,24 @@ pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
             Vec::new(),
         ),
     };
+    if let Some(warning) = &prepared.policy.warning {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "warning: {warning}");
+    }
     let events = session.tap(session.last_seq().saturating_sub(1));
+    let terminal_approvals = !args.json && !args.approve_stdin && approve::terminal_available();
     let renderer = if args.json {
         tokio::spawn(tty::render_json(events))
     } else {
         let style = Style {
             interactive: std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
         };
-        tokio::spawn(tty::render_terminal(events, style))
+        let prompter = terminal_approvals.then(|| session.clone());
+        tokio::spawn(tty::render_terminal(events, style, prompter))
     };
+    if args.approve_stdin {
+        tokio::spawn(approve::answer_from_stdin(session.clone()));
+    }
     let result = drive(&args, prepared, &session, &history, first_prompt).await;
     session.close();
     if let Err(e) = renderer.await {
@@ -269,16 +327,24 @@ async fn drive(
             tracing::warn!(error = %e, "cannot save session metadata");
         }
     }
-    let config = agent_config(args, &prepared.config);
-    let tools = ToolRegistry::builtin().map_err(|e| RunError::Runtime(e.to_string()))?;
+    let mut config = agent_config(args, &prepared.config);
+    config.attended = args.approve_stdin || (!args.json && approve::terminal_available());
+    // A private temp dir per session, exported to tools as TMPDIR; removed with the session.
+    let tmpdir = tempfile::Builder::new()
+        .prefix(&format!("corral-{}-", session.id()))
+        .tempdir()
+        .map_err(|e| RunError::Runtime(format!("cannot create the session's temp dir: {e}")))?;
+    let settings = tool_settings(&prepared.config, &prepared.policy, tmpdir.path());
     let mut agent = Agent::new(
         session.clone(),
         prepared.client.clone(),
-        tools,
+        prepared.tools.clone(),
+        prepared.policy.clone(),
         prepared.root.clone(),
         config,
         info.context_window,
     );
+    agent.set_tool_settings(settings);
     if !history.is_empty() {
         agent.restore(history);
     }
@@ -328,6 +394,34 @@ async fn converse(interrupts: &Interrupts, agent: &mut Agent) -> Result<Exit, Ru
     }
 }
 
+/// Tool settings for a session: limits from config and policy, the scrubbed environment with
+/// the session's private temp dir, and the secrets to redact.
+fn tool_settings(config: &Config, policy: &Policy, tmpdir: &Path) -> ToolSettings {
+    let defaults = ToolSettings::default();
+    let runtime_env: Vec<(String, String)> = std::env::vars().collect();
+    let max_timeout = policy
+        .max_timeout_secs
+        .map_or(defaults.max_timeout, Duration::from_secs);
+    ToolSettings {
+        default_timeout: config
+            .shell_timeout_secs
+            .map_or(defaults.default_timeout, Duration::from_secs)
+            .min(max_timeout),
+        max_timeout,
+        screenshot_max_long_edge: config
+            .screenshot_max_long_edge
+            .unwrap_or(defaults.screenshot_max_long_edge),
+        open_url_command: config.open_url_command.clone(),
+        url_schemes: policy
+            .url_schemes
+            .clone()
+            .unwrap_or(defaults.url_schemes.clone()),
+        env: crate::sandbox::env::tool_env(runtime_env.clone(), &policy.env, Some(tmpdir)),
+        redactor: crate::sandbox::env::Redactor::from_env(runtime_env, []),
+        ..defaults
+    }
+}
+
 fn agent_config(args: &RunArgs, config: &Config) -> AgentConfig {
     let defaults = AgentConfig::default();
     AgentConfig {
@@ -343,6 +437,7 @@ fn agent_config(args: &RunArgs, config: &Config) -> AgentConfig {
             .unwrap_or(defaults.compaction_threshold),
         system: args.system.clone().or_else(|| config.system.clone()),
         tool_output_cap: config.tool_output_cap,
+        approval_timeout: config.approval_timeout_secs.map(Duration::from_secs),
         ..defaults
     }
 }

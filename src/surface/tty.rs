@@ -3,11 +3,13 @@
 //! `corral run … > answer.txt` captures just the answer.
 
 use std::io::{self, Write};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::event::{ContentBlock, Payload, SharedEvent, Status, ToolCallStatus};
+use crate::session::Session;
 
 const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
@@ -156,6 +158,19 @@ impl View<'_> {
                 self.end_text();
                 let _ = writeln!(self.err, "{}", self.style.paint("33", &data.message));
             }
+            Payload::Permission(data) if data.get("resolved").is_some() => {
+                let decision = data.get("decision").and_then(|d| d.as_str()).unwrap_or("?");
+                let note = data
+                    .get("note")
+                    .and_then(|n| n.as_str())
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    self.err,
+                    "{}",
+                    self.style.paint("2", &format!("  → {decision}{note}"))
+                );
+            }
             Payload::Compaction(data) => {
                 let _ = writeln!(
                     self.err,
@@ -192,8 +207,13 @@ impl View<'_> {
     }
 }
 
-/// Draws events until the session is dead and its channel is drained.
-pub async fn render_terminal(mut events: UnboundedReceiver<SharedEvent>, style: Style) {
+/// Draws events until the session is dead and its channel is drained. With `prompter`, a
+/// permission request is put to the person at the terminal.
+pub async fn render_terminal(
+    mut events: UnboundedReceiver<SharedEvent>,
+    style: Style,
+    prompter: Option<Arc<Session>>,
+) {
     let mut view = View {
         style: &style,
         out: io::stdout(),
@@ -212,6 +232,14 @@ pub async fn render_terminal(mut events: UnboundedReceiver<SharedEvent>, style: 
             event = events.recv() => match event {
                 Some(event) => {
                     view.show(&event);
+                    if let (Some(session), Payload::Permission(request)) =
+                        (&prompter, &event.envelope.payload)
+                        && request.get("resolved").is_none()
+                    {
+                        view.first_output();
+                        view.end_text();
+                        super::approve::ask_on_terminal(session.clone(), request.clone()).await;
+                    }
                     if is_dead(&event) {
                         break;
                     }

@@ -58,6 +58,20 @@ const EMBEDDED: &[(&str, &str)] = &[
         "search_files",
         include_str!("../../tools/search_files.toml"),
     ),
+    ("write_file", include_str!("../../tools/write_file.toml")),
+    ("shell", include_str!("../../tools/shell.toml")),
+    ("python", include_str!("../../tools/python.toml")),
+    ("screenshot", include_str!("../../tools/screenshot.toml")),
+    (
+        "clipboard_read",
+        include_str!("../../tools/clipboard_read.toml"),
+    ),
+    (
+        "clipboard_write",
+        include_str!("../../tools/clipboard_write.toml"),
+    ),
+    ("notify", include_str!("../../tools/notify.toml")),
+    ("open_url", include_str!("../../tools/open_url.toml")),
 ];
 
 #[derive(Debug, thiserror::Error)]

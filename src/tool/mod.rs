@@ -1,19 +1,26 @@
 //! Tools: described once in `tools/*.toml` (embedded at build time), implemented one family per
 //! file, looked up through the [`ToolRegistry`].
 
+mod desktop;
+mod exec;
 mod fs;
 mod manifest;
 mod output;
 mod registry;
 mod search;
+mod settings;
+mod write;
 
+pub use desktop::clipboard_helper_main;
 pub use manifest::{Danger, ToolManifest, manifests};
 pub use output::cut_head_tail;
 pub use registry::{RegisteredTool, ToolRegistry};
+pub use settings::{OutputSink, ToolSettings};
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +36,24 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// Largest output handed back to the model, in bytes (head and tail kept).
     pub max_output_bytes: usize,
+    /// Streams a running process's stdout/stderr as `tool_output` events.
+    pub output: OutputSink,
+    /// Session-wide settings: timeouts, the environment tool processes get, desktop options.
+    pub settings: Arc<ToolSettings>,
+}
+
+impl ToolContext {
+    /// A context for tests and one-off calls: no output streaming, default settings.
+    pub fn new(root: PathBuf, call_id: impl Into<String>) -> Self {
+        ToolContext {
+            root,
+            call_id: call_id.into(),
+            cancel: CancellationToken::new(),
+            max_output_bytes: 32 * 1024,
+            output: OutputSink::none(),
+            settings: Arc::new(ToolSettings::default()),
+        }
+    }
 }
 
 /// A tool's successful output: text for the model, optional images.
@@ -65,6 +90,10 @@ pub enum ToolError {
     Io(String),
     #[error("cancelled")]
     Cancelled,
+    /// The tool ran and failed (a process's non-zero exit, timeout, or failure to start); the
+    /// message is complete as it is, output included.
+    #[error("{0}")]
+    Failed(String),
 }
 
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;

@@ -176,7 +176,6 @@ fn ceil_boundary(text: &str, mut at: usize) -> usize {
 #[cfg(test)]
 pub(super) mod testing {
     use super::super::ToolContext;
-    use tokio_util::sync::CancellationToken;
 
     /// A session rooted at `<tmp>/root`, so tests can place files just outside it.
     pub(crate) fn session() -> (tempfile::TempDir, ToolContext) {
@@ -184,13 +183,8 @@ pub(super) mod testing {
         let root = tmp.path().join("root");
         std::fs::create_dir(&root).unwrap();
         let root = root.canonicalize().unwrap();
-        let cancel = CancellationToken::new();
-        let ctx = ToolContext {
-            root,
-            call_id: "c1".into(),
-            cancel,
-            max_output_bytes: 1 << 20,
-        };
+        let mut ctx = ToolContext::new(root, "c1");
+        ctx.max_output_bytes = 1 << 20;
         (tmp, ctx)
     }
 

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{Tool, ToolManifest, fs, manifests, search};
+use super::{Tool, ToolManifest, desktop, exec, fs, manifests, search, write};
 use crate::model::ToolSchema;
 
 #[derive(Clone)]
@@ -33,6 +33,14 @@ impl ToolRegistry {
             Arc::new(fs::ReadFile),
             Arc::new(fs::ListDirectory),
             Arc::new(search::SearchFiles),
+            Arc::new(write::WriteFile),
+            Arc::new(exec::Shell),
+            Arc::new(exec::Python),
+            Arc::new(desktop::Screenshot),
+            Arc::new(desktop::ClipboardRead),
+            Arc::new(desktop::ClipboardWrite),
+            Arc::new(desktop::Notify),
+            Arc::new(desktop::OpenUrl),
         ];
         let all = manifests()?;
         let mut tools = BTreeMap::new();

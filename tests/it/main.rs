@@ -4,8 +4,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod desktop;
+mod exec_tools;
+mod gate;
 mod run_cli;
 mod run_loop;
 mod run_ollama;
 mod run_openai;
 mod support;
+mod terminal;

@@ -92,6 +92,7 @@ impl Harness {
             cmd,
             args: Vec::new(),
             stdin: None,
+            live_stdin: false,
             timeout: RUN_TIMEOUT,
         }
     }
@@ -120,6 +121,7 @@ pub struct Cmd {
     cmd: Command,
     args: Vec<String>,
     stdin: Option<String>,
+    live_stdin: bool,
     timeout: Duration,
 }
 
@@ -155,6 +157,12 @@ impl Cmd {
         self
     }
 
+    /// Keeps stdin open for [`Running::send_line`] (for `--approve-stdin` and the like).
+    pub fn live_stdin(mut self) -> Cmd {
+        self.live_stdin = true;
+        self
+    }
+
     /// Overrides the 60 s limit.
     pub fn timeout(mut self, timeout: Duration) -> Cmd {
         self.timeout = timeout;
@@ -171,7 +179,7 @@ impl Cmd {
         let desc = format!("corral {}", self.args.join(" "));
         self.cmd
             .args(&self.args)
-            .stdin(if self.stdin.is_some() {
+            .stdin(if self.stdin.is_some() || self.live_stdin {
                 Stdio::piped()
             } else {
                 Stdio::null()
@@ -182,7 +190,10 @@ impl Cmd {
             .cmd
             .spawn()
             .unwrap_or_else(|e| panic!("harness: spawn {desc}: {e}"));
-        if let (Some(text), Some(mut stdin)) = (self.stdin, child.stdin.take()) {
+        let mut live = None;
+        if self.live_stdin {
+            live = child.stdin.take();
+        } else if let (Some(text), Some(mut stdin)) = (self.stdin, child.stdin.take()) {
             tokio::spawn(async move {
                 // The binary may exit without reading everything; a broken pipe is fine.
                 let _ = stdin.write_all(text.as_bytes()).await;
@@ -200,6 +211,7 @@ impl Cmd {
             timeout: self.timeout,
             stdout,
             stderr,
+            stdin: live,
         }
     }
 }
@@ -249,11 +261,65 @@ pub struct Running {
     timeout: Duration,
     stdout: Capture,
     stderr: Capture,
+    stdin: Option<tokio::process::ChildStdin>,
 }
 
 impl Running {
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// Writes one line to the live stdin (see [`Cmd::live_stdin`]).
+    pub async fn send_line(&mut self, line: &str) {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .unwrap_or_else(|| panic!("harness: {} has no live stdin", self.desc));
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap_or_else(|e| panic!("harness: write to {}: {e}", self.desc));
+        let _ = stdin.flush().await;
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    /// The NDJSON events printed so far.
+    pub fn events_so_far(&self) -> Vec<Value> {
+        let bytes = self
+            .stdout
+            .buf
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    /// Waits (up to 20 s) for the `n`-th (0-based) event matching `pred` on stdout.
+    pub async fn wait_for_event(&self, n: usize, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(found) = self.events_so_far().into_iter().filter(|e| pred(e)).nth(n) {
+                return found;
+            }
+            if tokio::time::Instant::now() > deadline {
+                let stderr = String::from_utf8_lossy(
+                    &self.stderr.buf.lock().unwrap_or_else(|p| p.into_inner()),
+                )
+                .into_owned();
+                panic!(
+                    "harness: no matching event from {} within 20 s; events: {:?}\n--- stderr\n{stderr}",
+                    self.desc,
+                    self.events_so_far()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Sends SIGINT (`kill -INT <pid>`).
@@ -277,6 +343,7 @@ impl Running {
 
     /// Waits for exit; on timeout kills the process and fails the test with its output.
     pub async fn wait(mut self) -> Outcome {
+        self.stdin.take();
         let status = match tokio::time::timeout(self.timeout, self.child.wait()).await {
             Ok(status) => status.unwrap_or_else(|e| panic!("harness: wait {}: {e}", self.desc)),
             Err(_) => {

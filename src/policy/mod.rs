@@ -1,0 +1,17 @@
+//! The approval gate: for each tool call, whether it runs, asks a person, or is refused.
+//!
+//! A preset (`policies/*.toml`, overridable from the user's config directory) says which tools
+//! are offered, which danger levels run on their own, and per-tool rules on arguments (shell
+//! command patterns, paths, URLs). The gate adds what a person decided during the session
+//! (allow always, disable, forbid for the turn). Deny always wins.
+
+mod decision;
+mod gate;
+mod preset;
+mod preview;
+pub(crate) mod shell;
+
+pub use decision::{Decision, UnknownDecision};
+pub use gate::{Gate, Verdict};
+pub use preset::{Policy, PolicyError, PolicyOverrides, preset_names};
+pub use preview::approval_preview;

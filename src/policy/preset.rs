@@ -1,0 +1,407 @@
+//! Presets: `policies/<name>.toml`, embedded at build time; a file of the same name in
+//! `$XDG_CONFIG_HOME/corral/policies/` replaces the embedded one, and `-p PATH` loads any file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::Deserialize;
+
+use crate::tool::Danger;
+
+const EMBEDDED: &[(&str, &str)] = &[
+    ("default", include_str!("../../policies/default.toml")),
+    ("readonly", include_str!("../../policies/readonly.toml")),
+    ("auto", include_str!("../../policies/auto.toml")),
+    ("specialist", include_str!("../../policies/specialist.toml")),
+    ("bypass", include_str!("../../policies/bypass.toml")),
+];
+
+/// Which tools a preset offers the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Offer {
+    All,
+    /// Only the tools the session names with `--allow`.
+    Allowed,
+    Only(Vec<String>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum AutoApprove {
+    None,
+    Safe,
+    Moderate,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+enum OfferText {
+    Word(String),
+    List(Vec<String>),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PresetFile {
+    description: String,
+    #[serde(default = "default_auto")]
+    auto_approve: AutoApprove,
+    #[serde(default = "default_offer")]
+    offer: OfferText,
+    #[serde(default)]
+    bypass: bool,
+    #[serde(default)]
+    warning: Option<String>,
+    #[serde(default)]
+    max_timeout_secs: Option<u64>,
+    #[serde(default)]
+    url_schemes: Option<Vec<String>>,
+    /// Environment variables passed to tool processes beyond the built-in allow-list.
+    #[serde(default)]
+    env: Vec<String>,
+    #[serde(default)]
+    danger: BTreeMap<String, Danger>,
+    #[serde(default)]
+    rules: Vec<RuleFile>,
+}
+
+fn default_auto() -> AutoApprove {
+    AutoApprove::Safe
+}
+
+fn default_offer() -> OfferText {
+    OfferText::Word("all".into())
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    tool: String,
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    ask: Vec<String>,
+    #[serde(default)]
+    deny: Vec<String>,
+}
+
+/// Per-tool argument rules. Patterns are globs over the call's subject: each simple command
+/// for `shell` (words joined by spaces), the path for file tools, the URL for `open_url`.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub tool: String,
+    pub allow: Vec<String>,
+    pub ask: Vec<String>,
+    pub deny: Vec<String>,
+    pub(crate) allow_set: GlobSet,
+    pub(crate) ask_set: GlobSet,
+    pub(crate) deny_set: GlobSet,
+}
+
+/// A preset with the session's own flags applied.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub name: String,
+    pub description: String,
+    /// Highest danger that runs without asking; `None`: everything asks.
+    pub auto_approve: Option<Danger>,
+    pub offer: Offer,
+    /// Nothing asks (the bypass preset). Deny rules still hold.
+    pub bypass: bool,
+    pub warning: Option<String>,
+    pub max_timeout_secs: Option<u64>,
+    pub url_schemes: Option<Vec<String>>,
+    /// Variables passed through to tool processes by name.
+    pub env: Vec<String>,
+    pub danger_overrides: BTreeMap<String, Danger>,
+    pub rules: Vec<Rule>,
+    /// `--allow`: offered and run without asking.
+    pub allowed: Vec<String>,
+    /// `--deny`: never offered.
+    pub denied: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("unknown permission preset {name:?}: known presets are {known}")]
+    Unknown { name: String, known: String },
+    #[error("cannot read the preset {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the preset {name} is invalid: {message}")]
+    Invalid { name: String, message: String },
+}
+
+/// What a session adds on top of its preset (`--auto-approve`, `--allow`, `--deny`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PolicyOverrides {
+    pub auto_approve: Option<Danger>,
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+}
+
+/// Every preset name: embedded ones and the user's, sorted.
+pub fn preset_names(user_dir: Option<&Path>) -> Vec<String> {
+    let mut names: Vec<String> = EMBEDDED.iter().map(|(n, _)| n.to_string()).collect();
+    if let Some(dir) = user_dir
+        && let Ok(entries) = std::fs::read_dir(dir)
+    {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "toml")
+                && let Some(stem) = path.file_stem().and_then(|s| s.to_str())
+                && !names.iter().any(|n| n == stem)
+            {
+                names.push(stem.to_string());
+            }
+        }
+    }
+    names.sort();
+    names
+}
+
+impl Policy {
+    /// `spec` is a preset name, or a path to a preset file (contains `/` or ends in `.toml`).
+    pub fn load(
+        spec: &str,
+        user_dir: Option<&Path>,
+        overrides: &PolicyOverrides,
+    ) -> Result<Policy, PolicyError> {
+        let (name, text) = if spec.contains('/') || spec.ends_with(".toml") {
+            let path = PathBuf::from(spec);
+            let text = std::fs::read_to_string(&path).map_err(|source| PolicyError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            (spec.to_string(), text)
+        } else {
+            let user_file = user_dir.map(|d| d.join(format!("{spec}.toml")));
+            match user_file.filter(|p| p.is_file()) {
+                Some(path) => {
+                    let text =
+                        std::fs::read_to_string(&path).map_err(|source| PolicyError::Read {
+                            path: path.clone(),
+                            source,
+                        })?;
+                    (spec.to_string(), text)
+                }
+                None => match EMBEDDED.iter().find(|(n, _)| *n == spec) {
+                    Some((_, text)) => (spec.to_string(), text.to_string()),
+                    None => {
+                        return Err(PolicyError::Unknown {
+                            name: spec.to_string(),
+                            known: preset_names(user_dir).join(", "),
+                        });
+                    }
+                },
+            }
+        };
+        Self::parse(&name, &text, overrides)
+    }
+
+    pub fn parse(
+        name: &str,
+        text: &str,
+        overrides: &PolicyOverrides,
+    ) -> Result<Policy, PolicyError> {
+        let invalid = |message: String| PolicyError::Invalid {
+            name: name.to_string(),
+            message,
+        };
+        let file: PresetFile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let offer = match file.offer {
+            OfferText::Word(w) if w == "all" => Offer::All,
+            OfferText::Word(w) if w == "allowed" => Offer::Allowed,
+            OfferText::Word(w) => {
+                return Err(invalid(format!(
+                    "offer must be \"all\", \"allowed\" or a list of tools, got {w:?}"
+                )));
+            }
+            OfferText::List(list) => Offer::Only(list),
+        };
+        let mut rules = Vec::with_capacity(file.rules.len());
+        for rule in file.rules {
+            rules.push(compile_rule(rule).map_err(invalid)?);
+        }
+        let auto_approve = match overrides.auto_approve {
+            Some(level) if level >= Danger::Dangerous => {
+                return Err(invalid(
+                    "--auto-approve covers safe or moderate; dangerous tools need a rule or the bypass preset".into(),
+                ));
+            }
+            Some(level) => Some(level),
+            None => match file.auto_approve {
+                AutoApprove::None => None,
+                AutoApprove::Safe => Some(Danger::Safe),
+                AutoApprove::Moderate => Some(Danger::Moderate),
+            },
+        };
+        Ok(Policy {
+            name: name.to_string(),
+            description: file.description,
+            auto_approve,
+            offer,
+            bypass: file.bypass,
+            warning: file.warning,
+            max_timeout_secs: file.max_timeout_secs,
+            url_schemes: file.url_schemes,
+            env: file.env,
+            danger_overrides: file.danger,
+            rules,
+            allowed: overrides.allow.clone(),
+            denied: overrides.deny.clone(),
+        })
+    }
+
+    /// Whether the model is offered `tool` at all.
+    pub fn offers(&self, tool: &str) -> bool {
+        if self.denied.iter().any(|d| d == tool) {
+            return false;
+        }
+        match &self.offer {
+            Offer::All => true,
+            Offer::Allowed => self.allowed.iter().any(|a| a == tool),
+            Offer::Only(list) => {
+                list.iter().any(|t| t == tool) || self.allowed.iter().any(|a| a == tool)
+            }
+        }
+    }
+
+    pub fn danger_of(&self, tool: &str, manifest: Danger) -> Danger {
+        self.danger_overrides.get(tool).copied().unwrap_or(manifest)
+    }
+
+    pub fn rules_for<'a>(&'a self, tool: &'a str) -> impl Iterator<Item = &'a Rule> + 'a {
+        self.rules
+            .iter()
+            .filter(move |r| r.tool == tool || r.tool == "*")
+    }
+
+    /// The effective rules as text, for `corral policies show`.
+    pub fn describe(&self) -> String {
+        let mut out = format!("{}: {}\n", self.name, self.description);
+        let auto = match (self.bypass, self.auto_approve) {
+            (true, _) => "everything (bypass)".to_string(),
+            (false, None) => "nothing".to_string(),
+            (false, Some(Danger::Safe)) => "safe tools".to_string(),
+            (false, Some(level)) => format!("safe … {level:?} tools").to_lowercase(),
+        };
+        out.push_str(&format!("runs without asking: {auto}\n"));
+        let offer = match &self.offer {
+            Offer::All => "all tools".to_string(),
+            Offer::Allowed => "only the tools named with --allow".to_string(),
+            Offer::Only(list) => list.join(", "),
+        };
+        out.push_str(&format!("tools offered: {offer}\n"));
+        if !self.allowed.is_empty() {
+            out.push_str(&format!("allowed (--allow): {}\n", self.allowed.join(", ")));
+        }
+        if !self.denied.is_empty() {
+            out.push_str(&format!("denied (--deny): {}\n", self.denied.join(", ")));
+        }
+        for (tool, level) in &self.danger_overrides {
+            out.push_str(&format!("danger of {tool}: {level:?}\n").to_lowercase());
+        }
+        if let Some(secs) = self.max_timeout_secs {
+            out.push_str(&format!("longest tool timeout: {secs} s\n"));
+        }
+        if !self.env.is_empty() {
+            out.push_str(&format!(
+                "environment passed to tools: {}\n",
+                self.env.join(", ")
+            ));
+        }
+        if let Some(schemes) = &self.url_schemes {
+            out.push_str(&format!("URL schemes: {}\n", schemes.join(", ")));
+        }
+        for rule in &self.rules {
+            for (what, list) in [
+                ("allow", &rule.allow),
+                ("ask", &rule.ask),
+                ("deny", &rule.deny),
+            ] {
+                if !list.is_empty() {
+                    out.push_str(&format!("{} {what}: {}\n", rule.tool, list.join(" | ")));
+                }
+            }
+        }
+        if let Some(warning) = &self.warning {
+            out.push_str(&format!("warning: {warning}\n"));
+        }
+        out
+    }
+}
+
+fn compile_rule(rule: RuleFile) -> Result<Rule, String> {
+    let build = |patterns: &[String]| -> Result<GlobSet, String> {
+        let mut set = GlobSetBuilder::new();
+        for pattern in patterns {
+            let glob = Glob::new(pattern)
+                .map_err(|e| format!("rule for {}: bad pattern {pattern:?}: {e}", rule.tool))?;
+            set.add(glob);
+        }
+        set.build()
+            .map_err(|e| format!("rule for {}: {e}", rule.tool))
+    };
+    Ok(Rule {
+        allow_set: build(&rule.allow)?,
+        ask_set: build(&rule.ask)?,
+        deny_set: build(&rule.deny)?,
+        tool: rule.tool,
+        allow: rule.allow,
+        ask: rule.ask,
+        deny: rule.deny,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_embedded_preset_parses() {
+        for (name, _) in EMBEDDED {
+            let policy = Policy::load(name, None, &PolicyOverrides::default()).unwrap();
+            assert!(!policy.description.is_empty(), "{name}");
+        }
+    }
+
+    #[test]
+    fn user_presets_override_and_unknown_names_list_the_known() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("auto.toml"),
+            "description = \"mine\"\nauto_approve = \"none\"\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("team.toml"), "description = \"team\"\n").unwrap();
+        let auto = Policy::load("auto", Some(dir.path()), &PolicyOverrides::default()).unwrap();
+        assert_eq!(auto.description, "mine");
+        assert_eq!(auto.auto_approve, None);
+        assert!(preset_names(Some(dir.path())).contains(&"team".to_string()));
+        let e = Policy::load("nope", Some(dir.path()), &PolicyOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("team") && e.contains("bypass"), "{e}");
+    }
+
+    #[test]
+    fn bad_patterns_and_dangerous_auto_approve_are_refused() {
+        let e = Policy::parse(
+            "x",
+            "description = \"d\"\n[[rules]]\ntool = \"shell\"\nallow = [\"a[\"]\n",
+            &PolicyOverrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("a["), "{e}");
+        let overrides = PolicyOverrides {
+            auto_approve: Some(Danger::Dangerous),
+            ..PolicyOverrides::default()
+        };
+        assert!(Policy::parse("x", "description = \"d\"\n", &overrides).is_err());
+    }
+}

@@ -1,0 +1,59 @@
+//! Open permission requests of a session. The loop asks and waits on a oneshot; any surface
+//! (terminal, `--approve-stdin`, the server, MCP, ACP) answers by request id.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::policy::Decision;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerError {
+    #[error("no open permission request {0:?}")]
+    UnknownRequest(String),
+}
+
+struct Pending {
+    request: Value,
+    reply: oneshot::Sender<Decision>,
+}
+
+#[derive(Default)]
+pub(super) struct Approvals {
+    pending: Mutex<HashMap<String, Pending>>,
+}
+
+impl Approvals {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn open(&self, id: String, request: Value) -> oneshot::Receiver<Decision> {
+        let (reply, receiver) = oneshot::channel();
+        self.lock().insert(id, Pending { request, reply });
+        receiver
+    }
+
+    pub(super) fn answer(&self, id: &str, decision: Decision) -> Result<(), AnswerError> {
+        let pending = self
+            .lock()
+            .remove(id)
+            .ok_or_else(|| AnswerError::UnknownRequest(id.to_string()))?;
+        // The asker may have given up (cancel, timeout) in the meantime: then it is no longer
+        // open, which is what the caller is told.
+        pending
+            .reply
+            .send(decision)
+            .map_err(|_| AnswerError::UnknownRequest(id.to_string()))
+    }
+
+    pub(super) fn withdraw(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    pub(super) fn open_requests(&self) -> Vec<Value> {
+        self.lock().values().map(|p| p.request.clone()).collect()
+    }
+}
