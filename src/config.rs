@@ -13,6 +13,8 @@
 //! shell_timeout_secs = 120         # default timeout of shell and python calls
 //! screenshot_max_long_edge = 1568  # screenshots are downsampled to this long edge (px)
 //! open_url_command = "firefox %s"  # how open_url opens a URL (default: xdg-open)
+//! sandbox = "best-effort"          # shell/python confinement: strict | best-effort | off
+//! network = "on"                   # network for shell/python: on | off
 //!
 //! [timeouts]
 //! connect_secs = 10
@@ -22,6 +24,17 @@
 //! max_attempts = 5
 //! base_delay_ms = 500
 //! max_delay_ms = 20000
+//!
+//! tool_choice = "first-required"   # auto | required | none | first-required
+//!
+//! [local]                          # gguf: models corral serves itself
+//! server_command = "llama-server"  # default: llama-server on PATH, else the one setup installs
+//! context_size = 8192
+//! threads = 1                      # default: 1 on ≤ 2 cores, else half the cores
+//! parallel = 2                     # concurrent requests (slots)
+//! startup_timeout_secs = 120
+//! chat_template_file = "/path/to/template.jinja"
+//! extra_args = ["--flash-attn", "on"]
 //!
 //! [providers.ollama]
 //! base_url = "http://127.0.0.1:11434"
@@ -56,12 +69,47 @@ pub struct Config {
     pub shell_timeout_secs: Option<u64>,
     pub screenshot_max_long_edge: Option<u32>,
     pub open_url_command: Option<String>,
+    pub sandbox: Option<crate::sandbox::SandboxMode>,
+    pub network: Option<crate::sandbox::NetworkMode>,
+    pub tool_choice: Option<String>,
+    #[serde(default)]
+    pub local: Local,
     #[serde(default)]
     pub timeouts: Timeouts,
     #[serde(default)]
     pub retry: Retry,
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Local {
+    pub server_command: Option<String>,
+    pub context_size: Option<u32>,
+    pub threads: Option<u32>,
+    pub parallel: Option<u32>,
+    pub startup_timeout_secs: Option<u64>,
+    pub chat_template_file: Option<PathBuf>,
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+}
+
+impl Local {
+    pub fn settings(&self) -> crate::model::LocalSettings {
+        let defaults = crate::model::LocalSettings::default();
+        crate::model::LocalSettings {
+            server_command: self.server_command.clone(),
+            context_size: self.context_size.unwrap_or(defaults.context_size),
+            threads: self.threads,
+            parallel: self.parallel.unwrap_or(defaults.parallel),
+            startup_timeout: self
+                .startup_timeout_secs
+                .map_or(defaults.startup_timeout, Duration::from_secs),
+            chat_template_file: self.chat_template_file.clone(),
+            extra_args: self.extra_args.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -143,6 +191,13 @@ impl Config {
         {
             return Err(invalid(format!(
                 "compaction_threshold must be between 0.1 and 1.0, got {t}"
+            )));
+        }
+        if let Some(choice) = &self.tool_choice
+            && crate::agent::ToolChoiceMode::parse(choice).is_none()
+        {
+            return Err(invalid(format!(
+                "tool_choice must be auto, required, none or first-required, got {choice:?}"
             )));
         }
         if self.screenshot_max_long_edge.is_some_and(|edge| edge < 64) {

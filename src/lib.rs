@@ -13,7 +13,7 @@ mod session;
 mod surface;
 mod tool;
 
-pub use agent::{Agent, AgentConfig, TurnOutcome};
+pub use agent::{Agent, AgentConfig, ToolChoiceMode, TurnOutcome};
 pub use config::{Config, ConfigError};
 pub use event::*;
 pub use model::{
@@ -22,9 +22,15 @@ pub use model::{
     TokenCounts, ToolCall, ToolChoice, ToolSchema, Wire, capabilities_of, resolve_base_url,
 };
 pub use policy::{Decision, Policy, PolicyError, PolicyOverrides};
+pub use sandbox::{
+    HELPER_COMMAND as SANDBOX_HELPER_COMMAND, NetworkMode, SandboxMode, SandboxSpec,
+    SandboxSupport, sandbox_exec_main,
+};
 pub use session::{Session, SessionError, SessionMeta, Subscription, log_path, read_log};
+pub use surface::doctor::doctor;
 pub use surface::policies::{list_policies, show_policy};
 pub use surface::run::{Exit, RunArgs, RunError, run};
+pub use surface::worktree::{WorktreeCommand, worktree_main};
 pub use tool::clipboard_helper_main;
 pub use tool::{
     Danger, Tool, ToolContext, ToolError, ToolManifest, ToolOutput, ToolRegistry, manifests,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use corral::{Danger, Exit, RunArgs, ToolChoice};
+use corral::{Danger, Exit, NetworkMode, RunArgs, SandboxMode, ToolChoice, ToolChoiceMode};
 
 #[derive(Parser)]
 #[command(
@@ -27,9 +27,61 @@ enum Command {
         #[command(subcommand)]
         action: Option<PoliciesAction>,
     },
+    /// Review, merge and clean up the isolated worktrees of `run --worktree` sessions.
+    Worktree {
+        #[command(subcommand)]
+        action: WorktreeAction,
+    },
+    /// What this machine gives corral: sandbox support (landlock, namespaces), display,
+    /// clipboard, session bus, notifications, model servers, config and log locations.
+    Doctor {
+        /// Config file (default: $XDG_CONFIG_HOME/corral/config.toml).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
     /// Internal: the clipboard tools' helper process (`read`, or `own` to serve a value).
     #[command(name = "__clipboard", hide = true)]
     Clipboard { mode: String },
+}
+
+#[derive(Subcommand)]
+enum WorktreeAction {
+    /// Session, branch, base, changed files, age and path of each worktree; orphans marked.
+    List,
+    /// Everything a worktree changed against its base, as a unified diff on stdout.
+    Diff { id: String },
+    /// Bring a worktree's changes into the current branch of the original repository
+    /// (fast-forward, else a merge commit); refuses on conflicts and changes nothing.
+    Merge { id: String },
+    /// Delete a worktree, its git admin data and its branch.
+    Remove {
+        id: String,
+        /// Also when it holds unmerged changes (they are lost).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Remove worktrees with nothing unmerged, and orphaned ones.
+    Prune {
+        /// Also orphans that still hold unmerged changes.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+impl From<&WorktreeAction> for corral::WorktreeCommand {
+    fn from(action: &WorktreeAction) -> Self {
+        use corral::WorktreeCommand as C;
+        match action {
+            WorktreeAction::List => C::List,
+            WorktreeAction::Diff { id } => C::Diff { id: id.clone() },
+            WorktreeAction::Merge { id } => C::Merge { id: id.clone() },
+            WorktreeAction::Remove { id, force } => C::Remove {
+                id: id.clone(),
+                force: *force,
+            },
+            WorktreeAction::Prune { force } => C::Prune { force: *force },
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -43,8 +95,8 @@ struct Run {
     /// The task. Read from stdin when absent.
     prompt: Option<String>,
     /// Model spec: ollama:<tag>, openai:<model>, mlx:<model>, llamacpp:<model>,
-    /// lmstudio:<model>, vllm:<model>. Default: config `model`, else a tool-capable model of a
-    /// running Ollama.
+    /// lmstudio:<model>, vllm:<model>, gguf:<path-to.gguf> (corral runs llama-server for it).
+    /// Default: config `model`, else a tool-capable model of a running Ollama.
     #[arg(short = 'm', long)]
     model: Option<String>,
     /// Base URL of the model server (wins over config and OLLAMA_HOST / OPENAI_BASE_URL).
@@ -91,6 +143,30 @@ struct Run {
     /// {"requestId":"…","decision":"allow|deny|allow_all|disable|forbid_all|cancel"}.
     #[arg(long)]
     approve_stdin: bool,
+    /// Work in a new git worktree of the current repository, on branch corral/<session-id>;
+    /// kept afterwards if it holds changes (see `corral worktree`), removed if not.
+    #[arg(long)]
+    worktree: bool,
+    /// Confinement of shell and python: strict refuses to run them unless everything is
+    /// enforced; best-effort (default) reports what is not; off runs them unconfined.
+    #[arg(long, value_enum, value_name = "MODE")]
+    sandbox: Option<SandboxArg>,
+    /// Network for shell and python (off: an empty network namespace plus landlock rules).
+    #[arg(long, value_enum, value_name = "on|off")]
+    network: Option<NetworkArg>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum SandboxArg {
+    Strict,
+    BestEffort,
+    Off,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum NetworkArg {
+    On,
+    Off,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -104,19 +180,32 @@ enum ToolChoiceArg {
     Auto,
     Required,
     None,
+    /// required on a turn's first step, auto after
+    FirstRequired,
 }
 
-impl From<ToolChoiceArg> for ToolChoice {
+impl From<ToolChoiceArg> for ToolChoiceMode {
     fn from(arg: ToolChoiceArg) -> Self {
         match arg {
-            ToolChoiceArg::Auto => ToolChoice::Auto,
-            ToolChoiceArg::Required => ToolChoice::Required,
-            ToolChoiceArg::None => ToolChoice::None,
+            ToolChoiceArg::Auto => ToolChoiceMode::Fixed(ToolChoice::Auto),
+            ToolChoiceArg::Required => ToolChoiceMode::Fixed(ToolChoice::Required),
+            ToolChoiceArg::None => ToolChoiceMode::Fixed(ToolChoice::None),
+            ToolChoiceArg::FirstRequired => ToolChoiceMode::FirstRequired,
         }
     }
 }
 
 fn main() -> ExitCode {
+    // The sandbox helper runs before anything else, clap included: it must stay
+    // single-threaded until it execs the tool (see corral's sandbox/confine.rs).
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv
+        .get(1)
+        .is_some_and(|a| a == corral::SANDBOX_HELPER_COMMAND)
+    {
+        let code = corral::sandbox_exec_main(&argv[2..]);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -131,6 +220,15 @@ fn main() -> ExitCode {
     if let Command::Policies { action } = &cli.command {
         return policies(action.as_ref());
     }
+    // Plain blocking git work: no runtime either.
+    if let Command::Worktree { action } = &cli.command {
+        let code = corral::worktree_main(
+            &action.into(),
+            &mut std::io::stdout().lock(),
+            &mut std::io::stderr(),
+        );
+        return ExitCode::from(code as u8);
+    }
     init_tracing();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
@@ -142,7 +240,15 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match cli.command {
             Command::Run(run) => corral::run((*run).into()).await,
-            Command::Clipboard { .. } | Command::Policies { .. } => Ok(Exit::Ok),
+            Command::Doctor { config } => {
+                use std::io::Write;
+                let text = corral::doctor(config).await;
+                let _ = std::io::stdout().write_all(text.as_bytes());
+                Ok(Exit::Ok)
+            }
+            Command::Clipboard { .. } | Command::Policies { .. } | Command::Worktree { .. } => {
+                Ok(Exit::Ok)
+            }
         }
     });
     // Blocking stdin readers must not hold the process open.
@@ -202,6 +308,16 @@ impl From<Run> for RunArgs {
             allow: run.allow,
             deny: run.deny,
             approve_stdin: run.approve_stdin,
+            worktree: run.worktree,
+            sandbox: run.sandbox.map(|mode| match mode {
+                SandboxArg::Strict => SandboxMode::Strict,
+                SandboxArg::BestEffort => SandboxMode::BestEffort,
+                SandboxArg::Off => SandboxMode::Off,
+            }),
+            network: run.network.map(|network| match network {
+                NetworkArg::On => NetworkMode::On,
+                NetworkArg::Off => NetworkMode::Off,
+            }),
         }
     }
 }

@@ -88,6 +88,10 @@ pub fn emit_authoritative_use(
 pub struct Finished {
     pub message: Message,
     pub cancelled: bool,
+    /// The tool actually ran (not refused by validation or the gate).
+    pub executed: bool,
+    /// It ran and the sandbox or the root boundary stopped it: the reason.
+    pub blocked: Option<String>,
 }
 
 /// Report a call that never ran (malformed, or skipped by a cancel).
@@ -134,6 +138,12 @@ pub async fn execute(
     };
     let duration_ms = started.elapsed().as_millis() as u64;
     let cancelled = matches!(result, Err(ToolError::Cancelled));
+    let blocked = match &result {
+        Err(
+            e @ (ToolError::SandboxDenied(_) | ToolError::Sandbox(_) | ToolError::OutsideRoot(_)),
+        ) => Some(e.to_string()),
+        _ => None,
+    };
     let redact = |text: &str| settings.redactor.redact(text).into_owned();
     let result = result
         .map(|output| {
@@ -143,7 +153,10 @@ pub async fn execute(
             )
         })
         .map_err(|e| redact(&e.to_string()));
-    report(session, &valid.call, result, duration_ms, cancelled)
+    let mut finished = report(session, &valid.call, result, duration_ms, cancelled);
+    finished.executed = true;
+    finished.blocked = blocked.map(|b| redact(&b));
+    finished
 }
 
 fn report(
@@ -188,5 +201,10 @@ fn report(
     }));
     let mut message = Message::tool_result(call, shown);
     message.images = images;
-    Finished { message, cancelled }
+    Finished {
+        message,
+        cancelled,
+        executed: false,
+        blocked: None,
+    }
 }

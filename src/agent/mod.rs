@@ -31,13 +31,46 @@ use crate::session::Session;
 use crate::tool::{ToolRegistry, ToolSettings};
 use step::{StepEnd, StepOutput};
 
+/// How `tool_choice` is sent per step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ToolChoiceMode {
+    /// Not sent: the server decides.
+    #[default]
+    ServerDefault,
+    Fixed(ToolChoice),
+    /// `required` on a turn's first step, `auto` after: small models that never call a tool
+    /// on their own still start with one, and can then answer.
+    FirstRequired,
+}
+
+impl ToolChoiceMode {
+    pub fn parse(text: &str) -> Option<ToolChoiceMode> {
+        Some(match text {
+            "auto" => ToolChoiceMode::Fixed(ToolChoice::Auto),
+            "required" => ToolChoiceMode::Fixed(ToolChoice::Required),
+            "none" => ToolChoiceMode::Fixed(ToolChoice::None),
+            "first-required" => ToolChoiceMode::FirstRequired,
+            _ => return None,
+        })
+    }
+
+    fn for_step(self, step: u32) -> Option<ToolChoice> {
+        match self {
+            ToolChoiceMode::ServerDefault => None,
+            ToolChoiceMode::Fixed(choice) => Some(choice),
+            ToolChoiceMode::FirstRequired if step == 0 => Some(ToolChoice::Required),
+            ToolChoiceMode::FirstRequired => Some(ToolChoice::Auto),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
     pub max_steps: u32,
     /// Output token limit per model reply (sent explicitly: mlx defaults to 512).
     pub max_tokens: u32,
     pub temperature: Option<f32>,
-    pub tool_choice: Option<ToolChoice>,
+    pub tool_choice: ToolChoiceMode,
     /// Share of the context window past which older turns are summarized.
     pub compaction_threshold: f64,
     /// Messages kept verbatim at the end of the history when compacting.
@@ -61,7 +94,7 @@ impl Default for AgentConfig {
             max_steps: 50,
             max_tokens: 8192,
             temperature: None,
-            tool_choice: None,
+            tool_choice: ToolChoiceMode::ServerDefault,
             compaction_threshold: 0.8,
             keep_recent_messages: 6,
             max_malformed_calls: 3,
@@ -99,6 +132,15 @@ pub struct Agent {
     last_prompt_tokens: Option<u64>,
     steps_taken: u64,
     last_compaction_step: Option<u64>,
+    /// Tool calls of the current turn that ran, and how many the sandbox stopped.
+    tally: Tally,
+}
+
+#[derive(Default)]
+struct Tally {
+    executed: u32,
+    blocked: u32,
+    last_block: Option<String>,
 }
 
 enum Ended {
@@ -137,6 +179,7 @@ impl Agent {
             last_prompt_tokens: None,
             steps_taken: 0,
             last_compaction_step: None,
+            tally: Tally::default(),
         }
     }
 
@@ -181,13 +224,21 @@ impl Agent {
             };
         }
         self.gate.begin_turn();
+        self.tally = Tally::default();
         self.session.emit(Payload::TurnStarted(Default::default()));
         self.session.emit(Payload::UserText(UserTextData {
             content: ContentBlock::text(prompt),
         }));
         let mut usage = Usage::default();
         let mut text = String::new();
-        let ended = self.turn_body(prompt, &cancel, &mut usage, &mut text).await;
+        let mut ended = self.turn_body(prompt, &cancel, &mut usage, &mut text).await;
+        if matches!(
+            ended,
+            Ended::Stop(StopReason::EndTurn | StopReason::MaxSteps)
+        ) && let Some(message) = self.all_blocked()
+        {
+            ended = Ended::Error(message);
+        }
         let (stop_reason, error) = match ended {
             Ended::Stop(reason) => (reason, None),
             Ended::Error(message) => {
@@ -230,12 +281,12 @@ impl Agent {
         }
         self.history.push(Message::user(prompt));
         let mut malformed_streak = 0;
-        for _ in 0..self.config.max_steps {
+        for step in 0..self.config.max_steps {
             if cancel.is_cancelled() {
                 return Ended::Stop(StopReason::Cancelled);
             }
             self.maybe_compact(cancel, usage).await;
-            let output = self.stream_step(cancel).await;
+            let output = self.stream_step(step, cancel).await;
             self.steps_taken += 1;
             if let Some(counts) = output.usage {
                 self.account(counts, usage);
@@ -276,7 +327,7 @@ impl Agent {
         Ended::Stop(StopReason::MaxSteps)
     }
 
-    async fn stream_step(&self, cancel: &CancellationToken) -> StepOutput {
+    async fn stream_step(&self, step: u32, cancel: &CancellationToken) -> StepOutput {
         // Disabled tools and a forbid_all are taken off the offer, not just refused.
         let offered: Vec<ToolSchema> = self
             .schemas
@@ -290,7 +341,7 @@ impl Agent {
             tool_choice: if offered.is_empty() {
                 None
             } else {
-                self.config.tool_choice
+                self.config.tool_choice.for_step(step)
             },
             max_tokens: self.config.max_tokens,
             temperature: self.config.temperature,
@@ -445,6 +496,13 @@ impl Agent {
                 }
             };
             cancelled |= finished.cancelled;
+            if finished.executed {
+                self.tally.executed += 1;
+                if let Some(reason) = finished.blocked {
+                    self.tally.blocked += 1;
+                    self.tally.last_block = Some(reason);
+                }
+            }
             self.history.push(finished.message);
         }
         if cancelled {
@@ -506,6 +564,32 @@ impl Agent {
                 serde_json::Value::Null,
             ),
         }
+    }
+}
+
+impl Agent {
+    /// A turn whose tool calls all ran into the sandbox did not do its work, whatever the model
+    /// says at the end: it is reported as an error that says how to widen the policy.
+    fn all_blocked(&self) -> Option<String> {
+        let tally = &self.tally;
+        if tally.executed == 0 || tally.blocked < tally.executed {
+            return None;
+        }
+        let last = tally.last_block.as_deref().unwrap_or_default();
+        let last: String = last
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .chars()
+            .take(300)
+            .collect();
+        Some(format!(
+            "the sandbox blocked every tool call of this turn ({} of {}); the last: {last}. \
+             Tools may write only under the session root and $TMPDIR: widen the preset with \
+             `writable = [\"…\"]`, allow the network with --network on, or run with \
+             --sandbox off",
+            tally.blocked, tally.executed
+        ))
     }
 }
 

@@ -35,4 +35,9 @@ pub trait ModelClient: Send + Sync {
         request: &'a ChatRequest<'a>,
         observer: RetryObserver<'a>,
     ) -> ModelFuture<'a, ModelStream>;
+
+    /// Releases what the client owns (a local model server). Idempotent.
+    fn shutdown(&self) -> ModelFuture<'_, ()> {
+        Box::pin(async { Ok(()) })
+    }
 }

@@ -2,6 +2,8 @@
 
 mod client;
 mod error;
+mod gguf;
+mod local;
 pub use error::excerpt;
 mod http;
 mod ndjson;
@@ -13,6 +15,7 @@ mod types;
 pub use client::{ModelClient, ModelInfo};
 pub use error::ModelError;
 pub use http::{HttpSettings, RetryNotice, RetryPolicy};
+pub use local::{GgufClient, LocalSettings, Progress};
 pub use ollama::{OllamaClient, capabilities_of};
 pub use openai::OpenAiClient;
 pub use spec::{BaseUrlSource, ModelSpec, Provider, SpecError, Wire, resolve_base_url};

@@ -113,8 +113,13 @@ impl OpenAiClient {
                 })
                 .collect();
             // mlx_lm.server supports neither field; it ignores unknown keys, others honour them.
+            // llama.cpp keeps parallel calls off unless asked: the small local models it
+            // serves do better with one call a step, and its streaming parser can fail
+            // mid-reply ("Invalid diff") when a small model emits several.
             if self.spec.provider != Provider::Mlx {
-                body["parallel_tool_calls"] = json!(true);
+                if self.spec.provider != Provider::LlamaCpp {
+                    body["parallel_tool_calls"] = json!(true);
+                }
                 if let Some(choice) = request.tool_choice {
                     body["tool_choice"] = json!(match choice {
                         ToolChoice::Auto => "auto",

@@ -15,6 +15,8 @@ pub enum Provider {
     LlamaCpp,
     LmStudio,
     Vllm,
+    /// A GGUF file corral serves itself with llama.cpp.
+    Gguf,
 }
 
 /// Which wire format a provider speaks.
@@ -25,13 +27,14 @@ pub enum Wire {
 }
 
 impl Provider {
-    pub const ALL: [Provider; 6] = [
+    pub const ALL: [Provider; 7] = [
         Provider::Ollama,
         Provider::OpenAi,
         Provider::Mlx,
         Provider::LlamaCpp,
         Provider::LmStudio,
         Provider::Vllm,
+        Provider::Gguf,
     ];
 
     pub fn prefix(self) -> &'static str {
@@ -42,6 +45,7 @@ impl Provider {
             Provider::LlamaCpp => "llamacpp",
             Provider::LmStudio => "lmstudio",
             Provider::Vllm => "vllm",
+            Provider::Gguf => "gguf",
         }
     }
 
@@ -59,6 +63,8 @@ impl Provider {
             Provider::Mlx | Provider::LlamaCpp => "http://127.0.0.1:8080/v1",
             Provider::LmStudio => "http://127.0.0.1:1234/v1",
             Provider::Vllm => "http://127.0.0.1:8000/v1",
+            // Started by corral on a free port; never resolved from here.
+            Provider::Gguf => "http://127.0.0.1:0/v1",
         }
     }
 
@@ -95,7 +101,7 @@ pub struct ModelSpec {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     #[error(
-        "unknown model spec {0:?}: expected ollama:<tag>, openai:<model>, mlx:<model>, llamacpp:<model>, lmstudio:<model> or vllm:<model>"
+        "unknown model spec {0:?}: expected ollama:<tag>, openai:<model>, mlx:<model>, llamacpp:<model>, lmstudio:<model>, vllm:<model> or gguf:<path-to.gguf>"
     )]
     Unknown(String),
     #[error("model spec {0:?} names no model after the provider prefix")]

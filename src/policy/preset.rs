@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 
+use crate::sandbox::{NetworkMode, SandboxMode};
 use crate::tool::Danger;
 
 const EMBEDDED: &[(&str, &str)] = &[
@@ -60,6 +61,15 @@ struct PresetFile {
     /// Environment variables passed to tool processes beyond the built-in allow-list.
     #[serde(default)]
     env: Vec<String>,
+    /// The least sandbox this preset accepts (`"strict"` requires strict).
+    #[serde(default)]
+    sandbox: Option<SandboxMode>,
+    #[serde(default)]
+    network: Option<NetworkMode>,
+    /// Extra paths tool processes may write to (`~/` is the home directory, relative paths
+    /// are under the session root).
+    #[serde(default)]
+    writable: Vec<String>,
     #[serde(default)]
     danger: BTreeMap<String, Danger>,
     #[serde(default)]
@@ -114,6 +124,12 @@ pub struct Policy {
     pub url_schemes: Option<Vec<String>>,
     /// Variables passed through to tool processes by name.
     pub env: Vec<String>,
+    /// The least sandbox mode the preset accepts.
+    pub sandbox: Option<SandboxMode>,
+    /// `Some(Off)`: tools get no network whatever the flags say.
+    pub network: Option<NetworkMode>,
+    /// Extra writable paths for tool processes, as written in the preset.
+    pub writable: Vec<String>,
     pub danger_overrides: BTreeMap<String, Danger>,
     pub rules: Vec<Rule>,
     /// `--allow`: offered and run without asking.
@@ -249,6 +265,9 @@ impl Policy {
             max_timeout_secs: file.max_timeout_secs,
             url_schemes: file.url_schemes,
             env: file.env,
+            sandbox: file.sandbox,
+            network: file.network,
+            writable: file.writable,
             danger_overrides: file.danger,
             rules,
             allowed: overrides.allow.clone(),
@@ -312,6 +331,18 @@ impl Policy {
             out.push_str(&format!(
                 "environment passed to tools: {}\n",
                 self.env.join(", ")
+            ));
+        }
+        if let Some(mode) = self.sandbox {
+            out.push_str(&format!("sandbox: at least {mode}\n"));
+        }
+        if self.network == Some(NetworkMode::Off) {
+            out.push_str("network: off for tools\n");
+        }
+        if !self.writable.is_empty() {
+            out.push_str(&format!(
+                "also writable by tools: {}\n",
+                self.writable.join(", ")
             ));
         }
         if let Some(schemes) = &self.url_schemes {
@@ -403,5 +434,23 @@ mod tests {
             ..PolicyOverrides::default()
         };
         assert!(Policy::parse("x", "description = \"d\"\n", &overrides).is_err());
+    }
+
+    #[test]
+    fn sandbox_keys_parse_and_are_described() {
+        let text = "description = \"d\"\nsandbox = \"strict\"\nnetwork = \"off\"\n\
+                    writable = [\"~/.cache/pip\"]\n";
+        let policy = Policy::parse("x", text, &PolicyOverrides::default()).unwrap();
+        assert_eq!(policy.sandbox, Some(SandboxMode::Strict));
+        assert_eq!(policy.network, Some(NetworkMode::Off));
+        let shown = policy.describe();
+        assert!(shown.contains("sandbox: at least strict"), "{shown}");
+        assert!(shown.contains("network: off") && shown.contains("~/.cache/pip"));
+        let bad = Policy::parse(
+            "x",
+            "description = \"d\"\nsandbox = \"lax\"\n",
+            &PolicyOverrides::default(),
+        );
+        assert!(bad.unwrap_err().to_string().contains("lax"));
     }
 }

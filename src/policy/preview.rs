@@ -1,12 +1,13 @@
 //! What a person sees before approving: the exact command, the code, or a unified diff of a
 //! file write against the file as it is now.
 
+use std::io::Read;
 use std::path::Path;
 
 use serde_json::{Value, json};
 use similar::TextDiff;
 
-use crate::sandbox::paths::resolve_in_root;
+use crate::sandbox::paths::{PathError, RootDir};
 
 /// Files bigger than this are not diffed; the preview says how big they are instead.
 const MAX_DIFF_BYTES: u64 = 512 * 1024;
@@ -23,25 +24,21 @@ pub fn approval_preview(tool: &str, args: &Value, root: &Path) -> Value {
 }
 
 fn write_preview(path: &str, content: &str, root: &Path) -> Value {
-    let Ok(resolved) = resolve_in_root(root, path) else {
-        return json!({"path": path, "note": "the path is outside the session root"});
-    };
-    let old = match std::fs::metadata(&resolved) {
-        Ok(meta) if meta.len() > MAX_DIFF_BYTES => {
-            return json!({"path": path, "exists": true,
-                "note": format!("the file has {} bytes; too large to diff", meta.len())});
+    // Opened the way write_file opens it (beneath the root, links followed while inside), so
+    // the diff is against the file the write would replace.
+    let old = match RootDir::open(root).and_then(|dir| dir.open_file(path)) {
+        Err(PathError::OutsideRoot { .. }) => {
+            return json!({"path": path, "note": "the path is outside the session root"});
         }
-        Ok(_) => match std::fs::read(&resolved) {
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => Some(text),
-                Err(_) => {
-                    return json!({"path": path, "exists": true,
-                        "note": "the current file is binary; it would be replaced"});
-                }
-            },
-            Err(e) => return json!({"path": path, "note": format!("cannot read it: {e}")}),
+        Err(PathError::Invalid { reason, .. }) => {
+            return json!({"path": path, "note": format!("the path is not valid: {reason}")});
+        }
+        // Missing (or unreachable): the write would create it.
+        Err(PathError::Io { .. }) => None,
+        Ok(file) => match current_text(file) {
+            Ok(text) => Some(text),
+            Err(note) => return json!({"path": path, "exists": true, "note": note}),
         },
-        Err(_) => None,
     };
     let exists = old.is_some();
     let old = old.unwrap_or_default();
@@ -58,6 +55,32 @@ fn write_preview(path: &str, content: &str, root: &Path) -> Value {
         )
         .to_string();
     json!({"path": path, "exists": exists, "bytes": content.len(), "diff": diff})
+}
+
+/// The file's text, or why it is not diffed.
+fn current_text(mut file: std::fs::File) -> Result<String, String> {
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    if meta.is_dir() {
+        return Err("it is a directory; the write would fail".into());
+    }
+    if meta.len() > MAX_DIFF_BYTES {
+        return Err(format!(
+            "the file has {} bytes; too large to diff",
+            meta.len()
+        ));
+    }
+    let mut bytes = Vec::new();
+    // One byte past the limit is enough to know a file that grew since is too large.
+    (&mut file)
+        .take(MAX_DIFF_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    if bytes.len() as u64 > MAX_DIFF_BYTES {
+        return Err("the file is too large to diff".into());
+    }
+    String::from_utf8(bytes).map_err(|_| "the current file is binary; it would be replaced".into())
 }
 
 #[cfg(test)]
@@ -89,5 +112,33 @@ mod tests {
         assert!(new["diff"].as_str().unwrap().contains("--- /dev/null"));
         let shell = approval_preview("shell", &json!({"command": "rm -rf x"}), &root);
         assert_eq!(shell["command"], "rm -rf x");
+    }
+
+    #[test]
+    fn write_preview_follows_links_inside_and_refuses_links_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (root, outside) = (base.join("root"), base.join("outside"));
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret"), "s\n").unwrap();
+        std::fs::write(root.join("real.txt"), "old\n").unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), root.join("out")).unwrap();
+        std::os::unix::fs::symlink("real.txt", root.join("in")).unwrap();
+        let preview = |path: &str| {
+            approval_preview(
+                "write_file",
+                &json!({"path": path, "content": "new\n"}),
+                &root,
+            )
+        };
+        assert_eq!(
+            preview("out")["note"],
+            "the path is outside the session root"
+        );
+        let inside = preview("in");
+        assert_eq!(inside["exists"], true);
+        let diff = inside["diff"].as_str().unwrap();
+        assert!(diff.contains("-old") && diff.contains("+new"), "{diff}");
     }
 }

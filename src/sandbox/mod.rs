@@ -1,5 +1,18 @@
 //! Confinement of what tools can touch.
+//!
+//! Shell and python processes start through `corral __sandbox-exec` (confine.rs), which puts
+//! them in namespaces and a landlock domain before `exec`; support.rs probes what the kernel
+//! enforces; spec.rs is what a session asks for.
 
+pub(crate) mod confine;
 pub(crate) mod env;
 pub(crate) mod paths;
 pub(crate) mod process;
+pub(crate) mod reaper;
+pub(crate) mod spec;
+pub(crate) mod support;
+pub(crate) mod worktree;
+
+pub use confine::sandbox_exec_main;
+pub use spec::{HELPER_COMMAND, NetworkMode, SandboxMode, SandboxSpec};
+pub use support::SandboxSupport;

@@ -1,14 +1,43 @@
 //! Path confinement: every path a file tool touches must resolve inside the session root.
 //!
-//! This is check-then-use: a symlink swapped in between the check and the open could still lead
-//! out. A later change opens files with openat2(RESOLVE_BENEATH) so the kernel enforces the same
-//! rule at open time; this resolution stays as the portable check that explains refusals.
+//! Two layers. [`RootDir`] (in `beneath`) opens paths with the kernel's help, openat2 with
+//! RESOLVE_BENEATH, so the rule holds at the moment of the open even if a symlink is swapped in
+//! mid-call; the file tools go through it. [`resolve_in_root`] is the portable, check-then-use
+//! resolution: it explains refusals, names paths for the gate and for tools that hand a
+//! directory to a process (`cwd`), and is the fallback where openat2 is missing.
+
+mod beneath;
+
+pub(crate) use beneath::{Existing, RootDir};
 
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
 
 /// Dangling symlinks followed by hand before giving up (the kernel's own limit is 40).
 const MAX_SYMLINK_HOPS: usize = 40;
+
+/// Whether openat2 works here; probed once. When false, file tools fall back to the
+/// check-then-open resolution of [`resolve_in_root`].
+pub(crate) fn openat2_supported() -> bool {
+    static SUPPORTED: OnceLock<bool> = OnceLock::new();
+    *SUPPORTED.get_or_init(|| {
+        let probe = rustix::fs::openat2(
+            rustix::fs::CWD,
+            "/",
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::NO_MAGICLINKS,
+        );
+        // ENOSYS: too old a kernel; EPERM: a seccomp filter that predates openat2; EINVAL:
+        // flags it does not know. Anything else (say ENOENT) means the call itself works.
+        !matches!(probe, Err(Errno::NOSYS | Errno::PERM | Errno::INVAL))
+    })
+}
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub(crate) enum PathError {
@@ -28,19 +57,25 @@ pub(crate) enum PathError {
 /// symlinks. `root` must be canonical. The path need not exist yet: the longest existing
 /// prefix is canonicalized and the rest appended, so files about to be created resolve too.
 pub(crate) fn resolve_in_root(root: &Path, requested: &str) -> Result<PathBuf, PathError> {
-    if requested.contains('\0') {
+    resolve_path(root, Path::new(requested), requested)
+}
+
+/// [`resolve_in_root`] for any path; errors name `shown`.
+fn resolve_path(root: &Path, path: &Path, shown: &str) -> Result<PathBuf, PathError> {
+    if path.as_os_str().as_bytes().contains(&0) {
         return Err(PathError::Invalid {
-            requested: requested.to_owned(),
+            requested: shown.to_owned(),
             reason: "it contains a NUL byte".into(),
         });
     }
+    let requested = shown;
     let io_err = |e: io::Error| PathError::Io {
         requested: requested.to_owned(),
         kind: e.kind(),
         message: e.to_string(),
     };
-    // An absolute `requested` replaces the root here; the final check decides if it is inside.
-    let mut candidate = root.join(requested);
+    // An absolute path replaces the root here; the final check decides if it is inside.
+    let mut candidate = root.join(path);
     for _ in 0..MAX_SYMLINK_HOPS {
         let (base, rest) = split_existing(&candidate).map_err(io_err)?;
         let mut parts = rest.components();

@@ -1,8 +1,10 @@
 //! Running one tool process: its own process group, exactly the environment it is given,
 //! output streamed as it arrives and kept with bounded memory (head and tail), and a timeout or
-//! cancellation that takes down the whole group, grandchildren included.
+//! cancellation that takes down the whole group, grandchildren included. A sandboxed process
+//! starts through the `__sandbox-exec` helper (confine.rs), which becomes the program.
 
-use std::collections::VecDeque;
+mod capture;
+
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -16,8 +18,13 @@ use tokio::process::{Child, Command};
 use tokio::time::sleep_until;
 use tokio_util::sync::CancellationToken;
 
+use super::confine::{EXEC_FAILED, REFUSAL_PREFIX, REFUSED_EXIT};
+use super::spec::SandboxSpec;
 use crate::event::OutputStream;
 use crate::tool::OutputSink;
+use capture::Collector;
+#[cfg(test)]
+use capture::{STREAM_LIMIT, STREAM_STOPPED};
 
 /// Between SIGTERM and SIGKILL: time for the group to clean up after itself.
 const TERM_GRACE: Duration = Duration::from_secs(2);
@@ -26,15 +33,7 @@ const TERM_GRACE: Duration = Duration::from_secs(2);
 const EXIT_GRACE: Duration = Duration::from_millis(200);
 /// Reaping a SIGKILLed child; only a process stuck in the kernel takes longer.
 const REAP_WAIT: Duration = Duration::from_secs(1);
-/// Per call, streamed chunks stop after this much so a flood doesn't flood the event stream.
-const STREAM_LIMIT: usize = 1 << 20;
-const STREAM_STOPPED: &str =
-    "\n[… output continues; streaming stopped, the result keeps head and tail]\n";
 const READ_BUF: usize = 16 * 1024;
-/// Room kept for the omission marker so the joined output stays within `max_output_bytes`.
-const MARKER_RESERVE: usize = 48;
-/// How far a cut may move to land on a line break instead of mid-line.
-const LINE_SNAP: usize = 200;
 
 #[derive(Debug, Clone)]
 pub(crate) struct ProcessSpec {
@@ -45,6 +44,8 @@ pub(crate) struct ProcessSpec {
     pub env: Vec<(String, String)>,
     pub timeout: Duration,
     pub max_output_bytes: usize,
+    /// Confinement through the helper; `None`: the program runs as it is.
+    pub sandbox: Option<SandboxSpec>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +58,8 @@ pub(crate) struct ProcessOutcome {
     pub timed_out: bool,
     pub cancelled: bool,
     pub duration: Duration,
+    /// The sandbox helper refused to run the program; why.
+    pub refused: Option<String>,
 }
 
 /// Runs `spec` to completion, timeout or cancellation. Only a failure to start (or to wait
@@ -68,7 +71,15 @@ pub(crate) async fn run(
     cancel: &CancellationToken,
 ) -> io::Result<ProcessOutcome> {
     let started = Instant::now();
-    let mut command = Command::new(&spec.program);
+    let mut command = match &spec.sandbox {
+        Some(sandbox) => {
+            let helper = sandbox.helper_path();
+            let mut command = Command::new(helper);
+            command.args(sandbox.helper_args(false)).arg(&spec.program);
+            command
+        }
+        None => Command::new(&spec.program),
+    };
     command
         .args(&spec.args)
         .current_dir(&spec.cwd)
@@ -80,6 +91,10 @@ pub(crate) async fn run(
         .process_group(0)
         .kill_on_drop(true);
     let mut child = command.spawn()?;
+    // Recorded in pids.json until the group is gone, so a crashed runtime's tools get reaped.
+    let _tracked = child
+        .id()
+        .and_then(|pid| crate::sandbox::reaper::track(pid, pid, "tool"));
     let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(io::Error::other("the process has no output pipes"));
     };
@@ -152,14 +167,31 @@ pub(crate) async fn run(
     collector.flush(OutputStream::Stdout);
     collector.flush(OutputStream::Stderr);
     let (output, omitted_bytes) = collector.capture.finish();
+    let exit_code = status.and_then(|s| s.code());
+    let mut refused = None;
+    if spec.sandbox.is_some()
+        && let Some(line) = output.strip_prefix(REFUSAL_PREFIX)
+    {
+        let line = line.lines().next().unwrap_or_default();
+        match (exit_code, line.strip_prefix(EXEC_FAILED)) {
+            (Some(REFUSED_EXIT), _) => refused = Some(line.to_owned()),
+            // The helper could not exec the program: the same error as a failed spawn.
+            (Some(127), Some(_)) => return Err(io::Error::new(io::ErrorKind::NotFound, line)),
+            (Some(126), Some(_)) => {
+                return Err(io::Error::new(io::ErrorKind::PermissionDenied, line));
+            }
+            _ => {}
+        }
+    }
     Ok(ProcessOutcome {
-        exit_code: status.and_then(|s| s.code()),
+        exit_code,
         signal: status.and_then(|s| s.signal()),
         output,
         omitted_bytes,
         timed_out,
         cancelled,
         duration: started.elapsed(),
+        refused,
     })
 }
 
@@ -225,188 +257,6 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Decodes, captures and streams the output of both pipes.
-struct Collector<'a> {
-    sink: &'a OutputSink,
-    capture: Capture,
-    /// Per stream (stdout, stderr): the bytes of a character split across reads.
-    carry: [Vec<u8>; 2],
-    streamed: usize,
-    stream_stopped: bool,
-}
-
-impl<'a> Collector<'a> {
-    fn new(sink: &'a OutputSink, max_output_bytes: usize) -> Self {
-        Collector {
-            sink,
-            capture: Capture::new(max_output_bytes),
-            carry: [Vec::new(), Vec::new()],
-            streamed: 0,
-            stream_stopped: false,
-        }
-    }
-
-    fn push(&mut self, stream: OutputStream, bytes: &[u8]) {
-        let text = decode(&mut self.carry[index(stream)], bytes);
-        self.accept(stream, &text);
-    }
-
-    /// At the end, an incomplete character left over is shown as U+FFFD.
-    fn flush(&mut self, stream: OutputStream) {
-        let rest = std::mem::take(&mut self.carry[index(stream)]);
-        if !rest.is_empty() {
-            self.accept(stream, &String::from_utf8_lossy(&rest));
-        }
-    }
-
-    fn accept(&mut self, stream: OutputStream, text: &str) {
-        if text.is_empty() {
-            return;
-        }
-        self.capture.push(text);
-        if self.streamed < STREAM_LIMIT {
-            self.streamed += text.len();
-            self.sink.emit(stream, text);
-        } else if !self.stream_stopped {
-            self.stream_stopped = true;
-            self.sink.emit(stream, STREAM_STOPPED);
-        }
-    }
-}
-
-fn index(stream: OutputStream) -> usize {
-    match stream {
-        OutputStream::Stdout => 0,
-        OutputStream::Stderr => 1,
-    }
-}
-
-/// Decodes `carry + bytes` lossily, keeping an incomplete character at the end in `carry`
-/// for the next read, so no character is split (and mangled) between two chunks.
-fn decode(carry: &mut Vec<u8>, bytes: &[u8]) -> String {
-    let mut data = std::mem::take(carry);
-    data.extend_from_slice(bytes);
-    let keep = incomplete_tail(&data);
-    *carry = data.split_off(data.len() - keep);
-    match String::from_utf8(data) {
-        Ok(text) => text,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    }
-}
-
-/// Length of a UTF-8 sequence started but not finished at the end of `data` (0 to 3).
-fn incomplete_tail(data: &[u8]) -> usize {
-    for back in 1..=data.len().min(3) {
-        let byte = data[data.len() - back];
-        if byte & 0xC0 == 0x80 {
-            continue; // a continuation byte: the lead is further back
-        }
-        let needed = match byte {
-            0xC0..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            0xF0..=0xF7 => 4,
-            _ => 1, // ASCII, or invalid: lossy decoding replaces it now
-        };
-        return if needed > back { back } else { 0 };
-    }
-    0
-}
-
-/// The combined output in bounded memory: the first ~60% kept as it came, then a rolling
-/// window of the last ~40%; what falls between is counted.
-struct Capture {
-    head: String,
-    head_cap: usize,
-    /// Once output went past the head, the head is closed so order is kept.
-    head_closed: bool,
-    tail: VecDeque<u8>,
-    tail_cap: usize,
-    omitted: u64,
-}
-
-impl Capture {
-    fn new(max_bytes: usize) -> Self {
-        let budget = max_bytes.saturating_sub(MARKER_RESERVE);
-        let head_cap = budget * 3 / 5;
-        Capture {
-            head: String::new(),
-            head_cap,
-            head_closed: false,
-            tail: VecDeque::new(),
-            tail_cap: budget - head_cap,
-            omitted: 0,
-        }
-    }
-
-    fn push(&mut self, mut text: &str) {
-        if !self.head_closed {
-            let take = floor_boundary(text, self.head_cap - self.head.len());
-            self.head.push_str(&text[..take]);
-            text = &text[take..];
-            if text.is_empty() {
-                return;
-            }
-            self.head_closed = true;
-        }
-        self.tail.extend(text.as_bytes());
-        let excess = self.tail.len().saturating_sub(self.tail_cap);
-        self.tail.drain(..excess);
-        self.omitted += excess as u64;
-    }
-
-    /// The output, with `[… N bytes omitted …]` on its own line where bytes were dropped.
-    fn finish(self) -> (String, u64) {
-        let Capture {
-            mut head,
-            tail,
-            mut omitted,
-            ..
-        } = self;
-        let tail = Vec::from(tail);
-        if omitted == 0 {
-            // Nothing dropped: the tail continues the head on a character boundary.
-            head.push_str(&String::from_utf8_lossy(&tail));
-            return (head, 0);
-        }
-        // The rolling window may begin inside a character.
-        let start = tail.iter().take_while(|b| **b & 0xC0 == 0x80).count();
-        omitted += start as u64;
-        let tail = String::from_utf8_lossy(&tail[start..]);
-        let mut tail = tail.as_ref();
-        // Whole lines read better: snap both cuts to a nearby line break.
-        if let Some(nl) = head.rfind('\n')
-            && head.len() - (nl + 1) <= LINE_SNAP
-        {
-            omitted += (head.len() - (nl + 1)) as u64;
-            head.truncate(nl + 1);
-        }
-        if let Some(nl) = tail.find('\n')
-            && nl < LINE_SNAP
-            && nl + 1 < tail.len()
-        {
-            omitted += (nl + 1) as u64;
-            tail = &tail[nl + 1..];
-        }
-        let sep = if head.is_empty() || head.ends_with('\n') {
-            ""
-        } else {
-            "\n"
-        };
-        (
-            format!("{head}{sep}[… {omitted} bytes omitted …]\n{tail}"),
-            omitted,
-        )
-    }
-}
-
-fn floor_boundary(text: &str, at: usize) -> usize {
-    let mut at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
@@ -423,6 +273,7 @@ mod tests {
             env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
             timeout: Duration::from_secs(20),
             max_output_bytes: 32 * 1024,
+            sandbox: None,
         }
     }
 
@@ -487,11 +338,6 @@ mod tests {
         let (out, chunks) = go(bash(r"printf 'x\xe6\x97'; sleep 0.3; printf '\xa5\n'")).await;
         assert_eq!(out.output, "x日\n");
         assert!(chunks.len() == 2 && chunks.iter().all(|(_, t)| !t.contains('\u{fffd}')));
-        let mut carry = Vec::new();
-        assert_eq!(decode(&mut carry, b"a\xf0\x9f"), "a");
-        assert_eq!(decode(&mut carry, b"\xa6"), "");
-        assert_eq!(decode(&mut carry, b"\x80\xffz"), "🦀\u{fffd}z");
-        assert!(carry.is_empty());
     }
 
     #[tokio::test]
@@ -574,17 +420,45 @@ mod tests {
         assert_eq!(go(spec).await.0.output, "FOO=bar baz\nZED=1\n");
     }
 
-    #[test]
-    fn a_short_output_is_kept_whole_and_a_long_one_cut_on_lines() {
-        let mut small = Capture::new(1000);
-        small.push("héllo\n");
-        assert_eq!(small.finish(), ("héllo\n".to_owned(), 0));
-        let mut big = Capture::new(1000);
-        (0..1000).for_each(|i| big.push(&format!("line {i:04}\n")));
-        let (out, omitted) = big.finish();
-        assert!(out.starts_with("line 0000\n") && out.ends_with("line 0999\n"));
-        assert!(out.len() <= 1000 && out.lines().all(|l| l.len() == 9 || l.starts_with("[…")));
-        let marker = format!("[… {omitted} bytes omitted …]\n");
-        assert_eq!(out.replace(&marker, "").len() as u64 + omitted, 10_000);
+    /// A stand-in for `corral __sandbox-exec`: `script` runs with the helper's arguments.
+    fn fake_helper(dir: &std::path::Path, script: &str) -> ProcessSpec {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("helper");
+        std::fs::write(&path, format!("#!/bin/bash\n{script}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut sandbox = SandboxSpec::new(
+            super::super::spec::SandboxMode::Strict,
+            super::super::spec::NetworkMode::Off,
+        );
+        sandbox.helper = Some(path);
+        let mut spec = bash("echo inside");
+        spec.sandbox = Some(sandbox);
+        spec
+    }
+
+    #[tokio::test]
+    async fn the_helper_runs_the_program_after_its_arguments_or_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        // Drops everything up to `--`, then becomes the program, as the real helper does.
+        let through = fake_helper(
+            dir.path(),
+            "echo \"$1 $3 $5\"; while [ \"$1\" != -- ]; do shift; done; shift; exec \"$@\"",
+        );
+        let (out, _) = go(through).await;
+        assert_eq!(out.output, "__sandbox-exec strict off\ninside\n");
+        assert_eq!(out.refused, None);
+        let refusing = fake_helper(
+            dir.path(),
+            "echo 'corral sandbox: cannot enforce the strict sandbox: no landlock' >&2; exit 125",
+        );
+        let (out, _) = go(refusing).await;
+        let why = "cannot enforce the strict sandbox: no landlock";
+        assert_eq!(out.refused.as_deref(), Some(why));
+        let missing = fake_helper(
+            dir.path(),
+            "echo 'corral sandbox: cannot run nope: No such file or directory' >&2; exit 127",
+        );
+        let err = run(missing, &OutputSink::none(), &CancellationToken::new()).await;
+        assert_eq!(err.unwrap_err().kind(), io::ErrorKind::NotFound);
     }
 }

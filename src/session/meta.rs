@@ -14,6 +14,23 @@ pub struct SessionMeta {
     pub created_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<String>,
+    /// Set when the session ran in an isolated worktree (`corral run --worktree`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeMeta>,
+}
+
+/// Where a worktree session's changes live and what they started from, so they can be
+/// reviewed, merged or removed after the session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorktreeMeta {
+    /// The linked worktree's directory (its top, not the session's subdirectory).
+    pub path: PathBuf,
+    /// `corral/<session-id>`.
+    pub branch: String,
+    /// The commit the branch was created from (full hex id).
+    pub base: String,
+    /// The working tree of the repository the session was started in.
+    pub repo: PathBuf,
 }
 
 impl SessionMeta {

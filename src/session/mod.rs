@@ -13,7 +13,7 @@ mod status;
 pub use approvals::AnswerError;
 pub use bus::Subscription;
 pub use log::{log_path, read_log};
-pub use meta::SessionMeta;
+pub use meta::{SessionMeta, WorktreeMeta};
 pub use status::{IllegalTransition, check_transition};
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,9 @@
 //! Surfaces: the ways a person or program drives sessions.
 
 mod approve;
+pub mod doctor;
 pub mod policies;
 pub mod run;
+mod sandbox;
 mod tty;
+pub mod worktree;

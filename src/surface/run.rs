@@ -12,16 +12,17 @@ use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, AgentConfig, TurnOutcome};
+use crate::agent::{Agent, AgentConfig, ToolChoiceMode, TurnOutcome};
 use crate::config::Config;
 use crate::event::{Envelope, Status, StopReason};
-use crate::model::{self, ModelClient, ModelError, ModelSpec, ToolChoice};
+use crate::model::{self, ModelClient, ModelError, ModelSpec};
 use crate::policy::{Policy, PolicyOverrides};
 use crate::session::{Session, SessionMeta};
 use crate::tool::{Danger, ToolRegistry, ToolSettings};
 
 use super::approve;
 use super::tty::{self, Style};
+use super::worktree;
 
 #[derive(Debug, Clone, Default)]
 pub struct RunArgs {
@@ -35,7 +36,7 @@ pub struct RunArgs {
     pub resume: Option<String>,
     pub system: Option<String>,
     pub config_path: Option<PathBuf>,
-    pub tool_choice: Option<ToolChoice>,
+    pub tool_choice: Option<ToolChoiceMode>,
     /// Preset name or path (`-p`).
     pub permission: Option<String>,
     pub auto_approve: Option<Danger>,
@@ -43,6 +44,12 @@ pub struct RunArgs {
     pub deny: Vec<String>,
     /// Permission decisions arrive as NDJSON lines on stdin.
     pub approve_stdin: bool,
+    /// Run in a new git worktree of the cwd's repository (`--worktree`).
+    pub worktree: bool,
+    /// `--sandbox`: how shell and python are confined (default: config, else best-effort).
+    pub sandbox: Option<crate::sandbox::SandboxMode>,
+    /// `--network`: whether shell and python may use the network.
+    pub network: Option<crate::sandbox::NetworkMode>,
 }
 
 /// How `corral run` ends, as a process exit code.
@@ -91,6 +98,8 @@ struct Prepared {
     resumed: Option<(String, SessionMeta)>,
     policy: Policy,
     tools: ToolRegistry,
+    worktree: Option<crate::session::WorktreeMeta>,
+    sandbox: (crate::sandbox::SandboxMode, crate::sandbox::NetworkMode),
 }
 
 /// `$XDG_CONFIG_HOME/corral/policies`: user presets.
@@ -189,8 +198,19 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, RunError> {
         model::Wire::OllamaNative => provider_config.num_ctx,
         model::Wire::OpenAiChat => provider_config.context_window,
     };
-    let client = model::connect(spec.clone(), base_url, api_key, settings, window)
-        .map_err(|e| RunError::Runtime(e.to_string()))?;
+    let client: Arc<dyn ModelClient> = if spec.provider == model::Provider::Gguf {
+        let progress: model::Progress = Arc::new(|line: &str| {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "{line}");
+        });
+        Arc::new(
+            model::GgufClient::new(spec.clone(), config.local.settings(), settings, progress)
+                .map_err(usage)?,
+        )
+    } else {
+        model::connect(spec.clone(), base_url, api_key, settings, window)
+            .map_err(|e| RunError::Runtime(e.to_string()))?
+    };
     let cwd = match (&args.cwd, &resumed) {
         (Some(cwd), _) => cwd.clone(),
         (None, Some((_, meta))) => meta.cwd.clone(),
@@ -199,6 +219,7 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, RunError> {
     let root = canonical_dir(&cwd)?;
     let tools = ToolRegistry::builtin().map_err(|e| RunError::Runtime(e.to_string()))?;
     let policy = load_policy(args, &config, &tools)?;
+    let sandbox = super::sandbox::modes(args.sandbox, args.network, &config, &policy)?;
     if args.approve_stdin && (args.prompt.is_none() || args.interactive) {
         return Err(usage(
             "with --approve-stdin, stdin carries decisions: give the prompt as an argument (and no -i)",
@@ -212,6 +233,8 @@ async fn prepare(args: &RunArgs) -> Result<Prepared, RunError> {
         resumed,
         policy,
         tools,
+        worktree: None,
+        sandbox,
     })
 }
 
@@ -258,13 +281,38 @@ fn initial_prompt(args: &RunArgs) -> Result<Option<String>, RunError> {
 pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
     let prepared = prepare(&args).await?;
     let first_prompt = initial_prompt(&args)?;
+    let worktree_plan =
+        worktree::plan_for_run(args.worktree, prepared.resumed.is_some(), &prepared.root)?;
     let dir = agents_dir()?;
+    // Children a crashed runtime left behind go first; then ours are recorded.
+    match crate::sandbox::reaper::install(crate::sandbox::reaper::pids_path(&dir)) {
+        Ok(0) => {}
+        Ok(killed) => tracing::warn!(killed, "killed leftover processes of a dead runtime"),
+        Err(e) => tracing::warn!(error = %e, "cannot use pids.json; leftovers are not reaped"),
+    }
     let (session, history) = match &prepared.resumed {
         Some((id, _)) => Session::resume(id, &dir).map_err(usage)?,
         None => (
             Session::create(Some(&dir)).map_err(|e| RunError::Runtime(e.to_string()))?,
             Vec::new(),
         ),
+    };
+    // The worktree is named after the session, so it comes now; from here on it is the root.
+    let started = worktree::start_for_run(worktree_plan, session.id(), &mut std::io::stderr());
+    let worktree = match started {
+        Ok(worktree) => worktree,
+        Err(e) => {
+            session.close();
+            return Err(e);
+        }
+    };
+    let prepared = match &worktree {
+        Some(wt) => Prepared {
+            root: wt.root.clone(),
+            worktree: Some(wt.meta()),
+            ..prepared
+        },
+        None => prepared,
     };
     if let Some(warning) = &prepared.policy.warning {
         use std::io::Write;
@@ -284,11 +332,16 @@ pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
     if args.approve_stdin {
         tokio::spawn(approve::answer_from_stdin(session.clone()));
     }
+    let client = prepared.client.clone();
     let result = drive(&args, prepared, &session, &history, first_prompt).await;
+    if let Err(e) = client.shutdown().await {
+        tracing::warn!(error = %e, "stopping the model server");
+    }
     session.close();
     if let Err(e) = renderer.await {
         tracing::error!(error = %e, "renderer task failed");
     }
+    worktree::end_for_run(worktree.as_ref(), &mut std::io::stderr());
     result
 }
 
@@ -322,6 +375,7 @@ async fn drive(
             cwd: prepared.root.clone(),
             created_at: crate::event::Timestamp::now().to_string(),
             system: args.system.clone(),
+            worktree: prepared.worktree.clone(),
         };
         if let Err(e) = meta.save(dir) {
             tracing::warn!(error = %e, "cannot save session metadata");
@@ -334,7 +388,10 @@ async fn drive(
         .prefix(&format!("corral-{}-", session.id()))
         .tempdir()
         .map_err(|e| RunError::Runtime(format!("cannot create the session's temp dir: {e}")))?;
-    let settings = tool_settings(&prepared.config, &prepared.policy, tmpdir.path());
+    let mut settings = tool_settings(&prepared.config, &prepared.policy, tmpdir.path());
+    let (policy, root) = (&prepared.policy, &prepared.root);
+    settings.sandbox =
+        super::sandbox::start(prepared.sandbox, policy, root, tmpdir.path(), session).await?;
     let mut agent = Agent::new(
         session.clone(),
         prepared.client.clone(),
@@ -431,7 +488,15 @@ fn agent_config(args: &RunArgs, config: &Config) -> AgentConfig {
             .unwrap_or(defaults.max_steps),
         max_tokens: config.max_tokens.unwrap_or(defaults.max_tokens),
         temperature: config.temperature,
-        tool_choice: args.tool_choice,
+        tool_choice: args
+            .tool_choice
+            .or_else(|| {
+                config
+                    .tool_choice
+                    .as_deref()
+                    .and_then(ToolChoiceMode::parse)
+            })
+            .unwrap_or(defaults.tool_choice),
         compaction_threshold: config
             .compaction_threshold
             .unwrap_or(defaults.compaction_threshold),
@@ -459,6 +524,9 @@ impl Interrupts {
                     Some(token) if !token.is_cancelled() => token.cancel(),
                     // A second press, or one with no turn running: leave now.
                     _ => {
+                        // Leaving without unwinding: children in their own process groups
+                        // (tools, a local model server) would outlive us otherwise.
+                        crate::sandbox::reaper::kill_own_children();
                         session.close();
                         std::process::exit(Exit::Cancelled as i32);
                     }

@@ -4,7 +4,7 @@
 //! either way to fix what went wrong.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -14,6 +14,7 @@ use super::output::parse_args;
 use super::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::sandbox::paths::resolve_in_root;
 use crate::sandbox::process::{self, ProcessOutcome, ProcessSpec};
+use crate::sandbox::{NetworkMode, SandboxSpec};
 
 /// Room kept below the output cap for the notes added here, so the result is not cut twice.
 const NOTE_RESERVE: usize = 256;
@@ -105,11 +106,61 @@ async fn execute(
             .max_output_bytes
             .saturating_sub(NOTE_RESERVE)
             .max(MIN_PROCESS_OUTPUT),
+        sandbox: ctx.settings.sandbox.clone(),
     };
     let outcome = process::run(spec, &ctx.output, &ctx.cancel)
         .await
         .map_err(|e| spawn_error(&program, &e))?;
-    shape(outcome, clamp_note, timeout)
+    if let Some(why) = &outcome.refused {
+        return Err(ToolError::Sandbox(format!(
+            "the sandbox refused to run it: {why}"
+        )));
+    }
+    let sandbox = ctx
+        .settings
+        .sandbox
+        .as_ref()
+        .map(|s| (s, ctx.root.as_path()));
+    shape(outcome, clamp_note, timeout, sandbox)
+}
+
+/// What sandbox denials look like in a process's output.
+const WRITE_DENIALS: [&str; 3] = [
+    "Permission denied",
+    "Read-only file system",
+    "Operation not permitted",
+];
+const NETWORK_DENIALS: [&str; 2] = ["Network is unreachable", "Connection refused"];
+
+/// A sandboxed call that failed with a denial in its output is reported as the sandbox's doing,
+/// with what the sandbox allows, so the model does not retry the same thing and the turn is
+/// not counted as a success.
+fn blame(text: String, sandbox: &SandboxSpec, root: &Path) -> ToolError {
+    let network_off = sandbox.network == NetworkMode::Off;
+    let wrote = WRITE_DENIALS.iter().any(|m| text.contains(m));
+    let connected = network_off && NETWORK_DENIALS.iter().any(|m| text.contains(m));
+    if !wrote && !connected {
+        return ToolError::Failed(text);
+    }
+    let mut allowed = Vec::new();
+    if wrote {
+        let except = if sandbox.protected.is_empty() {
+            ""
+        } else {
+            " (.git is read-only)"
+        };
+        allowed.push(format!(
+            "writes are allowed only under {}{except} and $TMPDIR",
+            root.display()
+        ));
+    }
+    if network_off {
+        allowed.push("network is off".to_owned());
+    }
+    ToolError::SandboxDenied(format!(
+        "{text}\n[the sandbox blocked this: {}]",
+        allowed.join("; ")
+    ))
 }
 
 /// The call's timeout: its own, else the default; never above the maximum (then a note says
@@ -157,6 +208,7 @@ fn shape(
     outcome: ProcessOutcome,
     clamp_note: Option<String>,
     timeout: Duration,
+    sandbox: Option<(&SandboxSpec, &Path)>,
 ) -> Result<ToolOutput, ToolError> {
     if outcome.cancelled {
         return Err(ToolError::Cancelled);
@@ -185,7 +237,10 @@ fn shape(
         text.push('\n');
     }
     text.push_str(&ending);
-    Err(ToolError::Failed(text))
+    match sandbox {
+        Some((spec, root)) if !outcome.timed_out => Err(blame(text, spec, root)),
+        _ => Err(ToolError::Failed(text)),
+    }
 }
 
 #[cfg(test)]
@@ -340,5 +395,40 @@ mod tests {
         assert!(err.len() <= 4096, "{}", err.len());
         assert!(err.starts_with("1\n2\n") && err.ends_with("200000\n[exit code 1]"));
         assert!(err.contains("bytes omitted"));
+    }
+
+    #[test]
+    fn sandbox_denials_are_named_and_other_failures_left_alone() {
+        use crate::sandbox::SandboxMode;
+        let mut spec = SandboxSpec::new(SandboxMode::BestEffort, NetworkMode::On);
+        let root = Path::new("/r");
+        let denied = "bash: /x: Permission denied\n[exit code 1]";
+        assert_eq!(
+            blame(denied.into(), &spec, root),
+            ToolError::SandboxDenied(format!(
+                "{denied}\n[the sandbox blocked this: writes are allowed only under /r and $TMPDIR]"
+            ))
+        );
+        let refused = "ConnectionRefusedError: [Errno 111] Connection refused\n[exit code 1]";
+        assert_eq!(
+            blame(refused.into(), &spec, root),
+            ToolError::Failed(refused.into()),
+            "with network on, a refused connection is the server's doing"
+        );
+        (spec.network, spec.protected) = (NetworkMode::Off, vec!["/r/.git".into()]);
+        assert_eq!(
+            blame(refused.into(), &spec, root).to_string(),
+            format!("{refused}\n[the sandbox blocked this: network is off]")
+        );
+        let rofs = "touch: cannot touch '.git/x': Read-only file system\n[exit code 1]";
+        assert!(blame(rofs.into(), &spec, root).to_string().ends_with(
+            "[the sandbox blocked this: writes are allowed only under /r (.git is read-only) and \
+             $TMPDIR; network is off]"
+        ));
+        let plain = "oops\n[exit code 3]";
+        assert_eq!(
+            blame(plain.into(), &spec, root),
+            ToolError::Failed(plain.into())
+        );
     }
 }

@@ -1,6 +1,5 @@
 //! File-reading tools: `read_file` and `list_directory`.
 
-use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -8,7 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::output::{
-    BINARY_SNIFF_BYTES, MAX_FILE_BYTES, check, human_size, io_error, locate, looks_binary,
+    BINARY_SNIFF_BYTES, MAX_FILE_BYTES, check, human_size, io_error, looks_binary, open_root,
     parse_args, run_blocking, walker,
 };
 use super::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, cut_head_tail};
@@ -63,10 +62,19 @@ fn read_file(ctx: &ToolContext, args: &ReadArgs) -> Result<String, ToolError> {
         }
     };
     let shown = args.path.as_str();
-    let (path, meta) = locate(ctx, shown)?;
+    let io = |e: io::Error| io_error(&e, shown);
+    // Opened beneath the root by the kernel; the checks below and the read are all of this
+    // one open file, so nothing swapped in afterwards is read.
+    let mut file = open_root(ctx)?.open_file(shown)?;
+    let meta = file.metadata().map_err(io)?;
     if meta.is_dir() {
         return Err(ToolError::InvalidArguments(format!(
             "{shown} is a directory; use list_directory to see what it contains"
+        )));
+    }
+    if !meta.is_file() {
+        return Err(ToolError::Refused(format!(
+            "{shown} is not a regular file (a FIFO, socket or device); read_file reads files"
         )));
     }
     let size = meta.len();
@@ -86,8 +94,6 @@ fn read_file(ctx: &ToolContext, args: &ReadArgs) -> Result<String, ToolError> {
     }
     // Whole files go through the same line loop: it stops at the cap and the end of file.
     let (start, end) = range.unwrap_or((1, u64::MAX));
-    let io = |e: io::Error| io_error(&e, shown);
-    let mut file = File::open(&path).map_err(io)?;
     let mut sniff = Vec::with_capacity(BINARY_SNIFF_BYTES);
     let mut sniffer = (&mut file).take(BINARY_SNIFF_BYTES as u64);
     sniffer.read_to_end(&mut sniff).map_err(io)?;
@@ -193,12 +199,13 @@ fn list_directory(ctx: &ToolContext, args: &ListArgs) -> Result<String, ToolErro
     let shown = args.path.as_deref().unwrap_or(".");
     let recursive = args.recursive.unwrap_or(false);
     let gitignore = args.gitignore.unwrap_or(true);
-    let (dir, meta) = locate(ctx, shown)?;
-    if !meta.is_dir() {
+    let found = open_root(ctx)?.locate(shown)?;
+    if !found.is_dir {
         return Err(ToolError::InvalidArguments(format!(
             "{shown} is a file, not a directory; use read_file to read it"
         )));
     }
+    let dir = found.path;
     let mut walk = walker(&dir, gitignore);
     walk.max_depth(Some(if recursive { MAX_DEPTH } else { 1 }));
     let (mut entries, mut total) = (Vec::new(), 0usize);
@@ -230,6 +237,7 @@ fn list_directory(ctx: &ToolContext, args: &ListArgs) -> Result<String, ToolErro
     Ok(out)
 }
 
+/// Describes an entry by path without following it: a symlink shows where it points.
 fn describe(path: &Path, rel: &Path, kind: Option<std::fs::FileType>) -> Entry {
     let is_dir = kind.is_some_and(|k| k.is_dir());
     // `false` sorts first; every ancestor is a directory.
@@ -258,7 +266,9 @@ mod tests {
     use super::super::output::testing::{put, session};
     use super::*;
     use serde_json::json;
+    use std::fs::File;
     use std::io::Write;
+    use std::os::unix::fs::symlink;
 
     async fn read(ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         ReadFile.call(args, ctx).await.map(|o| o.text)
@@ -342,7 +352,7 @@ mod tests {
         let (tmp, ctx) = session();
         let secret = tmp.path().join("secret");
         std::fs::write(&secret, "s").unwrap();
-        std::os::unix::fs::symlink(&secret, ctx.root.join("link")).unwrap();
+        symlink(&secret, ctx.root.join("link")).unwrap();
         for path in ["../secret", "link", secret.to_str().unwrap()] {
             let err = read(&ctx, json!({ "path": path })).await.unwrap_err();
             assert!(matches!(err, ToolError::OutsideRoot(_)), "{path}: {err:?}");
@@ -403,7 +413,7 @@ mod tests {
         put(&ctx, "a/inner.rs", &"x".repeat(1300));
         put(&ctx, ".hidden", "");
         std::fs::create_dir(ctx.root.join("z")).unwrap();
-        std::os::unix::fs::symlink("../elsewhere", ctx.root.join("link")).unwrap();
+        symlink("../elsewhere", ctx.root.join("link")).unwrap();
         let top = "z/\n.hidden  0 B\nb.txt  5 B\nlink -> ../elsewhere\n";
         assert_eq!(list(&ctx, json!({})).await.unwrap(), format!("a/\n{top}"));
         let all = list(&ctx, json!({"path": ".", "recursive": true})).await;
@@ -455,5 +465,41 @@ mod tests {
         assert!(out.ends_with("f0998  0 B\n[… 6 more entries not shown]\n"));
         let out = list(&ctx, json!({"recursive": true})).await.unwrap();
         assert!(out.contains("a/b/c/d/e/f/\n") && !out.contains("a/b/c/d/e/f/g"));
+    }
+
+    #[tokio::test]
+    async fn symlinks_inside_are_followed_and_links_out_listed_not_entered() {
+        let (tmp, ctx) = session();
+        let outside = tmp.path().join("outside");
+        put(&ctx, "sub/f.txt", "inside\n");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("f.txt"), "outside\n").unwrap();
+        let link = |to: &std::path::Path, name| symlink(to, ctx.root.join(name)).unwrap();
+        link("sub".as_ref(), "alias");
+        link(&outside, "out");
+        let text = read(&ctx, json!({"path": "alias/f.txt"})).await;
+        assert_eq!(text.unwrap(), "inside\n");
+        assert_eq!(
+            list(&ctx, json!({"path": "alias"})).await.unwrap(),
+            "f.txt  7 B\n"
+        );
+        for path in ["out", "out/f.txt"] {
+            let err = read(&ctx, json!({ "path": path })).await.unwrap_err();
+            assert!(matches!(err, ToolError::OutsideRoot(_)), "{path}: {err:?}");
+        }
+        let err = list(&ctx, json!({"path": "out"})).await.unwrap_err();
+        assert!(matches!(err, ToolError::OutsideRoot(_)), "{err:?}");
+        let all = list(&ctx, json!({"recursive": true})).await.unwrap();
+        let link = format!("out -> {}", outside.display());
+        assert!(all.contains(&link) && !all.contains("out/f.txt"), "{all}");
+    }
+
+    #[tokio::test]
+    async fn fifos_are_refused_without_blocking() {
+        let (_t, ctx) = session();
+        use rustix::fs::{CWD, FileType, Mode, mknodat};
+        mknodat(CWD, ctx.root.join("pipe"), FileType::Fifo, Mode::RUSR, 0).unwrap();
+        let err = read(&ctx, json!({"path": "pipe"})).await.unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
     }
 }

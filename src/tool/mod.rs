@@ -94,6 +94,15 @@ pub enum ToolError {
     /// message is complete as it is, output included.
     #[error("{0}")]
     Failed(String),
+    /// The sandbox refused to run the tool (strict mode and something it needs is not
+    /// enforced); nothing ran.
+    #[error("{0}")]
+    Sandbox(String),
+    /// The tool ran and failed because the sandbox blocked it (a write outside the writable
+    /// paths, a network connection with network off): the output, the exit line and a note
+    /// saying what the sandbox allows. Such calls do not count as a successful turn.
+    #[error("{0}")]
+    SandboxDenied(String),
 }
 
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;

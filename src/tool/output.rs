@@ -3,9 +3,8 @@
 //! or error; sizes; error wording) and running their blocking work.
 
 use std::borrow::Cow;
-use std::fs::Metadata;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ignore::WalkBuilder;
 
@@ -13,7 +12,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{ToolContext, ToolError};
-use crate::sandbox::paths::{PathError, resolve_in_root};
+use crate::sandbox::paths::{PathError, RootDir};
 
 /// Largest file read whole, and the most text one ranged read may return.
 pub(super) const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
@@ -101,19 +100,21 @@ impl From<PathError> for ToolError {
             )),
             PathError::Invalid { .. } => ToolError::InvalidArguments(e.to_string()),
             PathError::Io {
-                kind: io::ErrorKind::NotFound,
+                requested,
+                kind: io::ErrorKind::NotFound | io::ErrorKind::NotADirectory,
                 ..
-            } => ToolError::NotFound(e.to_string()),
+            } => ToolError::NotFound(format!(
+                "{requested} does not exist (paths are relative to the working directory)"
+            )),
             PathError::Io { .. } => ToolError::Io(e.to_string()),
         }
     }
 }
 
-/// Resolves and stats a path the model gave.
-pub(super) fn locate(ctx: &ToolContext, shown: &str) -> Result<(PathBuf, Metadata), ToolError> {
-    let path = resolve_in_root(&ctx.root, shown)?;
-    let meta = std::fs::metadata(&path).map_err(|e| io_error(&e, shown))?;
-    Ok((path, meta))
+/// The session root, opened for this call: file tools open every path through it, so the
+/// kernel keeps them inside.
+pub(super) fn open_root(ctx: &ToolContext) -> Result<RootDir, ToolError> {
+    Ok(RootDir::open(&ctx.root)?)
 }
 
 pub(super) fn looks_binary(bytes: &[u8]) -> bool {
@@ -145,11 +146,18 @@ pub(super) fn check(cancel: &CancellationToken) -> Result<(), ToolError> {
 
 /// The walk both listing and searching use: .gitignore/.ignore honoured even outside a git
 /// repository (a fresh project has no .git yet), hidden files shown, `.git` itself hidden.
+///
+/// The walk goes by path, not through descriptors, so it must never follow symlinks: a link
+/// (even one leading outside the root) is listed as an entry, never descended into. `dir`
+/// should come from [`RootDir::locate`]; file contents are then read with
+/// [`RootDir::open_file`], which the kernel keeps inside the root even if an entry is swapped
+/// for a symlink after the walk saw it. What remains by path is names and sizes in a listing.
 pub(super) fn walker(dir: &Path, gitignore: bool) -> WalkBuilder {
     let mut walk = WalkBuilder::new(dir);
     walk.standard_filters(gitignore)
         .hidden(false)
-        .require_git(false);
+        .require_git(false)
+        .follow_links(false);
     if gitignore {
         walk.filter_entry(|e| e.file_name() != ".git");
     }

@@ -1,6 +1,7 @@
 //! `search_files`: literal text search and file-name globbing over the session tree.
 
 use std::collections::BinaryHeap;
+use std::io::Read;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -11,9 +12,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::output::{
-    MAX_FILE_BYTES, human_size, locate, looks_binary, parse_args, run_blocking, walker,
+    MAX_FILE_BYTES, human_size, looks_binary, open_root, parse_args, run_blocking, walker,
 };
 use super::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, cut_head_tail};
+use crate::sandbox::paths::RootDir;
 
 const MAX_MATCHES: usize = 200;
 const MAX_FILES: usize = 500;
@@ -78,10 +80,11 @@ fn search(ctx: &ToolContext, args: SearchArgs) -> Result<String, ToolError> {
         Some(p) => Some(compile_glob(p, case_sensitive)?),
         None => None,
     };
-    let (dir, _) = locate(ctx, args.path.as_deref().unwrap_or("."))?;
+    let root = open_root(ctx)?;
+    let dir = root.locate(args.path.as_deref().unwrap_or("."))?.path;
     let needle = query.map(|q| fold(q.into_bytes(), case_sensitive));
     let searcher = Searcher {
-        root: &ctx.root,
+        root: &root,
         dir: &dir,
         glob,
         finder: needle.as_deref().map(Finder::new),
@@ -116,7 +119,7 @@ fn search(ctx: &ToolContext, args: SearchArgs) -> Result<String, ToolError> {
 
 /// What every walker thread shares, by reference.
 struct Searcher<'a> {
-    root: &'a Path,
+    root: &'a RootDir,
     dir: &'a Path,
     glob: Option<GlobMatcher>,
     finder: Option<Finder<'a>>,
@@ -128,24 +131,33 @@ impl Searcher<'_> {
     fn visit(&self, entry: &DirEntry) {
         let path = entry.path();
         if !entry.file_type().is_some_and(|t| t.is_file())
-            || (self.glob.as_ref()).is_some_and(|g| !glob_matches(g, path, self.dir, self.root))
+            || (self.glob.as_ref())
+                .is_some_and(|g| !glob_matches(g, path, self.dir, self.root.path()))
         {
             return;
         }
-        let shown = path.strip_prefix(self.root).unwrap_or(path);
-        let shown = shown.to_string_lossy().into_owned();
+        let rel = path.strip_prefix(self.root.path()).unwrap_or(path);
+        let shown = rel.to_string_lossy().into_owned();
         let Some(finder) = &self.finder else {
             return self.lock().add((shown, 0, String::new()), MAX_FILES);
         };
-        if entry.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
-            self.lock().too_large += 1;
-            return;
-        }
-        // Unreadable files (permissions, races with deletion) are skipped like binary ones.
-        let Ok(bytes) = std::fs::read(path) else {
+        // The walk found this entry by path; the read goes through the kernel beneath the
+        // root, so a file swapped for a symlink since cannot lead it outside. Unreadable
+        // files (permissions, races with deletion, refusals) are skipped like binary ones.
+        let Ok(mut file) = self.root.open_file(rel) else {
             return;
         };
-        if looks_binary(&bytes) {
+        match file.metadata() {
+            Ok(meta) if !meta.is_file() => return,
+            Ok(meta) if meta.len() > MAX_FILE_BYTES => {
+                self.lock().too_large += 1;
+                return;
+            }
+            Ok(_) => {}
+            Err(_) => return,
+        }
+        let mut bytes = Vec::new();
+        if file.read_to_end(&mut bytes).is_err() || looks_binary(&bytes) {
             return;
         }
         let hits = matching_lines(&bytes, finder, self.case_sensitive);
@@ -402,5 +414,26 @@ mod tests {
         let finder = Finder::new(b"ab");
         let hits = matching_lines(b"ab ab\r\nxx\n  ab", &finder, true);
         assert_eq!(hits, [(1, "ab ab".to_owned()), (3, "ab".to_owned())]);
+    }
+
+    #[tokio::test]
+    async fn symlinks_out_of_the_root_are_neither_followed_nor_read() {
+        let (tmp, ctx) = tree();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("leak.txt"), "needle outside\n").unwrap();
+        std::os::unix::fs::symlink(&outside, ctx.root.join("out")).unwrap();
+        std::os::unix::fs::symlink(outside.join("leak.txt"), ctx.root.join("leak")).unwrap();
+        std::os::unix::fs::symlink("src", ctx.root.join("alias")).unwrap();
+        put(&ctx, "in.txt", "needle inside\n");
+        let out = search(&ctx, json!({"query": "needle"})).await.unwrap();
+        assert_eq!(out, "in.txt:1: needle inside\n");
+        let err = search(&ctx, json!({"query": "needle", "path": "out"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::OutsideRoot(_)), "{err:?}");
+        // A link that stays inside may be searched; hits are named by where they really are.
+        let out = search(&ctx, json!({"query": "fn main", "path": "alias"})).await;
+        assert_eq!(out.unwrap(), "src/main.rs:1: fn main() {\n");
     }
 }

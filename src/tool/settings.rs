@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::event::OutputStream;
+use crate::sandbox::SandboxSpec;
 use crate::sandbox::env::Redactor;
 
 /// Where a running tool's output chunks go (the session turns them into `tool_output`).
@@ -60,6 +61,8 @@ pub struct ToolSettings {
     pub url_schemes: Vec<String>,
     /// Secret values the runtime knows, cut out of everything tools return.
     pub redactor: Redactor,
+    /// How shell and python processes are confined; `None`: not at all.
+    pub sandbox: Option<SandboxSpec>,
 }
 
 impl Default for ToolSettings {
@@ -74,6 +77,7 @@ impl Default for ToolSettings {
             open_url_command: None,
             url_schemes: vec!["http".into(), "https".into()],
             redactor: Redactor::default(),
+            sandbox: None,
         }
     }
 }

@@ -6,10 +6,13 @@
 mod common;
 mod desktop;
 mod exec_tools;
+mod file_tools;
 mod gate;
 mod run_cli;
 mod run_loop;
 mod run_ollama;
 mod run_openai;
+mod sandbox;
 mod support;
 mod terminal;
+mod worktree;

@@ -248,10 +248,26 @@ async fn paths_outside_the_root_are_refused() {
     server.push(Reply::new().tool_call("c2", "read_file", r#"{"path":"/etc/passwd"}"#));
     server.push(Reply::new().text("cannot"));
     let out = openai_run(&h, &server, "x").run().await;
-    assert_eq!(out.code, Some(0), "{out:?}");
     for result in out.of_kind("tool_result") {
         assert_eq!(result["data"]["result"]["success"], false);
         let error = result["data"]["result"]["error"].as_str().unwrap();
         assert!(error.contains("outside the session root"), "{error}");
     }
+    // Every call hit the boundary: the turn is not reported as a success.
+    assert_eq!(out.code, Some(1), "{out:?}");
+    let error = result_of(&out)["error"].as_str().unwrap().to_owned();
+    assert!(
+        error.contains("blocked every tool call of this turn (2 of 2)"),
+        "{error}"
+    );
+
+    // One call inside the root among them, and the turn succeeds.
+    let h = Harness::new();
+    std::fs::write(h.work().join("in.txt"), "in").unwrap();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call("c1", "read_file", r#"{"path":"../x"}"#));
+    server.push(Reply::new().tool_call("c2", "read_file", r#"{"path":"in.txt"}"#));
+    server.push(Reply::new().text("read it"));
+    let out = openai_run(&h, &server, "x").run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
 }

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -67,6 +67,8 @@ struct Inner {
     requests: Vec<Recorded>,
     models: Vec<ModelInfo>,
     cancelled: usize,
+    /// Per chat request: when it arrived, and when its whole body had been handed over.
+    chat_times: Vec<(Instant, Option<Instant>)>,
 }
 
 type Shared = Arc<Mutex<Inner>>;
@@ -179,6 +181,29 @@ impl FakeModel {
             .await
     }
 
+    /// Time from `since` to the arrival of the first chat request after it (for start-up
+    /// benchmarks).
+    pub fn first_byte_after(&self, since: Instant) -> Option<Duration> {
+        lock(&self.state)
+            .chat_times
+            .iter()
+            .find(|(arrived, _)| *arrived >= since)
+            .map(|(arrived, _)| *arrived - since)
+    }
+
+    /// For each chat request after the first: how long after the previous reply's last byte
+    /// it arrived — the client's own work between two model calls.
+    pub fn turnarounds(&self) -> Vec<Duration> {
+        let times = lock(&self.state).chat_times.clone();
+        times
+            .windows(2)
+            .filter_map(|w| {
+                w[0].1
+                    .map(|finished| w[1].0.saturating_duration_since(finished))
+            })
+            .collect()
+    }
+
     async fn wait_until(&self, timeout: Duration, cond: impl Fn() -> bool) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -204,6 +229,7 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let arrived = Instant::now();
     let path = uri.path().to_owned();
     let body = if body.is_empty() {
         Value::Null
@@ -226,8 +252,8 @@ async fn handle(
         body: body.clone(),
     });
     match (method.as_str(), path.as_str()) {
-        ("POST", "/api/chat") => chat(&state, Format::Ollama, &body),
-        ("POST", "/v1/chat/completions") => chat(&state, Format::OpenAi, &body),
+        ("POST", "/api/chat") => chat(&state, Format::Ollama, &body, arrived),
+        ("POST", "/v1/chat/completions") => chat(&state, Format::OpenAi, &body, arrived),
         ("POST", "/api/show") => show(&state, &body),
         ("GET", "/api/tags") => tags(&state),
         ("GET", "/v1/models") => openai_models(&state),
@@ -240,7 +266,7 @@ async fn handle(
     }
 }
 
-fn chat(state: &Shared, format: Format, body: &Value) -> Response {
+fn chat(state: &Shared, format: Format, body: &Value, arrived: Instant) -> Response {
     let model = body["model"].as_str().unwrap_or(DEFAULT_MODEL).to_owned();
     // Ollama preload: empty `messages` loads the model and takes no scripted reply.
     if format == Format::Ollama && body["messages"].as_array().is_some_and(Vec::is_empty) {
@@ -250,17 +276,29 @@ fn chat(state: &Shared, format: Format, body: &Value) -> Response {
         set_header(&mut resp, "content-type", "application/x-ndjson");
         return resp;
     }
-    let Some(reply) = lock(state).queue.pop_front() else {
-        return json_response(500, &json!({"error": "fake model: no scripted reply left"}));
+    let (reply, index) = {
+        let mut inner = lock(state);
+        let Some(reply) = inner.queue.pop_front() else {
+            return json_response(500, &json!({"error": "fake model: no scripted reply left"}));
+        };
+        inner.chat_times.push((arrived, None));
+        (reply, inner.chat_times.len() - 1)
     };
     let mut resp = if let Some((code, body)) = &reply.status {
+        lock(state).chat_times[index].1 = Some(Instant::now());
         let mut r = text_response(*code, body);
         set_header(&mut r, "content-type", "application/json");
         r
     } else {
         let (tx, rx) = mpsc::channel::<Result<Bytes, io::Error>>(1);
         let actions = reply.render(format, &model);
-        tokio::spawn(write_body(actions, reply.chunk_delay, tx, state.clone()));
+        tokio::spawn(write_body(
+            actions,
+            reply.chunk_delay,
+            tx,
+            state.clone(),
+            index,
+        ));
         let stream = futures_util::stream::unfold(rx, |mut rx| async move {
             rx.recv().await.map(|item| (item, rx))
         });
@@ -287,6 +325,7 @@ async fn write_body(
     delay: Option<Duration>,
     tx: mpsc::Sender<Result<Bytes, io::Error>>,
     state: Shared,
+    index: usize,
 ) {
     let cancelled = || lock(&state).cancelled += 1;
     let mut first = true;
@@ -320,6 +359,7 @@ async fn write_body(
     if tx.reserve().await.is_err() {
         cancelled();
     }
+    lock(&state).chat_times[index].1 = Some(Instant::now());
 }
 
 /// Sleeps `d`; false if the body was dropped (client gone) meanwhile.

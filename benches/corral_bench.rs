@@ -1,0 +1,444 @@
+//! corral's benchmark suite: prints a table of figures, asserts nothing.
+//!
+//!     cargo bench --bench corral_bench            # everything
+//!     cargo bench --bench corral_bench -- stream  # one section: stream|startup|loop|memory|search
+//!
+//! Each figure is measured in this run against the fake model server on 127.0.0.1 (the same
+//! one the tests use), with the release-built `corral` binary.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[path = "../tests/it/support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use support::{FakeModel, Harness, Reply};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const CORRAL: &str = env!("CARGO_BIN_EXE_corral");
+const STREAM_TOKENS: usize = 20_000;
+const LOOP_STEPS: usize = 100;
+const MEMORY_STEPS: usize = 50;
+
+struct Row {
+    name: &'static str,
+    figure: String,
+    goal: &'static str,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    percentile(&values, 50.0)
+}
+
+/// CPU time (user + system) of all waited-for children so far.
+fn children_cpu() -> Duration {
+    let usage =
+        nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).unwrap();
+    let tv = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(t.tv_sec() as u64) + Duration::from_micros(t.tv_usec() as u64)
+    };
+    tv(usage.user_time()) + tv(usage.system_time())
+}
+
+fn corral_cmd(h: &Harness, server: &FakeModel, extra: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(CORRAL);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", h.home_dir())
+        .env("XDG_CACHE_HOME", h.cache_dir())
+        .env("XDG_CONFIG_HOME", h.config_dir())
+        .env("XDG_DATA_HOME", h.data_dir())
+        .current_dir(h.work())
+        .args([
+            "run",
+            "--json",
+            "-p",
+            "bypass",
+            "-m",
+            "llamacpp:bench",
+            "--base-url",
+        ])
+        .arg(server.openai_base())
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    cmd
+}
+
+/// Runs corral to the end; returns wall time, CPU time, and when the first assistant_text
+/// line appeared (since spawn).
+async fn run_corral(
+    h: &Harness,
+    server: &FakeModel,
+    extra: &[&str],
+) -> (Duration, Duration, Option<Duration>) {
+    let cpu_before = children_cpu();
+    let started = Instant::now();
+    let mut child = corral_cmd(h, server, extra).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut first_text = None;
+    while let Some(line) = lines.next_line().await.unwrap() {
+        if first_text.is_none() && line.contains("\"kind\":\"assistant_text\"") {
+            first_text = Some(started.elapsed());
+        }
+    }
+    let status = child.wait().await.unwrap();
+    assert!(status.success(), "corral failed: {status}");
+    (started.elapsed(), children_cpu() - cpu_before, first_text)
+}
+
+/// The minimal client: the same request, the same SSE stream, parsed and counted.
+async fn minimal_client(server: &FakeModel) -> Duration {
+    let started = Instant::now();
+    let body = serde_json::json!({"model": "bench", "stream": true, "messages": [{"role": "user", "content": "x"}]});
+    let response = reqwest::Client::new()
+        .post(format!("{}/chat/completions", server.openai_base()))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let mut events = eventsource_stream::Eventsource::eventsource(response.bytes_stream());
+    let mut chunks = 0usize;
+    while let Some(event) = events.next().await {
+        let event = event.unwrap();
+        if event.data == "[DONE]" {
+            break;
+        }
+        let value: serde_json::Value = serde_json::from_str(&event.data).unwrap();
+        if value.pointer("/choices/0/delta/content").is_some() {
+            chunks += 1;
+        }
+    }
+    assert!(chunks >= STREAM_TOKENS);
+    started.elapsed()
+}
+
+async fn stream_overhead(rows: &mut Vec<Row>) {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    let runs = 5;
+    let (mut ours, mut theirs, mut cpu) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        server.push(
+            Reply::new()
+                .many_text_chunks(STREAM_TOKENS, "tok ")
+                .usage(10, STREAM_TOKENS as u64),
+        );
+        let (wall, used, _) = run_corral(&h, &server, &["--tool-choice", "none", "go"]).await;
+        ours.push(wall.as_secs_f64());
+        cpu.push(used.as_secs_f64() * 1000.0 / (STREAM_TOKENS as f64 / 1000.0));
+        server.push(
+            Reply::new()
+                .many_text_chunks(STREAM_TOKENS, "tok ")
+                .usage(10, STREAM_TOKENS as u64),
+        );
+        theirs.push(minimal_client(&server).await.as_secs_f64());
+    }
+    let (ours, theirs) = (median(ours), median(theirs));
+    rows.push(Row {
+        name: "stream overhead: corral run --json / minimal client (20k tokens)",
+        figure: format!(
+            "{:.3} ({:.0} ms / {:.0} ms, median of {runs})",
+            ours / theirs,
+            ours * 1e3,
+            theirs * 1e3
+        ),
+        goal: "≤ 1.02",
+    });
+    rows.push(Row {
+        name: "stream CPU time per 1k tokens (corral process)",
+        figure: format!("{:.2} ms", median(cpu)),
+        goal: "—",
+    });
+}
+
+async fn startup(rows: &mut Vec<Row>) {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    let runs = 20;
+    let (mut to_request, mut to_text) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        server.push(Reply::new().text("hi"));
+        let before = server.chat_requests().len();
+        let started = Instant::now();
+        let mut child = corral_cmd(&h, &server, &["go"]).spawn().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut first_text = None;
+        let mut first_request = None;
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if first_request.is_none() && server.chat_requests().len() > before {
+                first_request = server.first_byte_after(started);
+            }
+            if first_text.is_none() && line.contains("\"kind\":\"assistant_text\"") {
+                first_text = Some(started.elapsed());
+            }
+        }
+        child.wait().await.unwrap();
+        let first_request = first_request
+            .or_else(|| server.first_byte_after(started))
+            .unwrap();
+        to_request.push(first_request.as_secs_f64() * 1e3);
+        to_text.push(first_text.unwrap().as_secs_f64() * 1e3);
+    }
+    to_request.sort_by(f64::total_cmp);
+    to_text.sort_by(f64::total_cmp);
+    rows.push(Row {
+        name: "start-up: spawn → first byte of the model request",
+        figure: format!(
+            "p50 {:.1} ms, p99 {:.1} ms ({runs} runs)",
+            percentile(&to_request, 50.0),
+            percentile(&to_request, 99.0)
+        ),
+        goal: "≤ 20 ms",
+    });
+    rows.push(Row {
+        name: "start-up: spawn → first assistant_text on stdout",
+        figure: format!(
+            "p50 {:.1} ms, p99 {:.1} ms",
+            percentile(&to_text, 50.0),
+            percentile(&to_text, 99.0)
+        ),
+        goal: "—",
+    });
+}
+
+async fn tool_loop(rows: &mut Vec<Row>) {
+    let h = Harness::new();
+    for i in 0..20 {
+        std::fs::write(
+            h.work().join(format!("f{i}.txt")),
+            format!("file {i}\n").repeat(20),
+        )
+        .unwrap();
+    }
+    let server = FakeModel::start().await;
+    for step in 0..LOOP_STEPS {
+        let reply = if step % 2 == 0 {
+            Reply::new().tool_call(&format!("c{step}"), "list_directory", "{}")
+        } else {
+            Reply::new().tool_call(
+                &format!("c{step}"),
+                "read_file",
+                &format!("{{\"path\":\"f{}.txt\"}}", step % 20),
+            )
+        };
+        server.push(reply);
+    }
+    server.push(Reply::new().text("done"));
+    let steps = (LOOP_STEPS + 1).to_string();
+    run_corral(&h, &server, &["--max-steps", &steps, "go"]).await;
+    // Per step: from the end of one reply to the next request's arrival — the runtime's own
+    // work (parse, validate, gate, run the tool, events, log, build the next request).
+    let mut gaps: Vec<f64> = server
+        .turnarounds()
+        .into_iter()
+        .map(|d| d.as_secs_f64() * 1e3)
+        .collect();
+    gaps.sort_by(f64::total_cmp);
+    rows.push(Row {
+        name: "tool loop: per-step runtime overhead (list_directory/read_file)",
+        figure: format!(
+            "p50 {:.2} ms, p99 {:.2} ms ({} steps)",
+            percentile(&gaps, 50.0),
+            percentile(&gaps, 99.0),
+            gaps.len()
+        ),
+        goal: "≤ 1 ms p50",
+    });
+}
+
+fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+async fn memory(rows: &mut Vec<Row>) {
+    let h = Harness::new();
+    std::fs::write(h.work().join("a.txt"), "a\n".repeat(1000)).unwrap();
+    let server = FakeModel::start().await;
+    for step in 0..MEMORY_STEPS {
+        server.push(
+            Reply::new()
+                .text("working on it ")
+                .tool_call(&format!("c{step}"), "read_file", "{\"path\":\"a.txt\"}")
+                .usage(1000, 20),
+        );
+    }
+    server.push(Reply::new().text("done"));
+    let steps = (MEMORY_STEPS + 1).to_string();
+    let mut child = corral_cmd(&h, &server, &["--max-steps", &steps, "go"])
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let drain =
+        tokio::spawn(async move { tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await });
+    let mut peak = 0;
+    loop {
+        if let Some(kib) = vm_hwm_kib(pid) {
+            peak = peak.max(kib);
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drain.await.unwrap().unwrap();
+    rows.push(Row {
+        name: "memory: peak RSS of corral run, 50-step session",
+        figure: format!("{:.1} MiB", peak as f64 / 1024.0),
+        goal: "≤ 20 MiB",
+    });
+}
+
+fn search_tree() -> Option<PathBuf> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))?;
+    std::fs::read_dir(home.join("registry/src"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+}
+
+async fn search(rows: &mut Vec<Row>) {
+    let Some(tree) = search_tree() else {
+        rows.push(Row {
+            name: "search_files vs rg",
+            figure: "skipped: no cargo registry sources".into(),
+            goal: "≤ 1.5",
+        });
+        return;
+    };
+    let needle = "LANDLOCK_CREATE_RULESET_VERSION";
+    let registry = corral::ToolRegistry::builtin().unwrap();
+    let tool = registry.get("search_files").unwrap().tool.clone();
+    let root = tree.canonicalize().unwrap();
+    let mut ours = Vec::new();
+    let mut rg = Vec::new();
+    let mut our_files = 0;
+    let mut rg_files = 0;
+    for run in 0..6 {
+        let ctx = corral::ToolContext::new(root.clone(), "bench");
+        let started = Instant::now();
+        let out = tool
+            .call(
+                serde_json::json!({"query": needle, "caseSensitive": true}),
+                &ctx,
+            )
+            .await
+            .unwrap();
+        let elapsed = started.elapsed().as_secs_f64();
+        our_files = count_files(&out.text);
+        let started = Instant::now();
+        let output = std::process::Command::new("rg")
+            .args(["-l", "-F", needle])
+            .current_dir(&root)
+            .output();
+        let rg_elapsed = started.elapsed().as_secs_f64();
+        let Ok(output) = output else {
+            rows.push(Row {
+                name: "search_files vs rg",
+                figure: "skipped: rg is not installed (apt install ripgrep)".into(),
+                goal: "≤ 1.5",
+            });
+            return;
+        };
+        rg_files = String::from_utf8_lossy(&output.stdout).lines().count();
+        if run > 0 {
+            // The first run warms the page cache for both.
+            ours.push(elapsed);
+            rg.push(rg_elapsed);
+        }
+    }
+    let (ours, rg) = (median(ours), median(rg));
+    rows.push(Row {
+        name: "search_files / rg -l on the cargo registry sources",
+        figure: format!(
+            "{:.2} ({:.0} ms / {:.0} ms; {our_files} / {rg_files} files)",
+            ours / rg,
+            ours * 1e3,
+            rg * 1e3
+        ),
+        goal: "≤ 1.5",
+    });
+}
+
+fn count_files(output: &str) -> usize {
+    let mut files: Vec<&str> = output
+        .lines()
+        .filter_map(|l| l.split(':').next())
+        .filter(|f| !f.starts_with('['))
+        .collect();
+    files.dedup();
+    files.len()
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cores} cores ({cpu}), Linux {}", kernel.trim())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wants = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+    let mut rows = Vec::new();
+    if wants("stream") {
+        stream_overhead(&mut rows).await;
+    }
+    if wants("startup") {
+        startup(&mut rows).await;
+    }
+    if wants("loop") {
+        tool_loop(&mut rows).await;
+    }
+    if wants("memory") {
+        memory(&mut rows).await;
+    }
+    if wants("search") {
+        search(&mut rows).await;
+    }
+    println!("corral benchmarks — {}", machine());
+    println!("binary: {CORRAL}");
+    println!();
+    println!("| measure | figure | goal |");
+    println!("|---|---|---|");
+    for row in rows {
+        println!("| {} | {} | {} |", row.name, row.figure, row.goal);
+    }
+    let _ = Path::new(CORRAL);
+}

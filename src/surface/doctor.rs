@@ -1,0 +1,372 @@
+//! `corral doctor`: what this machine gives corral, one line per item — `ok`, `missing` or
+//! `warn` and a short reason. The sandbox lines come from a real trial (the same probe a
+//! session runs), the desktop lines from connecting, the model lines from one request each.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::model::{self, ModelSpec, Provider};
+use crate::sandbox::{NetworkMode, SandboxMode, SandboxSpec, SandboxSupport};
+
+/// Each network check; a machine that needs longer is as good as unreachable here.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Ok,
+    Missing,
+    Warn,
+}
+
+struct Report(Vec<(State, String, String)>);
+
+impl Report {
+    fn line(&mut self, state: State, what: &str, detail: impl Into<String>) {
+        self.0.push((state, what.to_owned(), detail.into()));
+    }
+
+    fn text(&self) -> String {
+        self.0
+            .iter()
+            .map(|(state, what, detail)| {
+                let state = match state {
+                    State::Ok => "ok",
+                    State::Missing => "missing",
+                    State::Warn => "warn",
+                };
+                format!("{state:<8} {what}: {detail}\n")
+            })
+            .collect()
+    }
+}
+
+/// The report as text. `config_path`: `--config`, else the default location.
+pub async fn doctor(config_path: Option<PathBuf>) -> String {
+    let mut report = Report(Vec::new());
+    kernel(&mut report);
+    sandbox(&mut report).await;
+    desktop(&mut report).await;
+    let config_path = config_path.or_else(Config::default_path);
+    let config = files(&mut report, config_path.as_deref());
+    models(&mut report, &config).await;
+    report.text()
+}
+
+fn kernel(report: &mut Report) {
+    match nix::sys::utsname::uname() {
+        Ok(u) => report.line(
+            State::Ok,
+            "kernel",
+            format!(
+                "{} {} {}",
+                u.sysname().to_string_lossy(),
+                u.release().to_string_lossy(),
+                u.machine().to_string_lossy()
+            ),
+        ),
+        Err(e) => report.line(State::Warn, "kernel", format!("uname failed: {e}")),
+    }
+}
+
+async fn sandbox(report: &mut Report) {
+    // A throwaway root with a .git, so protecting it is tried for real.
+    let scratch = tempfile::Builder::new().prefix("corral-doctor-").tempdir();
+    let mut spec = SandboxSpec::new(SandboxMode::Strict, NetworkMode::Off);
+    if let Ok(dir) = &scratch {
+        let git = dir.path().join(".git");
+        if std::fs::create_dir(&git).is_ok() {
+            spec.protected.push(git);
+        }
+        spec.writable.push(dir.path().to_path_buf());
+    }
+    let s = SandboxSupport::probe(&spec).await;
+    match (s.landlock_abi, s.fs_rights.is_empty()) {
+        (Some(abi), false) => report.line(
+            State::Ok,
+            "landlock",
+            format!("ABI {abi}; filesystem rights: {}", s.fs_rights.join(", ")),
+        ),
+        _ => report.line(
+            State::Missing,
+            "landlock",
+            s.landlock_error
+                .clone()
+                .unwrap_or_else(|| "unavailable".into()),
+        ),
+    }
+    // The network namespace is the first layer; landlock's rules only matter without it.
+    let netns = s.netns_error.is_none();
+    let (state, net) = match (s.net_tcp, s.net_udp, netns) {
+        (true, true, _) => (State::Ok, "TCP bind/connect: yes; UDP: yes"),
+        (true, false, true) => (
+            State::Ok,
+            "TCP bind/connect: yes; UDP: no (newer ABIs; the network namespace covers it)",
+        ),
+        (true, false, false) => (State::Warn, "TCP bind/connect: yes; UDP: no (newer ABIs)"),
+        (false, _, true) => (
+            State::Ok,
+            "none (ABI 4 or later); the network namespace cuts tools off",
+        ),
+        (false, _, false) => (State::Missing, "no network rules (ABI 4 or later)"),
+    };
+    report.line(state, "landlock network", net);
+    for (what, error) in [
+        ("user namespaces", &s.userns_error),
+        ("mount namespaces", &s.mountns_error),
+        ("network namespaces", &s.netns_error),
+        (".git protection (read-only bind mount)", &s.protect_error),
+    ] {
+        match error {
+            None => report.line(State::Ok, what, "usable"),
+            Some(e) => report.line(State::Missing, what, e.clone()),
+        }
+    }
+    match s.shortfall(&spec) {
+        None => report.line(
+            State::Ok,
+            "sandbox strict",
+            "everything enforced (writes, .git read-only, network off)",
+        ),
+        Some(gap) => report.line(
+            State::Warn,
+            "sandbox strict",
+            format!("would refuse: {gap}"),
+        ),
+    }
+}
+
+async fn desktop(report: &mut Report) {
+    let display = std::env::var("DISPLAY").ok().filter(|d| !d.is_empty());
+    let x = match &display {
+        None => Err("DISPLAY is not set".to_owned()),
+        Some(display) => {
+            let name = display.clone();
+            let connect = tokio::task::spawn_blocking(move || {
+                x11rb::connect(Some(&name))
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            });
+            match tokio::time::timeout(CHECK_TIMEOUT, connect).await {
+                Ok(Ok(result)) => result,
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err("no answer".into()),
+            }
+        }
+    };
+    match (&display, &x) {
+        (Some(d), Ok(())) => report.line(State::Ok, "display", format!("DISPLAY={d}, X answers")),
+        (Some(d), Err(e)) => report.line(State::Missing, "display", format!("DISPLAY={d}: {e}")),
+        (None, Err(e)) => report.line(State::Missing, "display", e.clone()),
+        (None, Ok(())) => {}
+    }
+    match x {
+        Ok(()) => report.line(State::Ok, "clipboard", "X11 CLIPBOARD selection"),
+        Err(_) => report.line(State::Missing, "clipboard", "needs an X display"),
+    }
+    let Some(address) = std::env::var("DBUS_SESSION_BUS_ADDRESS")
+        .ok()
+        .filter(|a| !a.is_empty())
+    else {
+        report.line(
+            State::Missing,
+            "session bus",
+            "DBUS_SESSION_BUS_ADDRESS is not set",
+        );
+        report.line(State::Missing, "notifications", "need a session bus");
+        return;
+    };
+    let bus = async {
+        const BUS: &str = "org.freedesktop.DBus";
+        const NAME: &str = "org.freedesktop.Notifications";
+        let connection = zbus::connection::Builder::address(address.as_str())
+            .build()
+            .await?;
+        let ask = |method: &'static str, body: &'static str| {
+            let connection = connection.clone();
+            async move {
+                if body.is_empty() {
+                    connection
+                        .call_method(Some(BUS), "/org/freedesktop/DBus", Some(BUS), method, &())
+                        .await
+                } else {
+                    connection
+                        .call_method(Some(BUS), "/org/freedesktop/DBus", Some(BUS), method, &body)
+                        .await
+                }
+            }
+        };
+        let owned: bool = ask("NameHasOwner", NAME).await?.body().deserialize()?;
+        let names: Vec<String> = ask("ListActivatableNames", "")
+            .await?
+            .body()
+            .deserialize()?;
+        Ok::<_, zbus::Error>((owned, names.iter().any(|n| n == NAME)))
+    };
+    match tokio::time::timeout(CHECK_TIMEOUT, bus).await {
+        Ok(Ok((owned, activatable))) => {
+            report.line(State::Ok, "session bus", format!("{address} answers"));
+            match (owned, activatable) {
+                (true, _) => report.line(
+                    State::Ok,
+                    "notifications",
+                    "org.freedesktop.Notifications is owned",
+                ),
+                (false, true) => report.line(
+                    State::Warn,
+                    "notifications",
+                    "no daemon running; the bus starts one on demand",
+                ),
+                (false, false) => report.line(
+                    State::Missing,
+                    "notifications",
+                    "no notification daemon (e.g. dunst) on the bus",
+                ),
+            }
+        }
+        Ok(Err(e)) => {
+            report.line(State::Missing, "session bus", format!("{address}: {e}"));
+            report.line(State::Missing, "notifications", "need a session bus");
+        }
+        Err(_) => {
+            report.line(
+                State::Missing,
+                "session bus",
+                format!("{address}: no answer"),
+            );
+            report.line(State::Missing, "notifications", "need a session bus");
+        }
+    }
+}
+
+/// Config file, presets and event logs; returns the config (default if unreadable).
+fn files(report: &mut Report, config_path: Option<&Path>) -> Config {
+    let config = match config_path {
+        None => {
+            report.line(State::Warn, "config file", "no config directory (set HOME)");
+            Config::default()
+        }
+        Some(path) if !path.exists() => {
+            let detail = format!("{} (not present: defaults apply)", path.display());
+            report.line(State::Ok, "config file", detail);
+            Config::default()
+        }
+        Some(path) => match Config::load(path) {
+            Ok(config) => {
+                report.line(State::Ok, "config file", format!("{}", path.display()));
+                config
+            }
+            Err(e) => {
+                report.line(State::Warn, "config file", e.to_string());
+                Config::default()
+            }
+        },
+    };
+    let dir_line = |report: &mut Report, what: &str, dir: Option<PathBuf>| match dir {
+        Some(dir) if dir.is_dir() => report.line(State::Ok, what, format!("{}", dir.display())),
+        Some(dir) => report.line(
+            State::Ok,
+            what,
+            format!("{} (not created yet)", dir.display()),
+        ),
+        None => report.line(State::Warn, what, "no directory (set HOME)"),
+    };
+    dir_line(report, "policies dir", super::run::user_policy_dir());
+    let logs = dirs::cache_dir().map(|d| d.join("corral").join("agents"));
+    dir_line(report, "event log dir", logs);
+    config
+}
+
+async fn models(report: &mut Report, config: &Config) {
+    let Ok(client) = reqwest::Client::builder().timeout(CHECK_TIMEOUT).build() else {
+        report.line(State::Warn, "model servers", "cannot build an HTTP client");
+        return;
+    };
+    let env = |name: &str| std::env::var(name).ok();
+    let configured = config.model.as_deref().map(str::parse::<ModelSpec>);
+    match configured {
+        None => report.line(
+            State::Ok,
+            "default model",
+            "none configured (a tool-capable Ollama model is picked)",
+        ),
+        Some(Err(e)) => report.line(State::Warn, "default model", e.to_string()),
+        // A gguf model's server is started by corral for each session.
+        Some(Ok(spec)) if spec.provider.prefix() == "gguf" => {
+            report.line(
+                State::Ok,
+                "default model",
+                format!("{spec} (served by corral)"),
+            );
+        }
+        Some(Ok(spec)) => {
+            let provider_base = config.provider(spec.provider).base_url;
+            let (base, _) =
+                model::resolve_base_url(spec.provider, None, provider_base.as_deref(), &env);
+            let what = format!("default model {spec}");
+            reach(report, &client, &what, &base, probe_path(spec.provider)).await;
+        }
+    }
+    let ollama_base = config.provider(Provider::Ollama).base_url;
+    let (base, _) = model::resolve_base_url(Provider::Ollama, None, ollama_base.as_deref(), &env);
+    reach(report, &client, "ollama", &base, "/api/version").await;
+}
+
+fn probe_path(provider: Provider) -> &'static str {
+    match provider.wire() {
+        model::Wire::OllamaNative => "/api/version",
+        model::Wire::OpenAiChat => "/models",
+    }
+}
+
+/// Any HTTP answer means the server is there (an API key may still be missing).
+async fn reach(report: &mut Report, client: &reqwest::Client, what: &str, base: &str, path: &str) {
+    match client.get(format!("{base}{path}")).send().await {
+        Ok(response) => report.line(
+            State::Ok,
+            what,
+            format!("{base} answers ({})", response.status()),
+        ),
+        Err(e) => {
+            let why = if e.is_timeout() {
+                "no answer".to_owned()
+            } else if e.is_connect() {
+                "nothing listens there".to_owned()
+            } else {
+                e.to_string()
+            };
+            report.line(State::Missing, what, format!("{base}: {why}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_aligned_with_the_state_first() {
+        let mut report = Report(Vec::new());
+        report.line(State::Ok, "kernel", "Linux");
+        report.line(State::Missing, "display", "DISPLAY is not set");
+        assert_eq!(
+            report.text(),
+            "ok       kernel: Linux\nmissing  display: DISPLAY is not set\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_missing() {
+        let mut report = Report(Vec::new());
+        let client = reqwest::Client::new();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        drop(listener);
+        reach(&mut report, &client, "ollama", &base, "/api/version").await;
+        assert!(
+            report
+                .text()
+                .starts_with("missing  ollama: http://127.0.0.1:")
+        );
+    }
+}

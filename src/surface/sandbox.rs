@@ -1,0 +1,194 @@
+//! The session's sandbox for `corral run`: modes from flags, config and preset; what it
+//! protects and may write; one probe of the kernel at start, and what it cannot enforce said
+//! once (best-effort) or refused (strict).
+
+use std::path::{Path, PathBuf};
+
+use crate::config::Config;
+use crate::policy::Policy;
+use crate::sandbox::{NetworkMode, SandboxMode, SandboxSpec, SandboxSupport};
+use crate::session::Session;
+
+use super::run::RunError;
+
+/// Mode and network for the session. A preset's `sandbox` is a floor and its `network = "off"`
+/// is final: the config is raised to them, an explicit flag asking for less is an error.
+pub(crate) fn modes(
+    flag_mode: Option<SandboxMode>,
+    flag_network: Option<NetworkMode>,
+    config: &Config,
+    policy: &Policy,
+) -> Result<(SandboxMode, NetworkMode), RunError> {
+    let usage = |text: String| RunError::Usage(text);
+    let floor = policy.sandbox.unwrap_or(SandboxMode::Off);
+    let mode = match flag_mode {
+        Some(mode) if mode < floor => {
+            return Err(usage(format!(
+                "the {} preset requires --sandbox {floor} (got --sandbox {mode})",
+                policy.name
+            )));
+        }
+        Some(mode) => mode,
+        None => config.sandbox.unwrap_or_default().max(floor),
+    };
+    let network = match (flag_network, policy.network) {
+        (Some(NetworkMode::On), Some(NetworkMode::Off)) => {
+            return Err(usage(format!(
+                "the {} preset turns the network off for tools: --network on is not allowed",
+                policy.name
+            )));
+        }
+        (Some(network), _) => network,
+        (None, Some(NetworkMode::Off)) => NetworkMode::Off,
+        (None, _) => config.network.unwrap_or_default(),
+    };
+    if mode == SandboxMode::Off && network == NetworkMode::Off {
+        return Err(usage(
+            "network off is enforced by the sandbox: it needs --sandbox best-effort or strict"
+                .into(),
+        ));
+    }
+    Ok((mode, network))
+}
+
+/// Builds the spec for `root`, probes the kernel once and reports: best-effort gaps become one
+/// `error` event, strict gaps a usage error (exit 2) before any tool runs.
+pub(crate) async fn start(
+    (mode, network): (SandboxMode, NetworkMode),
+    policy: &Policy,
+    root: &Path,
+    tmpdir: &Path,
+    session: &Session,
+) -> Result<Option<SandboxSpec>, RunError> {
+    if mode == SandboxMode::Off {
+        return Ok(None);
+    }
+    let spec = spec_for(mode, network, policy, root, tmpdir);
+    let support = SandboxSupport::probe(&spec).await;
+    if let Some(gap) = support.shortfall(&spec) {
+        let message = match mode {
+            SandboxMode::Strict => format!("sandbox strict: cannot enforce: {gap}"),
+            _ => format!("sandbox {mode}: {gap}"),
+        };
+        let data = serde_json::json!({ "sandbox": support, "mode": mode });
+        if mode == SandboxMode::Strict {
+            session.emit_error(message.clone(), data);
+            return Err(RunError::Usage(message));
+        }
+        session.emit_error(message, data);
+    }
+    Ok(Some(spec))
+}
+
+/// Writable: the root, its private temp dir, /dev/null and the preset's paths. Protected: the
+/// root's `.git` directory; a worktree's `.git` is a file and its git dir lies outside the root,
+/// read-only already.
+fn spec_for(
+    mode: SandboxMode,
+    network: NetworkMode,
+    policy: &Policy,
+    root: &Path,
+    tmpdir: &Path,
+) -> SandboxSpec {
+    let mut spec = SandboxSpec::new(mode, network);
+    spec.writable = vec![
+        root.to_path_buf(),
+        tmpdir.to_path_buf(),
+        PathBuf::from("/dev/null"),
+    ];
+    let home = dirs::home_dir();
+    spec.writable.extend(
+        policy
+            .writable
+            .iter()
+            .map(|p| expand(p, root, home.as_deref())),
+    );
+    let git = root.join(".git");
+    if std::fs::metadata(&git).is_ok_and(|m| m.is_dir()) {
+        spec.protected.push(git);
+    }
+    spec
+}
+
+/// `~/x` under the home directory, a relative path under the root, an absolute one as it is.
+fn expand(path: &str, root: &Path, home: Option<&Path>) -> PathBuf {
+    match (path.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ if path == "~" => home.map_or_else(|| root.join(path), Path::to_path_buf),
+        _ => root.join(path),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::PolicyOverrides;
+
+    fn policy(extra: &str) -> Policy {
+        let text = format!("description = \"d\"\n{extra}");
+        Policy::parse("team", &text, &PolicyOverrides::default()).unwrap()
+    }
+
+    #[test]
+    fn the_preset_sets_a_floor_and_flags_may_not_go_below_it() {
+        let config = Config::default();
+        let plain = policy("");
+        assert_eq!(
+            modes(None, None, &config, &plain).unwrap(),
+            (SandboxMode::BestEffort, NetworkMode::On)
+        );
+        let strict = policy("sandbox = \"strict\"\nnetwork = \"off\"\n");
+        assert_eq!(
+            modes(None, None, &config, &strict).unwrap(),
+            (SandboxMode::Strict, NetworkMode::Off)
+        );
+        let below = modes(Some(SandboxMode::BestEffort), None, &config, &strict).unwrap_err();
+        assert!(
+            below.to_string().contains("requires --sandbox strict"),
+            "{below}"
+        );
+        let net = modes(None, Some(NetworkMode::On), &config, &strict).unwrap_err();
+        assert!(net.to_string().contains("--network on"), "{net}");
+        let off = modes(
+            Some(SandboxMode::Off),
+            Some(NetworkMode::Off),
+            &config,
+            &plain,
+        );
+        assert!(off.is_err());
+        let config = Config {
+            sandbox: Some(SandboxMode::Off),
+            ..Config::default()
+        };
+        assert_eq!(
+            modes(None, None, &config, &plain).unwrap().0,
+            SandboxMode::Off
+        );
+    }
+
+    #[test]
+    fn the_spec_protects_git_and_expands_preset_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir(root.join(".git")).unwrap();
+        let preset = policy("writable = [\"~/.cache/pip\", \"build\", \"/dev/shm\"]\n");
+        let spec = spec_for(
+            SandboxMode::Strict,
+            NetworkMode::On,
+            &preset,
+            root,
+            Path::new("/t"),
+        );
+        assert_eq!(spec.protected, [root.join(".git")]);
+        assert_eq!(
+            spec.writable[..3],
+            [root.to_path_buf(), "/t".into(), "/dev/null".into()]
+        );
+        assert_eq!(spec.writable[4], root.join("build"));
+        assert_eq!(spec.writable[5], PathBuf::from("/dev/shm"));
+        assert_eq!(
+            expand("~/.cache", root, Some(Path::new("/h"))),
+            PathBuf::from("/h/.cache")
+        );
+    }
+}
