@@ -8,6 +8,7 @@ mod approvals;
 mod bus;
 mod log;
 mod meta;
+pub mod open;
 mod status;
 
 pub use approvals::AnswerError;
@@ -67,6 +68,16 @@ impl Session {
             }
         };
         Self::open(id, log_dir, 0, 0)
+    }
+
+    /// A session with a caller-chosen id. If a log with that id exists (a dead session's slot
+    /// reused), seq and turn continue from it.
+    pub fn create_with_id(id: &str, log_dir: Option<&Path>) -> Result<Arc<Session>, SessionError> {
+        validate_id(id)?;
+        match log_dir {
+            Some(dir) if log_path(dir, id).exists() => Self::resume(id, dir).map(|(s, _)| s),
+            _ => Self::open(id.to_string(), log_dir, 0, 0),
+        }
     }
 
     /// Continue a session from its event log: seq and turn pick up where it stopped.

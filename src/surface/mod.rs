@@ -4,6 +4,5 @@ mod approve;
 pub mod doctor;
 pub mod policies;
 pub mod run;
-mod sandbox;
 mod tty;
 pub mod worktree;

@@ -1,4 +1,4 @@
-//! The session's sandbox for `corral run`: modes from flags, config and preset; what it
+//! The session's sandbox: modes from flags, config and preset; what it
 //! protects and may write; one probe of the kernel at start, and what it cannot enforce said
 //! once (best-effort) or refused (strict).
 
@@ -9,7 +9,7 @@ use crate::policy::Policy;
 use crate::sandbox::{NetworkMode, SandboxMode, SandboxSpec, SandboxSupport};
 use crate::session::Session;
 
-use super::run::RunError;
+use super::OpenError as RunError;
 
 /// Mode and network for the session. A preset's `sandbox` is a floor and its `network = "off"`
 /// is final: the config is raised to them, an explicit flag asking for less is an error.

@@ -1,0 +1,491 @@
+//! Opening a session, whatever surface asks for it (`corral run`, the server, MCP, ACP):
+//! [`plan`] resolves everything that can be wrong with the request before anything starts
+//! (usage errors: model spec, directory, preset, sandbox modes, worktree); [`start`] creates
+//! the session, its worktree, checks the model, sets up the sandbox and builds the agent;
+//! [`Opened::finish`] stops what the session owns.
+
+mod sandbox;
+mod worktree;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::agent::{Agent, AgentConfig, ToolChoiceMode};
+use crate::config::Config;
+use crate::event::{Envelope, Status};
+use crate::model::{self, ModelClient, ModelError, ModelSpec};
+use crate::policy::{Policy, PolicyOverrides};
+use crate::sandbox::{NetworkMode, SandboxMode};
+use crate::session::{Session, SessionMeta, WorktreeMeta};
+use crate::tool::{Danger, ToolRegistry, ToolSettings};
+
+pub use worktree::RunWorktree;
+
+/// Why a session could not be opened: the request (exit 2 on the command line, 4xx on the
+/// network) or the world (exit 1, 5xx).
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Runtime(String),
+}
+
+fn usage(e: impl ToString) -> OpenError {
+    OpenError::Usage(e.to_string())
+}
+
+fn runtime(e: impl ToString) -> OpenError {
+    OpenError::Runtime(e.to_string())
+}
+
+/// What a session is opened with. Unset fields fall back to the config, then to defaults.
+#[derive(Debug, Clone, Default)]
+pub struct OpenSpec {
+    /// A caller-chosen id (the server uses UUIDs); `None`: a fresh short id.
+    pub id: Option<String>,
+    /// Continue the session with this id from its event log.
+    pub resume: Option<String>,
+    pub cwd: Option<PathBuf>,
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    pub system: Option<String>,
+    pub permission: Option<String>,
+    pub auto_approve: Option<Danger>,
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+    pub max_steps: Option<u32>,
+    pub tool_choice: Option<ToolChoiceMode>,
+    pub worktree: bool,
+    pub sandbox: Option<SandboxMode>,
+    pub network: Option<NetworkMode>,
+    /// Someone can answer permission requests.
+    pub attended: bool,
+    pub approval_timeout: Option<Duration>,
+}
+
+/// Everything resolved, nothing started.
+pub struct Plan {
+    spec: OpenSpec,
+    config: Config,
+    client: Arc<dyn ModelClient>,
+    model: ModelSpec,
+    root: PathBuf,
+    resumed: Option<SessionMeta>,
+    policy: Policy,
+    tools: ToolRegistry,
+    sandbox: (SandboxMode, NetworkMode),
+    worktree: Option<(
+        crate::sandbox::worktree::Plan,
+        crate::sandbox::worktree::Store,
+    )>,
+}
+
+impl Plan {
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+}
+
+/// `$XDG_CACHE_HOME/corral/agents`: event logs, session metadata, pids.json.
+pub fn agents_dir() -> Result<PathBuf, OpenError> {
+    dirs::cache_dir()
+        .map(|d| d.join("corral").join("agents"))
+        .ok_or_else(|| usage("cannot find a cache directory: set XDG_CACHE_HOME or HOME"))
+}
+
+/// `$XDG_CONFIG_HOME/corral/policies`: user presets.
+pub fn user_policy_dir() -> Option<PathBuf> {
+    dirs::config_dir().map(|d| d.join("corral").join("policies"))
+}
+
+fn load_policy(
+    spec: &OpenSpec,
+    config: &Config,
+    tools: &ToolRegistry,
+) -> Result<Policy, OpenError> {
+    for name in spec.allow.iter().chain(&spec.deny) {
+        if tools.get(name).is_none() {
+            let known: Vec<&str> = tools.names().collect();
+            return Err(usage(format!(
+                "unknown tool {name:?} in --allow/--deny; tools: {}",
+                known.join(", ")
+            )));
+        }
+    }
+    let preset = spec
+        .permission
+        .clone()
+        .or_else(|| config.permission.clone())
+        .unwrap_or_else(|| "default".to_string());
+    let overrides = PolicyOverrides {
+        auto_approve: spec.auto_approve,
+        allow: spec.allow.clone(),
+        deny: spec.deny.clone(),
+    };
+    Policy::load(&preset, user_policy_dir().as_deref(), &overrides).map_err(usage)
+}
+
+async fn model_client(
+    spec: &OpenSpec,
+    config: &Config,
+    resumed: Option<&SessionMeta>,
+    progress: model::Progress,
+) -> Result<(Arc<dyn ModelClient>, ModelSpec), OpenError> {
+    let env = |name: &str| std::env::var(name).ok();
+    let settings = config.http_settings();
+    let spec_text = match spec
+        .model
+        .clone()
+        .or_else(|| resumed.map(|m| m.model.clone()))
+        .or_else(|| config.model.clone())
+    {
+        Some(text) => text,
+        None => {
+            let (base, _) = model::resolve_base_url(
+                model::Provider::Ollama,
+                spec.base_url.as_deref(),
+                config.provider(model::Provider::Ollama).base_url.as_deref(),
+                &env,
+            );
+            let name = model::find_ollama_tool_model(&base, &settings)
+                .await
+                .map_err(usage)?;
+            format!("ollama:{name}")
+        }
+    };
+    let model_spec: ModelSpec = spec_text.parse().map_err(usage)?;
+    let provider_config = config.provider(model_spec.provider);
+    let (base_url, _) = model::resolve_base_url(
+        model_spec.provider,
+        spec.base_url.as_deref(),
+        provider_config.base_url.as_deref(),
+        &env,
+    );
+    let key_var = provider_config
+        .api_key_env
+        .clone()
+        .or_else(|| model_spec.provider.api_key_env().map(str::to_string));
+    let api_key = key_var.as_deref().and_then(env).filter(|k| !k.is_empty());
+    if model_spec.provider == model::Provider::OpenAi
+        && api_key.is_none()
+        && spec.base_url.is_none()
+        && provider_config.base_url.is_none()
+    {
+        return Err(usage(format!(
+            "{model_spec} needs an API key: set {}",
+            key_var.as_deref().unwrap_or("OPENAI_API_KEY")
+        )));
+    }
+    let window = match model_spec.provider.wire() {
+        model::Wire::OllamaNative => provider_config.num_ctx,
+        model::Wire::OpenAiChat => provider_config.context_window,
+    };
+    let client: Arc<dyn ModelClient> = if model_spec.provider == model::Provider::Gguf {
+        Arc::new(
+            model::GgufClient::new(
+                model_spec.clone(),
+                config.local.settings(),
+                settings,
+                progress,
+            )
+            .map_err(usage)?,
+        )
+    } else {
+        model::connect(model_spec.clone(), base_url, api_key, settings, window).map_err(runtime)?
+    };
+    Ok((client, model_spec))
+}
+
+fn canonical_dir(path: &Path) -> Result<PathBuf, OpenError> {
+    let root = path.canonicalize().map_err(|e| {
+        usage(format!(
+            "working directory {} cannot be used: {e}",
+            path.display()
+        ))
+    })?;
+    if !root.is_dir() {
+        return Err(usage(format!(
+            "working directory {} is not a directory",
+            path.display()
+        )));
+    }
+    Ok(root)
+}
+
+/// Resolves a request. `progress` receives start-up lines of a local model server.
+pub async fn plan(
+    spec: OpenSpec,
+    config: Config,
+    progress: model::Progress,
+) -> Result<Plan, OpenError> {
+    let resumed = match &spec.resume {
+        Some(id) => {
+            let dir = agents_dir()?;
+            Some(SessionMeta::load(&dir, id).map_err(|e| {
+                usage(format!(
+                    "cannot resume session {id}: {e} (looked in {})",
+                    dir.display()
+                ))
+            })?)
+        }
+        None => None,
+    };
+    let (client, model) = model_client(&spec, &config, resumed.as_ref(), progress).await?;
+    let cwd = match (&spec.cwd, &resumed) {
+        (Some(cwd), _) => cwd.clone(),
+        (None, Some(meta)) => meta.cwd.clone(),
+        (None, None) => std::env::current_dir().map_err(usage)?,
+    };
+    let root = canonical_dir(&cwd)?;
+    let tools = ToolRegistry::builtin().map_err(runtime)?;
+    let policy = load_policy(&spec, &config, &tools)?;
+    let sandbox = sandbox::modes(spec.sandbox, spec.network, &config, &policy)?;
+    let worktree = worktree::plan_for_run(spec.worktree, resumed.is_some(), &root)?;
+    Ok(Plan {
+        spec,
+        config,
+        client,
+        model,
+        root,
+        resumed,
+        policy,
+        tools,
+        sandbox,
+        worktree,
+    })
+}
+
+/// A session that is ready for turns.
+pub struct Opened {
+    pub session: Arc<Session>,
+    pub agent: Agent,
+    pub client: Arc<dyn ModelClient>,
+    pub worktree: Option<RunWorktree>,
+    pub meta: SessionMeta,
+    /// The session's private TMPDIR, removed when this is dropped.
+    _tmpdir: tempfile::TempDir,
+}
+
+/// Opening failed after the session existed: its events (an error among them) are still
+/// there for the caller to show.
+pub struct Failed {
+    pub error: OpenError,
+    pub session: Option<Arc<Session>>,
+}
+
+impl From<OpenError> for Failed {
+    fn from(error: OpenError) -> Self {
+        Failed {
+            error,
+            session: None,
+        }
+    }
+}
+
+/// Starts a planned session. `notes` gets the human lines about a worktree.
+pub async fn start(
+    plan: Plan,
+    log_dir: &Path,
+    notes: &mut dyn std::io::Write,
+) -> Result<Opened, Failed> {
+    // Children a crashed runtime left behind go first; then ours are recorded.
+    match crate::sandbox::reaper::install(crate::sandbox::reaper::pids_path(log_dir)) {
+        Ok(0) => {}
+        Ok(killed) => tracing::warn!(killed, "killed leftover processes of a dead runtime"),
+        Err(e) => tracing::warn!(error = %e, "cannot use pids.json; leftovers are not reaped"),
+    }
+    let (session, history) = match (&plan.spec.resume, &plan.spec.id) {
+        (Some(id), _) => Session::resume(id, log_dir).map_err(usage)?,
+        (None, Some(id)) => (
+            Session::create_with_id(id, Some(log_dir)).map_err(usage)?,
+            Vec::new(),
+        ),
+        (None, None) => (Session::create(Some(log_dir)).map_err(runtime)?, Vec::new()),
+    };
+    let fail = |error: OpenError, session: &Arc<Session>| {
+        session.close();
+        Failed {
+            error,
+            session: Some(session.clone()),
+        }
+    };
+    // The worktree is named after the session, so it comes now; from here on it is the root.
+    let worktree = match worktree::start_for_run(plan.worktree, session.id(), notes) {
+        Ok(worktree) => worktree,
+        Err(e) => return Err(fail(e, &session)),
+    };
+    let root = worktree
+        .as_ref()
+        .map_or(plan.root.clone(), |w| w.root.clone());
+    match finish_start(
+        &plan.spec,
+        plan.config,
+        plan.client,
+        plan.model,
+        plan.resumed,
+        plan.policy,
+        plan.tools,
+        plan.sandbox,
+        root,
+        worktree.as_ref().map(RunWorktree::meta),
+        &session,
+        &history,
+    )
+    .await
+    {
+        Ok((agent, client, meta, tmpdir)) => Ok(Opened {
+            session,
+            agent,
+            client,
+            worktree,
+            meta,
+            _tmpdir: tmpdir,
+        }),
+        Err(error) => {
+            worktree::end_for_run(worktree.as_ref(), notes);
+            Err(fail(error, &session))
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn finish_start(
+    spec: &OpenSpec,
+    config: Config,
+    client: Arc<dyn ModelClient>,
+    model: ModelSpec,
+    resumed: Option<SessionMeta>,
+    policy: Policy,
+    tools: ToolRegistry,
+    modes: (SandboxMode, NetworkMode),
+    root: PathBuf,
+    worktree: Option<WorktreeMeta>,
+    session: &Arc<Session>,
+    history: &[Envelope],
+) -> Result<(Agent, Arc<dyn ModelClient>, SessionMeta, tempfile::TempDir), OpenError> {
+    let info = match client.prepare().await {
+        Ok(info) => info,
+        Err(e) => {
+            session.emit_error(e.to_string(), serde_json::Value::Null);
+            let _ = client.shutdown().await;
+            return Err(match e {
+                ModelError::ModelNotFound { .. } => usage(e),
+                _ => runtime(e),
+            });
+        }
+    };
+    session.transition(Status::Idle).map_err(runtime)?;
+    let meta = match resumed {
+        Some(meta) => meta,
+        None => SessionMeta {
+            id: session.id().to_string(),
+            model: model.to_string(),
+            base_url: client.base_url().to_string(),
+            cwd: root.clone(),
+            created_at: crate::event::Timestamp::now().to_string(),
+            system: spec.system.clone(),
+            worktree,
+        },
+    };
+    if spec.resume.is_none()
+        && let Some(dir) = session.log_path().and_then(Path::parent)
+        && let Err(e) = meta.save(dir)
+    {
+        tracing::warn!(error = %e, "cannot save session metadata");
+    }
+    let mut agent_config = agent_config(spec, &config);
+    agent_config.attended = spec.attended;
+    // A private temp dir per session, exported to tools as TMPDIR.
+    let tmpdir = tempfile::Builder::new()
+        .prefix(&format!("corral-{}-", session.id()))
+        .tempdir()
+        .map_err(|e| runtime(format!("cannot create the session's temp dir: {e}")))?;
+    let mut settings = tool_settings(&config, &policy, tmpdir.path());
+    settings.sandbox = sandbox::start(modes, &policy, &root, tmpdir.path(), session).await?;
+    let mut agent = Agent::new(
+        session.clone(),
+        client.clone(),
+        tools,
+        policy,
+        root,
+        agent_config,
+        info.context_window,
+    );
+    agent.set_tool_settings(settings);
+    if !history.is_empty() {
+        agent.restore(history);
+    }
+    Ok((agent, client, meta, tmpdir))
+}
+
+impl Opened {
+    /// Stops what the session owns (a local model server), closes it (status dead, log
+    /// flushed), and keeps or removes its worktree (a line about it goes to `notes`).
+    pub async fn finish(self, notes: &mut dyn std::io::Write) {
+        if let Err(e) = self.client.shutdown().await {
+            tracing::warn!(error = %e, "stopping the model server");
+        }
+        self.session.close();
+        worktree::end_for_run(self.worktree.as_ref(), notes);
+    }
+}
+
+/// Tool settings for a session: limits from config and policy, the scrubbed environment with
+/// the session's private temp dir, and the secrets to redact.
+fn tool_settings(config: &Config, policy: &Policy, tmpdir: &Path) -> ToolSettings {
+    let defaults = ToolSettings::default();
+    let runtime_env: Vec<(String, String)> = std::env::vars().collect();
+    let max_timeout = policy
+        .max_timeout_secs
+        .map_or(defaults.max_timeout, Duration::from_secs);
+    ToolSettings {
+        default_timeout: config
+            .shell_timeout_secs
+            .map_or(defaults.default_timeout, Duration::from_secs)
+            .min(max_timeout),
+        max_timeout,
+        screenshot_max_long_edge: config
+            .screenshot_max_long_edge
+            .unwrap_or(defaults.screenshot_max_long_edge),
+        open_url_command: config.open_url_command.clone(),
+        url_schemes: policy
+            .url_schemes
+            .clone()
+            .unwrap_or(defaults.url_schemes.clone()),
+        env: crate::sandbox::env::tool_env(runtime_env.clone(), &policy.env, Some(tmpdir)),
+        redactor: crate::sandbox::env::Redactor::from_env(runtime_env, []),
+        ..defaults
+    }
+}
+
+fn agent_config(spec: &OpenSpec, config: &Config) -> AgentConfig {
+    let defaults = AgentConfig::default();
+    AgentConfig {
+        max_steps: spec
+            .max_steps
+            .or(config.max_steps)
+            .unwrap_or(defaults.max_steps),
+        max_tokens: config.max_tokens.unwrap_or(defaults.max_tokens),
+        temperature: config.temperature,
+        tool_choice: spec
+            .tool_choice
+            .or_else(|| {
+                config
+                    .tool_choice
+                    .as_deref()
+                    .and_then(ToolChoiceMode::parse)
+            })
+            .unwrap_or(defaults.tool_choice),
+        compaction_threshold: config
+            .compaction_threshold
+            .unwrap_or(defaults.compaction_threshold),
+        system: spec.system.clone().or_else(|| config.system.clone()),
+        tool_output_cap: config.tool_output_cap,
+        approval_timeout: spec
+            .approval_timeout
+            .or(config.approval_timeout_secs.map(Duration::from_secs)),
+        ..defaults
+    }
+}
