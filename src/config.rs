@@ -27,6 +27,10 @@
 //!
 //! tool_choice = "first-required"   # auto | required | none | first-required
 //!
+//! [server]                         # corral serve
+//! listen = "127.0.0.1:7777"
+//! jwt_secret = "…"                 # else CORRAL_JWT_SECRET, else a generated 0600 file
+//!
 //! [local]                          # gguf: models corral serves itself
 //! server_command = "llama-server"  # default: llama-server on PATH, else the one setup installs
 //! context_size = 8192
@@ -75,11 +79,23 @@ pub struct Config {
     #[serde(default)]
     pub local: Local,
     #[serde(default)]
+    pub server: Server,
+    #[serde(default)]
     pub timeouts: Timeouts,
     #[serde(default)]
     pub retry: Retry,
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
+}
+
+/// `corral serve`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Server {
+    /// Default `127.0.0.1:7777`.
+    pub listen: Option<String>,
+    /// HS256 secret; else `CORRAL_JWT_SECRET`, else a generated 0600 file.
+    pub jwt_secret: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

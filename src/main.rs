@@ -32,6 +32,33 @@ enum Command {
         #[command(subcommand)]
         action: WorktreeAction,
     },
+    /// Serve sessions over REST + WebSocket (API v1) with a web page, on 127.0.0.1:7777.
+    Serve {
+        /// Address to listen on (default: config `server.listen`, else 127.0.0.1:7777).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+        /// Allow a non-loopback address (anyone who reaches it with a token drives this
+        /// machine).
+        #[arg(long)]
+        allow_remote: bool,
+        /// Config file (default: $XDG_CONFIG_HOME/corral/config.toml).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
+    /// Mint a bearer token (HS256 JWT) for corral serve.
+    Token {
+        /// The owner the token speaks for.
+        #[arg(long)]
+        sub: String,
+        #[arg(long, value_enum, default_value = "user")]
+        role: RoleArg,
+        /// Lifetime: 90s, 30m, 24h, 7d.
+        #[arg(long, default_value = "24h")]
+        ttl: String,
+        /// Config file (for `server.jwt_secret`).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
     /// What this machine gives corral: sandbox support (landlock, namespaces), display,
     /// clipboard, session bus, notifications, model servers, config and log locations.
     Doctor {
@@ -170,6 +197,12 @@ enum NetworkArg {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum RoleArg {
+    User,
+    Admin,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum AutoApproveArg {
     Safe,
     Moderate,
@@ -229,7 +262,17 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(code as u8);
     }
-    init_tracing();
+    if let Command::Token {
+        sub,
+        role,
+        ttl,
+        config,
+    } = &cli.command
+    {
+        return token(sub, *role, ttl, config.as_ref());
+    }
+    let logs = corral::LogHub::default();
+    init_tracing(matches!(cli.command, Command::Serve { .. }).then_some(&logs));
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -240,15 +283,28 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match cli.command {
             Command::Run(run) => corral::run((*run).into()).await,
+            Command::Serve {
+                listen,
+                allow_remote,
+                config,
+            } => {
+                let args = corral::ServeArgs {
+                    listen,
+                    allow_remote,
+                    config_path: config,
+                };
+                corral::serve(args, logs).await
+            }
             Command::Doctor { config } => {
                 use std::io::Write;
                 let text = corral::doctor(config).await;
                 let _ = std::io::stdout().write_all(text.as_bytes());
                 Ok(Exit::Ok)
             }
-            Command::Clipboard { .. } | Command::Policies { .. } | Command::Worktree { .. } => {
-                Ok(Exit::Ok)
-            }
+            Command::Clipboard { .. }
+            | Command::Policies { .. }
+            | Command::Worktree { .. }
+            | Command::Token { .. } => Ok(Exit::Ok),
         }
     });
     // Blocking stdin readers must not hold the process open.
@@ -324,12 +380,47 @@ impl From<Run> for RunArgs {
 
 /// Logs go to stderr, quiet by default (`RUST_LOG=corral=debug` for more): everything a user
 /// needs to see already arrives as events.
-fn init_tracing() {
+/// Logs go to stderr, quiet by default (`RUST_LOG=corral=debug` for more). The server also
+/// feeds every INFO-and-above line to `/ws/v1/logs`.
+fn init_tracing(hub: Option<&corral::LogHub>) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let default = if hub.is_some() { "info" } else { "error" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_ansi(false)
+        .with_ansi(false);
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
+        .with(hub.map(|h| h.layer()))
         .try_init();
+}
+
+fn token(sub: &str, role: RoleArg, ttl: &str, config: Option<&PathBuf>) -> ExitCode {
+    use std::io::Write;
+    let minted = (|| -> anyhow::Result<String> {
+        let ttl = corral::parse_ttl(ttl)
+            .ok_or_else(|| anyhow::anyhow!("--ttl {ttl:?}: use a number with s, m, h or d (e.g. 24h)"))?;
+        let config = corral::load_config(config)?;
+        let path = corral::default_secret_path()
+            .ok_or_else(|| anyhow::anyhow!("cannot find a config directory: set XDG_CONFIG_HOME or HOME"))?;
+        let secret = corral::load_secret(config.server.jwt_secret.as_deref(), &path)?;
+        let role = match role {
+            RoleArg::User => corral::ServerRole::User,
+            RoleArg::Admin => corral::ServerRole::Admin,
+        };
+        Ok(corral::Auth::new(&secret)?.mint(sub, role, ttl)?)
+    })();
+    match minted {
+        Ok(token) => {
+            let _ = writeln!(std::io::stdout(), "{token}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            report(&e);
+            ExitCode::from(Exit::Usage as u8)
+        }
+    }
 }

@@ -7,6 +7,7 @@
 mod approvals;
 mod bus;
 mod log;
+pub mod manager;
 mod meta;
 pub mod open;
 mod status;

@@ -4,5 +4,6 @@ mod approve;
 pub mod doctor;
 pub mod policies;
 pub mod run;
+pub mod server;
 mod tty;
 pub mod worktree;

@@ -423,7 +423,7 @@ async fn finish_start(
 impl Opened {
     /// Stops what the session owns (a local model server), closes it (status dead, log
     /// flushed), and keeps or removes its worktree (a line about it goes to `notes`).
-    pub async fn finish(self, notes: &mut dyn std::io::Write) {
+    pub async fn finish(self, notes: &mut (dyn std::io::Write + Send)) {
         if let Err(e) = self.client.shutdown().await {
             tracing::warn!(error = %e, "stopping the model server");
         }

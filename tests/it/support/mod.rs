@@ -7,6 +7,7 @@
 pub mod fake_model;
 pub mod harness;
 pub mod reply;
+pub mod server;
 
 pub use fake_model::{FakeModel, ModelInfo, Recorded};
 pub use harness::{Cmd, Harness, Outcome, Running};

@@ -1,0 +1,422 @@
+//! Many sessions in one process: each runs its agent in its own task and takes commands
+//! (a turn, a cancel, an answer, close) from any surface — the server, MCP, ACP.
+//!
+//! One turn at a time per session: a second message while one runs is refused
+//! (`TurnInProgress`), never queued behind the user's back. Every session's envelopes are
+//! also published on one global stream (with a global id for `Last-Event-ID` resume) so a
+//! monitor can follow all agents without polling. Closed sessions stay listed as dead for
+//! review, the most recent `keep_dead` of them.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::open::{self, OpenError, OpenSpec};
+use super::{AnswerError, Session, SessionMeta};
+use crate::config::Config;
+use crate::event::{Payload, SharedEvent, Status, StopReason, Timestamp, Usage};
+use crate::policy::Decision;
+
+/// How many envelopes of all sessions the global stream keeps for resuming.
+const GLOBAL_RING: usize = 8192;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SendError {
+    #[error("no session {0}")]
+    NotFound(String),
+    #[error("session {0} is closed")]
+    Dead(String),
+    #[error("a turn is already running in session {0}")]
+    TurnInProgress(String),
+}
+
+/// The turn's flavour, as the WebSocket API knows it. corral's loop treats them alike; the
+/// mode shapes the `agent_state` phases a client is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnMode {
+    #[default]
+    Normal,
+    Think,
+    Delegate,
+}
+
+enum Command {
+    Turn { text: String },
+    Close,
+}
+
+/// What a surface shows about a session.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SessionInfo {
+    pub id: String,
+    pub owner: String,
+    pub status: Status,
+    pub model: String,
+    pub cwd: String,
+    pub turn: u32,
+    pub created_at: String,
+    pub last_activity: String,
+    pub usage: Usage,
+    pub event_log: Option<String>,
+    pub worktree: Option<String>,
+    /// Open permission requests.
+    pub pending_permissions: usize,
+}
+
+struct Stats {
+    usage: Usage,
+    last_activity: Timestamp,
+    last_mode: TurnMode,
+    turn_started: Option<Instant>,
+}
+
+/// One managed session.
+pub struct Handle {
+    pub session: Arc<Session>,
+    pub owner: String,
+    pub meta: SessionMeta,
+    created_at: Timestamp,
+    commands: mpsc::UnboundedSender<Command>,
+    busy: AtomicBool,
+    cancel: Mutex<Option<CancellationToken>>,
+    stats: Mutex<Stats>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Handle {
+    pub fn id(&self) -> &str {
+        self.session.id()
+    }
+
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::SeqCst)
+    }
+
+    pub fn last_mode(&self) -> TurnMode {
+        lock(&self.stats).last_mode
+    }
+
+    /// When the running turn started, for durations.
+    pub fn turn_started(&self) -> Option<Instant> {
+        lock(&self.stats).turn_started
+    }
+
+    pub fn info(&self) -> SessionInfo {
+        let stats = lock(&self.stats);
+        SessionInfo {
+            id: self.id().to_string(),
+            owner: self.owner.clone(),
+            status: self.session.status(),
+            model: self.meta.model.clone(),
+            cwd: self.meta.cwd.display().to_string(),
+            turn: self.session.turn(),
+            created_at: self.created_at.to_string(),
+            last_activity: stats.last_activity.to_string(),
+            usage: stats.usage,
+            event_log: self.session.log_path().map(|p| p.display().to_string()),
+            worktree: self
+                .meta
+                .worktree
+                .as_ref()
+                .map(|w| w.path.display().to_string()),
+            pending_permissions: self.session.pending_permissions().len(),
+        }
+    }
+}
+
+struct Global {
+    next_id: u64,
+    ring: VecDeque<(u64, SharedEvent)>,
+    sender: broadcast::Sender<(u64, SharedEvent)>,
+}
+
+struct Inner {
+    config: Config,
+    log_dir: std::path::PathBuf,
+    keep_dead: usize,
+    sessions: Mutex<HashMap<String, Arc<Handle>>>,
+    dead: Mutex<VecDeque<String>>,
+    global: Mutex<Global>,
+}
+
+#[derive(Clone)]
+pub struct SessionManager {
+    inner: Arc<Inner>,
+}
+
+impl SessionManager {
+    pub fn new(config: Config, log_dir: std::path::PathBuf, keep_dead: usize) -> Self {
+        let (sender, _) = broadcast::channel(GLOBAL_RING);
+        SessionManager {
+            inner: Arc::new(Inner {
+                config,
+                log_dir,
+                keep_dead,
+                sessions: Mutex::new(HashMap::new()),
+                dead: Mutex::new(VecDeque::new()),
+                global: Mutex::new(Global {
+                    next_id: 0,
+                    ring: VecDeque::with_capacity(1024),
+                    sender,
+                }),
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Opens a session owned by `owner`. Reopening the id of a dead session reuses its slot
+    /// (and its event log); reopening a live id is refused.
+    pub async fn open(&self, mut spec: OpenSpec, owner: &str) -> Result<Arc<Handle>, OpenError> {
+        if let Some(id) = &spec.id
+            && let Some(existing) = self.get(id)
+        {
+            if existing.session.status() != Status::Dead {
+                return Err(OpenError::Usage(format!("session {id} is already open")));
+            }
+            lock(&self.inner.sessions).remove(id);
+            lock(&self.inner.dead).retain(|d| d != id);
+        }
+        spec.attended = true;
+        let progress: crate::model::Progress =
+            Arc::new(|line: &str| tracing::info!(target: "corral::llama_server", "{line}"));
+        let plan = open::plan(spec, self.inner.config.clone(), progress).await?;
+        let mut notes = Vec::new();
+        let opened = open::start(plan, &self.inner.log_dir, &mut notes)
+            .await
+            .map_err(|failed| failed.error)?;
+        log_notes(&notes);
+        let (commands, receiver) = mpsc::unbounded_channel();
+        let handle = Arc::new(Handle {
+            session: opened.session.clone(),
+            owner: owner.to_string(),
+            meta: opened.meta.clone(),
+            created_at: Timestamp::now(),
+            commands,
+            busy: AtomicBool::new(false),
+            cancel: Mutex::new(None),
+            stats: Mutex::new(Stats {
+                usage: Usage::default(),
+                last_activity: Timestamp::now(),
+                last_mode: TurnMode::Normal,
+                turn_started: None,
+            }),
+            task: Mutex::new(None),
+        });
+        self.forward_events(&handle.session);
+        let task = tokio::spawn(run_session(opened, receiver, Arc::downgrade(&handle)));
+        *lock(&handle.task) = Some(task);
+        lock(&self.inner.sessions).insert(handle.id().to_string(), handle.clone());
+        Ok(handle)
+    }
+
+    /// Republishes a session's envelopes on the global stream.
+    fn forward_events(&self, session: &Arc<Session>) {
+        let mut events = session.tap(0);
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                let dead = matches!(&event.envelope.payload,
+                    Payload::Status(s) if s.status == Status::Dead);
+                let mut global = lock(&inner.global);
+                global.next_id += 1;
+                let id = global.next_id;
+                if global.ring.len() == GLOBAL_RING {
+                    global.ring.pop_front();
+                }
+                global.ring.push_back((id, event.clone()));
+                let _ = global.sender.send((id, event));
+                drop(global);
+                if dead {
+                    break;
+                }
+            }
+        });
+    }
+
+    /// All sessions' envelopes: those after `after` still in the ring, then live ones.
+    pub fn subscribe_all(
+        &self,
+        after: Option<u64>,
+    ) -> (Vec<(u64, SharedEvent)>, broadcast::Receiver<(u64, SharedEvent)>) {
+        let global = lock(&self.inner.global);
+        let live = global.sender.subscribe();
+        let replay = match after {
+            Some(after) => global
+                .ring
+                .iter()
+                .filter(|(id, _)| *id > after)
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        };
+        (replay, live)
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<Handle>> {
+        lock(&self.inner.sessions).get(id).cloned()
+    }
+
+    /// Every session, live and dead, oldest first.
+    pub fn list(&self) -> Vec<Arc<Handle>> {
+        let mut all: Vec<Arc<Handle>> = lock(&self.inner.sessions).values().cloned().collect();
+        all.sort_by(|a, b| a.created_at.0.cmp(&b.created_at.0));
+        all
+    }
+
+    /// Starts a turn; returns its number. Refused while another turn runs.
+    pub fn send(&self, id: &str, text: &str, mode: TurnMode) -> Result<u32, SendError> {
+        let handle = self
+            .get(id)
+            .ok_or_else(|| SendError::NotFound(id.to_string()))?;
+        if handle.session.status() == Status::Dead {
+            return Err(SendError::Dead(id.to_string()));
+        }
+        if handle
+            .busy
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return Err(SendError::TurnInProgress(id.to_string()));
+        }
+        {
+            let mut stats = lock(&handle.stats);
+            stats.last_mode = mode;
+            stats.last_activity = Timestamp::now();
+            stats.turn_started = Some(Instant::now());
+        }
+        let turn = handle.session.turn() + 1;
+        if handle
+            .commands
+            .send(Command::Turn {
+                text: text.to_string(),
+            })
+            .is_err()
+        {
+            handle.busy.store(false, Ordering::SeqCst);
+            return Err(SendError::Dead(id.to_string()));
+        }
+        Ok(turn)
+    }
+
+    /// Cancels the running turn, if any.
+    pub fn cancel(&self, id: &str) -> Result<bool, SendError> {
+        let handle = self
+            .get(id)
+            .ok_or_else(|| SendError::NotFound(id.to_string()))?;
+        let token = lock(&handle.cancel).clone();
+        Ok(match token {
+            Some(token) if !token.is_cancelled() => {
+                token.cancel();
+                true
+            }
+            _ => false,
+        })
+    }
+
+    pub fn answer(&self, id: &str, request_id: &str, decision: Decision) -> Result<(), AnswerError> {
+        match self.get(id) {
+            Some(handle) => handle.session.answer(request_id, decision),
+            None => Err(AnswerError::UnknownRequest(request_id.to_string())),
+        }
+    }
+
+    /// Closes a session: the running turn is cancelled, its processes stopped; it stays
+    /// listed as dead. Returns false when it was not open.
+    pub async fn close(&self, id: &str) -> Result<bool, SendError> {
+        let handle = self
+            .get(id)
+            .ok_or_else(|| SendError::NotFound(id.to_string()))?;
+        if handle.session.status() == Status::Dead {
+            return Ok(false);
+        }
+        if let Some(token) = lock(&handle.cancel).clone() {
+            token.cancel();
+        }
+        let _ = handle.commands.send(Command::Close);
+        let task = lock(&handle.task).take();
+        if let Some(task) = task
+            && let Err(e) = task.await
+        {
+            tracing::error!(error = %e, "session task failed");
+        }
+        self.retire(id);
+        Ok(true)
+    }
+
+    /// Keeps the last `keep_dead` dead sessions for review.
+    fn retire(&self, id: &str) {
+        let mut dead = lock(&self.inner.dead);
+        dead.retain(|d| d != id);
+        dead.push_back(id.to_string());
+        while dead.len() > self.inner.keep_dead {
+            if let Some(old) = dead.pop_front() {
+                lock(&self.inner.sessions).remove(&old);
+            }
+        }
+    }
+
+    /// Closes every live session (and so every child process).
+    pub async fn shutdown(&self) {
+        let ids: Vec<String> = self
+            .list()
+            .iter()
+            .filter(|h| h.session.status() != Status::Dead)
+            .map(|h| h.id().to_string())
+            .collect();
+        for id in ids {
+            let _ = self.close(&id).await;
+        }
+    }
+}
+
+fn log_notes(notes: &[u8]) {
+    for line in String::from_utf8_lossy(notes).lines() {
+        tracing::info!("{line}");
+    }
+}
+
+/// The session's own task: turns one at a time until closed.
+async fn run_session(
+    mut opened: open::Opened,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    handle: std::sync::Weak<Handle>,
+) {
+    while let Some(command) = commands.recv().await {
+        let text = match command {
+            Command::Turn { text } => text,
+            Command::Close => break,
+        };
+        let token = CancellationToken::new();
+        if let Some(handle) = handle.upgrade() {
+            *lock(&handle.cancel) = Some(token.clone());
+        }
+        let outcome = opened.agent.run_turn(&text, token).await;
+        if let Some(handle) = handle.upgrade() {
+            *lock(&handle.cancel) = None;
+            let mut stats = lock(&handle.stats);
+            stats.usage.add(&outcome.usage);
+            stats.last_activity = Timestamp::now();
+            stats.turn_started = None;
+            drop(stats);
+            handle.busy.store(false, Ordering::SeqCst);
+        }
+        if outcome.stop_reason == StopReason::Error {
+            tracing::warn!(error = ?outcome.error, "turn ended with an error");
+        }
+    }
+    let mut notes = Vec::new();
+    opened.finish(&mut notes).await;
+    log_notes(&notes);
+}

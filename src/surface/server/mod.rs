@@ -1,0 +1,224 @@
+//! `corral serve`: many sessions in one process, driven over REST and WebSocket (API v1),
+//! with a live event stream of every session and a web page for sessions and approvals.
+//!
+//! Modules: `auth` (JWT), `rest` (`/api/v1`, the OpenAPI document, the SSE event bus),
+//! `ws` (`/ws/v1/sessions/{id}` and `/ws/v1/logs`, the seed protocol exactly), `logs` (the
+//! log lines the log stream carries), `page` (the embedded web page).
+
+pub mod auth;
+mod logs;
+mod page;
+mod rest;
+mod ws;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use self::auth::{Auth, Claims};
+use super::run::{Exit, RunError, load_config};
+use crate::session::manager::SessionManager;
+use crate::session::open::agents_dir;
+
+pub use logs::LogHub;
+
+/// Timers the protocol fixes; tests shorten them through the environment.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// A WebSocket silent this long is dropped (the seed: 90 s).
+    pub idle_drop: Duration,
+    /// Buffered messages are kept at least this long after a disconnect (the seed: 30 s).
+    pub replay_window: Duration,
+}
+
+impl ServerSettings {
+    fn from_env() -> ServerSettings {
+        let secs = |name: &str, default: f64| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|v| *v > 0.0)
+                .map_or(Duration::from_secs_f64(default), Duration::from_secs_f64)
+        };
+        ServerSettings {
+            idle_drop: secs("CORRAL_WS_IDLE_SECS", 90.0),
+            replay_window: secs("CORRAL_WS_REPLAY_SECS", 30.0),
+        }
+    }
+}
+
+pub struct AppState {
+    pub manager: SessionManager,
+    pub auth: Auth,
+    pub settings: ServerSettings,
+    pub ws: ws::Hub,
+    pub logs: LogHub,
+    /// Cancelled on shutdown: connections close with 1001.
+    pub shutdown: CancellationToken,
+}
+
+pub type Shared = Arc<AppState>;
+
+/// An API error: HTTP status, a machine-readable code, a message safe to show.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "UNAUTHORIZED", message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "FORBIDDEN", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "NOT_FOUND", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            axum::Json(json!({"error": {"code": self.code, "message": self.message}})),
+        )
+            .into_response()
+    }
+}
+
+/// The bearer token of a request: `Authorization: Bearer …`, else `?token=…`.
+pub fn bearer(headers: &axum::http::HeaderMap, query_token: Option<&str>) -> Option<String> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(|t| t.trim().to_string())
+        .or_else(|| query_token.map(str::to_string))
+        .filter(|t| !t.is_empty())
+}
+
+/// Verifies the caller; 401 with a clear message otherwise.
+pub fn authenticate(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+    query_token: Option<&str>,
+) -> Result<Claims, ApiError> {
+    let token = bearer(headers, query_token)
+        .ok_or_else(|| ApiError::unauthorized("no bearer token (Authorization: Bearer …)"))?;
+    state
+        .auth
+        .verify(&token)
+        .map_err(|e| ApiError::unauthorized(e.to_string()))
+}
+
+pub fn router(state: Shared) -> Router {
+    Router::new()
+        .merge(rest::routes())
+        .merge(ws::routes())
+        .merge(page::routes())
+        .with_state(state)
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ServeArgs {
+    pub listen: Option<String>,
+    /// Binding anything but loopback needs this, on purpose.
+    pub allow_remote: bool,
+    pub config_path: Option<PathBuf>,
+}
+
+fn usage(e: impl ToString) -> RunError {
+    RunError::Usage(e.to_string())
+}
+
+/// Runs the server until Ctrl-C or SIGTERM; then every session is closed (and every child
+/// process with it) before returning.
+pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
+    let config = load_config(args.config_path.as_ref())?;
+    let listen = args
+        .listen
+        .clone()
+        .or_else(|| config.server.listen.clone())
+        .unwrap_or_else(|| "127.0.0.1:7777".to_string());
+    let addr: SocketAddr = listen
+        .parse()
+        .map_err(|e| usage(format!("--listen {listen:?} is not an address: {e}")))?;
+    if !addr.ip().is_loopback() && !args.allow_remote {
+        return Err(usage(format!(
+            "refusing to listen on {addr}: it is not a loopback address; pass --allow-remote \
+             if you mean it (anyone who can reach it and holds a token drives your machine)"
+        )));
+    }
+    let secret_file = auth::default_secret_path()
+        .ok_or_else(|| usage("cannot find a config directory: set XDG_CONFIG_HOME or HOME"))?;
+    let secret = auth::load_secret(config.server.jwt_secret.as_deref(), &secret_file)
+        .map_err(|e| RunError::Runtime(e.to_string()))?;
+    let manager = SessionManager::new(config.clone(), agents_dir()?, 10);
+    let state = Arc::new(AppState {
+        manager: manager.clone(),
+        auth: Auth::new(&secret).map_err(|e| RunError::Runtime(e.to_string()))?,
+        settings: ServerSettings::from_env(),
+        ws: ws::Hub::default(),
+        logs,
+        shutdown: CancellationToken::new(),
+    });
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| RunError::Runtime(format!("cannot listen on {addr}: {e}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| RunError::Runtime(e.to_string()))?;
+    tracing::info!(target: "corral::server", "listening on http://{bound}");
+    {
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), "corral serve: listening on http://{bound}");
+        let _ = std::io::stdout().flush();
+    }
+    let stop = state.shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        stop.cancel();
+    });
+    let until = state.shutdown.clone();
+    let served = axum::serve(listener, router(state.clone()))
+        .with_graceful_shutdown(async move { until.cancelled().await })
+        .await;
+    manager.shutdown().await;
+    served.map_err(|e| RunError::Runtime(format!("server error: {e}")))?;
+    Ok(Exit::Ok)
+}
+
+async fn wait_for_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

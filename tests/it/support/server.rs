@@ -1,0 +1,93 @@
+//! `corral serve` for tests: started on a free loopback port in the harness's hermetic home,
+//! with a fixed JWT secret so tests can mint tokens; killed (and waited for) on drop.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use super::harness::Harness;
+
+pub const TEST_SECRET: &str = "corral-test-secret";
+
+pub struct Server {
+    pub child: Child,
+    /// `http://127.0.0.1:PORT`
+    pub base: String,
+    /// `ws://127.0.0.1:PORT`
+    pub ws_base: String,
+    pub home: std::path::PathBuf,
+}
+
+impl Server {
+    /// Starts the server; `env` adds variables (e.g. CORRAL_WS_IDLE_SECS). Sessions it opens
+    /// talk to whatever model the requests name.
+    pub async fn start(h: &Harness, env: &[(&str, &str)]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_corral"));
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", h.home_dir())
+            .env("XDG_CACHE_HOME", h.cache_dir())
+            .env("XDG_CONFIG_HOME", h.config_dir())
+            .env("XDG_DATA_HOME", h.data_dir())
+            .env("CORRAL_JWT_SECRET", TEST_SECRET)
+            .env("NO_COLOR", "1")
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .current_dir(h.work())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn corral serve: {e}"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("corral serve did not start within 30 s"))
+            .unwrap_or_else(|e| panic!("reading corral serve's stdout: {e}"))
+            .unwrap_or_else(|| panic!("corral serve exited before listening"));
+        let base = line
+            .rsplit(' ')
+            .next()
+            .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+            .to_string();
+        assert!(base.starts_with("http://127.0.0.1:"), "{line}");
+        // Keep draining stdout so the server never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Server {
+            ws_base: base.replacen("http://", "ws://", 1),
+            base,
+            child,
+            home: h.home_dir(),
+        }
+    }
+
+    /// A token signed with the test secret.
+    pub fn token(&self, sub: &str, admin: bool) -> String {
+        let auth = corral::Auth::new(TEST_SECRET.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        let role = if admin {
+            corral::ServerRole::Admin
+        } else {
+            corral::ServerRole::User
+        };
+        auth.mint(sub, role, Duration::from_secs(3600))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// SIGTERM and wait (clean shutdown).
+    pub async fn stop(mut self) -> std::process::ExitStatus {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+        tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("corral serve did not stop within 20 s of SIGTERM"))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+}
