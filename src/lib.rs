@@ -26,17 +26,17 @@ pub use sandbox::{
     HELPER_COMMAND as SANDBOX_HELPER_COMMAND, NetworkMode, SandboxMode, SandboxSpec,
     SandboxSupport, sandbox_exec_main,
 };
+pub use session::manager::{SessionInfo, SessionManager, TurnMode};
+pub use session::open::OpenSpec;
 pub use session::{Session, SessionError, SessionMeta, Subscription, log_path, read_log};
 pub use surface::doctor::doctor;
 pub use surface::policies::{list_policies, show_policy};
-pub use surface::run::{Exit, RunArgs, RunError, run};
 pub use surface::run::load_config;
+pub use surface::run::{Exit, RunArgs, RunError, run};
 pub use surface::server::auth::{
     Auth, AuthError, Role as ServerRole, default_secret_path, load_secret, parse_ttl,
 };
 pub use surface::server::{LogHub, ServeArgs, serve};
-pub use session::manager::{SessionInfo, SessionManager, TurnMode};
-pub use session::open::OpenSpec;
 pub use surface::worktree::{WorktreeCommand, worktree_main};
 pub use tool::clipboard_helper_main;
 pub use tool::{

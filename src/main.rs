@@ -401,11 +401,13 @@ fn init_tracing(hub: Option<&corral::LogHub>) {
 fn token(sub: &str, role: RoleArg, ttl: &str, config: Option<&PathBuf>) -> ExitCode {
     use std::io::Write;
     let minted = (|| -> anyhow::Result<String> {
-        let ttl = corral::parse_ttl(ttl)
-            .ok_or_else(|| anyhow::anyhow!("--ttl {ttl:?}: use a number with s, m, h or d (e.g. 24h)"))?;
+        let ttl = corral::parse_ttl(ttl).ok_or_else(|| {
+            anyhow::anyhow!("--ttl {ttl:?}: use a number with s, m, h or d (e.g. 24h)")
+        })?;
         let config = corral::load_config(config)?;
-        let path = corral::default_secret_path()
-            .ok_or_else(|| anyhow::anyhow!("cannot find a config directory: set XDG_CONFIG_HOME or HOME"))?;
+        let path = corral::default_secret_path().ok_or_else(|| {
+            anyhow::anyhow!("cannot find a config directory: set XDG_CONFIG_HOME or HOME")
+        })?;
         let secret = corral::load_secret(config.server.jwt_secret.as_deref(), &path)?;
         let role = match role {
             RoleArg::User => corral::ServerRole::User,

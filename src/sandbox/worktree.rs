@@ -117,14 +117,9 @@ pub(crate) fn branch_name(session: &str) -> String {
     format!("corral/{session}")
 }
 
-/// Ids become path components and ref names: nothing but `[A-Za-z0-9_-]`.
+/// Ids become path components and ref names: the session id rule.
 pub(crate) fn validate_id(id: &str) -> Result<(), WorktreeError> {
-    let ok = !id.is_empty()
-        && id.len() <= 64
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if ok {
+    if crate::session::is_valid_id(id) {
         Ok(())
     } else {
         Err(WorktreeError::BadId(id.to_string()))

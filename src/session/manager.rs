@@ -21,6 +21,9 @@ use crate::config::Config;
 use crate::event::{Payload, SharedEvent, Status, StopReason, Timestamp, Usage};
 use crate::policy::Decision;
 
+/// An envelope on the global stream, with its global id.
+pub type GlobalEvent = (u64, SharedEvent);
+
 /// How many envelopes of all sessions the global stream keeps for resuming.
 const GLOBAL_RING: usize = 8192;
 
@@ -249,7 +252,7 @@ impl SessionManager {
     pub fn subscribe_all(
         &self,
         after: Option<u64>,
-    ) -> (Vec<(u64, SharedEvent)>, broadcast::Receiver<(u64, SharedEvent)>) {
+    ) -> (Vec<GlobalEvent>, broadcast::Receiver<GlobalEvent>) {
         let global = lock(&self.inner.global);
         let live = global.sender.subscribe();
         let replay = match after {
@@ -271,7 +274,7 @@ impl SessionManager {
     /// Every session, live and dead, oldest first.
     pub fn list(&self) -> Vec<Arc<Handle>> {
         let mut all: Vec<Arc<Handle>> = lock(&self.inner.sessions).values().cloned().collect();
-        all.sort_by(|a, b| a.created_at.0.cmp(&b.created_at.0));
+        all.sort_by_key(|h| h.created_at.0);
         all
     }
 
@@ -325,7 +328,12 @@ impl SessionManager {
         })
     }
 
-    pub fn answer(&self, id: &str, request_id: &str, decision: Decision) -> Result<(), AnswerError> {
+    pub fn answer(
+        &self,
+        id: &str,
+        request_id: &str,
+        decision: Decision,
+    ) -> Result<(), AnswerError> {
         match self.get(id) {
             Some(handle) => handle.session.answer(request_id, decision),
             None => Err(AnswerError::UnknownRequest(request_id.to_string())),

@@ -314,13 +314,18 @@ impl Session {
     }
 }
 
-fn validate_id(id: &str) -> Result<(), SessionError> {
-    let ok = !id.is_empty()
+/// Session ids become file names, worktree directories and branch names: nothing but
+/// `[A-Za-z0-9_-]`, at most 64 characters.
+pub fn is_valid_id(id: &str) -> bool {
+    !id.is_empty()
         && id.len() <= 64
         && id
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if ok {
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+fn validate_id(id: &str) -> Result<(), SessionError> {
+    if is_valid_id(id) {
         Ok(())
     } else {
         Err(SessionError::BadId(id.to_string()))

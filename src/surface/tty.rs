@@ -252,27 +252,48 @@ pub async fn render_terminal(
     view.clear_spinner();
 }
 
-/// `--json`: every envelope as one NDJSON line on stdout, nothing else there. Flushed when
-/// the channel runs dry, not per line, so fast streams cost one write per burst.
+/// `--json`: every envelope as one NDJSON line on stdout, nothing else there. Lines are
+/// flushed once the stream pauses for a moment (or 64 KiB pile up), not per line: a fast
+/// reply costs one write per burst instead of one per token, and a pause is seen at once.
 pub async fn render_json(mut events: UnboundedReceiver<SharedEvent>) {
-    let mut out = io::BufWriter::with_capacity(64 * 1024, io::stdout());
-    while let Some(event) = events.recv().await {
-        let mut dead = is_dead(&event);
-        let mut ok = write_line(&mut out, &event).is_ok();
-        while ok && !dead {
-            match events.try_recv() {
-                Ok(more) => {
-                    dead = is_dead(&more);
-                    ok = write_line(&mut out, &more).is_ok();
+    const PAUSE: Duration = Duration::from_millis(1);
+    const BATCH: usize = 64 * 1024;
+    let mut out = io::BufWriter::with_capacity(BATCH * 2, io::stdout());
+    let mut pending = false;
+    loop {
+        let next = if pending {
+            match tokio::time::timeout(PAUSE, events.recv()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    // The stream paused: show what arrived.
+                    if out.flush().is_err() {
+                        return;
+                    }
+                    pending = false;
+                    continue;
                 }
-                Err(_) => break,
             }
-        }
+        } else {
+            events.recv().await
+        };
+        let Some(event) = next else { break };
+        let dead = is_dead(&event);
         // A closed stdout (e.g. `| head`) ends output but never the session.
-        if !ok || out.flush().is_err() || dead {
+        if write_line(&mut out, &event).is_err() {
+            return;
+        }
+        pending = true;
+        if dead || out.buffer().len() >= BATCH {
+            if out.flush().is_err() {
+                return;
+            }
+            pending = false;
+        }
+        if dead {
             break;
         }
     }
+    let _ = out.flush();
 }
 
 fn write_line(out: &mut impl Write, event: &SharedEvent) -> io::Result<()> {

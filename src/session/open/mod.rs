@@ -288,7 +288,7 @@ impl From<OpenError> for Failed {
 pub async fn start(
     plan: Plan,
     log_dir: &Path,
-    notes: &mut dyn std::io::Write,
+    notes: &mut (dyn std::io::Write + Send),
 ) -> Result<Opened, Failed> {
     // Children a crashed runtime left behind go first; then ours are recorded.
     match crate::sandbox::reaper::install(crate::sandbox::reaper::pids_path(log_dir)) {

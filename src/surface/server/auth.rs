@@ -70,7 +70,10 @@ pub fn load_secret(configured: Option<&str>, file: &Path) -> Result<Vec<u8>, Aut
     if let Some(secret) = configured.filter(|s| !s.is_empty()) {
         return Ok(secret.as_bytes().to_vec());
     }
-    if let Some(secret) = std::env::var("CORRAL_JWT_SECRET").ok().filter(|s| !s.is_empty()) {
+    if let Some(secret) = std::env::var("CORRAL_JWT_SECRET")
+        .ok()
+        .filter(|s| !s.is_empty())
+    {
         return Ok(secret.into_bytes());
     }
     let error = |source| AuthError::Secret {
@@ -87,7 +90,12 @@ pub fn load_secret(configured: Option<&str>, file: &Path) -> Result<Vec<u8>, Aut
         std::fs::create_dir_all(dir).map_err(error)?;
     }
     let secret: String = (0..48)
-        .map(|_| char::from(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[fastrand::usize(..62)]))
+        .map(|_| {
+            char::from(
+                b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                    [fastrand::usize(..62)],
+            )
+        })
         .collect();
     let mut out = std::fs::OpenOptions::new()
         .write(true)
@@ -153,7 +161,9 @@ mod tests {
     #[test]
     fn tokens_round_trip_and_bad_ones_are_refused() {
         let auth = Auth::new(b"secret-one").unwrap();
-        let token = auth.mint("ana", Role::Admin, Duration::from_secs(60)).unwrap();
+        let token = auth
+            .mint("ana", Role::Admin, Duration::from_secs(60))
+            .unwrap();
         let claims = auth.verify(&token).unwrap();
         assert_eq!(claims.sub, "ana");
         assert!(claims.is_admin() && claims.may_use("bob"));
@@ -173,7 +183,10 @@ mod tests {
         assert_eq!(load_secret(None, &file).unwrap(), first);
         let mode = std::fs::metadata(&file).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
-        assert_eq!(load_secret(Some("configured"), &file).unwrap(), b"configured");
+        assert_eq!(
+            load_secret(Some("configured"), &file).unwrap(),
+            b"configured"
+        );
     }
 
     #[test]

@@ -111,7 +111,10 @@ pub fn bearer(headers: &axum::http::HeaderMap, query_token: Option<&str>) -> Opt
     headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
         .map(|t| t.trim().to_string())
         .or_else(|| query_token.map(str::to_string))
         .filter(|t| !t.is_empty())
@@ -191,7 +194,10 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
     tracing::info!(target: "corral::server", "listening on http://{bound}");
     {
         use std::io::Write;
-        let _ = writeln!(std::io::stdout(), "corral serve: listening on http://{bound}");
+        let _ = writeln!(
+            std::io::stdout(),
+            "corral serve: listening on http://{bound}"
+        );
         let _ = std::io::stdout().flush();
     }
     let stop = state.shutdown.clone();

@@ -1,9 +1,415 @@
-//! `/api/v1` (filled in by the REST work).
+//! `/api/v1`: sessions over REST (JSON, bearer JWT), the OpenAPI document describing it, and
+//! the SSE bus of every session's envelopes (`/api/v1/events`).
+//!
+//! [`ROUTES`] is the one list of (method, path): the router is built from it and a test holds
+//! `assets/openapi.json` to it, so the document cannot drift from what is served.
+
+mod events;
+mod history;
+
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, delete, get, post};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 
-use super::Shared;
+use super::auth::Claims;
+use super::{ApiError, AppState, Shared, authenticate};
+use crate::event::Status;
+use crate::policy::Decision;
+use crate::session::manager::{Handle, SendError, TurnMode};
+use crate::session::open::{OpenError, OpenSpec};
+
+/// Every REST route, as the OpenAPI document names it.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/api/v1/openapi.json"),
+    ("GET", "/api/v1/events"),
+    ("GET", "/api/v1/sessions"),
+    ("POST", "/api/v1/sessions"),
+    ("GET", "/api/v1/sessions/{id}"),
+    ("DELETE", "/api/v1/sessions/{id}"),
+    ("GET", "/api/v1/sessions/{id}/messages"),
+    ("POST", "/api/v1/sessions/{id}/messages"),
+    ("POST", "/api/v1/sessions/{id}/cancel"),
+    ("POST", "/api/v1/sessions/{id}/confirmations"),
+    ("GET", "/api/v1/sessions/{id}/permissions"),
+];
+
+/// The longest user message, in characters (the seed: 1–65536).
+const MAX_TEXT_CHARS: usize = 65_536;
+
+/// Request bodies larger than this are refused before parsing. Room for a maximal message
+/// even when every character is escaped in JSON.
+const BODY_LIMIT: usize = 1 << 20;
+
+/// The hand-written OpenAPI 3.1 document.
+const OPENAPI: &str = include_str!("../../../assets/openapi.json");
+
+/// The handler of one entry of [`ROUTES`]; `None` for a pair not in the list.
+fn endpoint(method: &str, path: &str) -> Option<MethodRouter<Shared>> {
+    Some(match (method, path) {
+        ("GET", "/api/v1/openapi.json") => get(openapi),
+        ("GET", "/api/v1/events") => get(events::stream),
+        ("GET", "/api/v1/sessions") => get(list_sessions),
+        ("POST", "/api/v1/sessions") => post(create_session),
+        ("GET", "/api/v1/sessions/{id}") => get(get_session),
+        ("DELETE", "/api/v1/sessions/{id}") => delete(close_session),
+        ("GET", "/api/v1/sessions/{id}/messages") => get(list_messages),
+        ("POST", "/api/v1/sessions/{id}/messages") => post(send_message),
+        ("POST", "/api/v1/sessions/{id}/cancel") => post(cancel_turn),
+        ("POST", "/api/v1/sessions/{id}/confirmations") => post(confirm),
+        ("GET", "/api/v1/sessions/{id}/permissions") => get(list_permissions),
+        _ => return None,
+    })
+}
 
 pub fn routes() -> Router<Shared> {
-    Router::new()
+    let mut router = Router::new();
+    for &(method, path) in ROUTES {
+        // axum merges method routers registered on the same path.
+        if let Some(handler) = endpoint(method, path) {
+            router = router.route(path, handler);
+        }
+    }
+    router.layer(DefaultBodyLimit::max(BODY_LIMIT))
+}
+
+fn invalid(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "INVALID_REQUEST", message)
+}
+
+fn closed(id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "SESSION_CLOSED",
+        format!("session {id} is closed"),
+    )
+}
+
+/// Parses a JSON body ourselves so every failure is the JSON error shape, not axum's text.
+fn parse_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+    let bytes = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "PAYLOAD_TOO_LARGE",
+                format!("the request body is larger than {BODY_LIMIT} bytes"),
+            )
+        } else {
+            invalid(e.body_text())
+        }
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| invalid(format!("invalid request body: {e}")))
+}
+
+/// The session, if it exists and the caller may use it: 404 and 403 otherwise.
+fn visible(state: &AppState, claims: &Claims, id: &str) -> Result<Arc<Handle>, ApiError> {
+    let handle = state
+        .manager
+        .get(id)
+        .ok_or_else(|| ApiError::not_found(format!("no session {id}")))?;
+    if !claims.may_use(&handle.owner) {
+        return Err(ApiError::forbidden(format!(
+            "session {id} belongs to another user"
+        )));
+    }
+    Ok(handle)
+}
+
+fn send_error(e: SendError) -> ApiError {
+    match e {
+        SendError::NotFound(id) => ApiError::not_found(format!("no session {id}")),
+        SendError::Dead(id) => closed(&id),
+        SendError::TurnInProgress(id) => ApiError::new(
+            StatusCode::CONFLICT,
+            "TURN_IN_PROGRESS",
+            format!("a turn is already running in session {id}; wait for it to finish"),
+        ),
+    }
+}
+
+/// A random (version 4) UUID; ids only need to be unique, not secret.
+pub(crate) fn uuid_v4() -> String {
+    let mut b = [0u8; 16];
+    fastrand::fill(&mut b);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+fn session_json(handle: &Handle) -> Value {
+    serde_json::to_value(handle.info()).unwrap_or(Value::Null)
+}
+
+async fn list_sessions(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+) -> Result<axum::Json<Value>, ApiError> {
+    let claims = authenticate(&state, &headers, None)?;
+    let sessions: Vec<Value> = state
+        .manager
+        .list()
+        .iter()
+        .filter(|h| claims.may_use(&h.owner))
+        .map(|h| session_json(h))
+        .collect();
+    Ok(axum::Json(json!({ "sessions": sessions })))
+}
+
+/// `POST /api/v1/sessions`. `base_url` points the model provider somewhere other than its
+/// default (a llama.cpp server, a test double).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    cwd: PathBuf,
+    model: Option<String>,
+    permission: Option<String>,
+    #[serde(default)]
+    worktree: bool,
+    system_prompt: Option<String>,
+    base_url: Option<String>,
+}
+
+fn open_error(e: OpenError) -> ApiError {
+    match e {
+        OpenError::Usage(m) => invalid(m),
+        // Opening fails at run time almost only when the model cannot be reached or
+        // prepared; the session's own files failing is the server's fault.
+        OpenError::Runtime(m) if m.contains("temp dir") || m.contains("event log") => {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", m)
+        }
+        OpenError::Runtime(m) => ApiError::new(StatusCode::BAD_GATEWAY, "MODEL_UNAVAILABLE", m),
+    }
+}
+
+async fn create_session(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let claims = authenticate(&state, &headers, None)?;
+    let body: CreateBody = parse_body(body)?;
+    // The server's own working directory means nothing to a remote client.
+    if !body.cwd.is_absolute() {
+        return Err(invalid(format!(
+            "cwd {} is not an absolute path",
+            body.cwd.display()
+        )));
+    }
+    let spec = OpenSpec {
+        id: Some(uuid_v4()),
+        cwd: Some(body.cwd),
+        model: body.model,
+        base_url: body.base_url,
+        system: body.system_prompt,
+        permission: body.permission,
+        worktree: body.worktree,
+        attended: true,
+        ..OpenSpec::default()
+    };
+    let handle = state
+        .manager
+        .open(spec, &claims.sub)
+        .await
+        .map_err(open_error)?;
+    Ok((StatusCode::CREATED, axum::Json(session_json(&handle))).into_response())
+}
+
+async fn get_session(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let claims = authenticate(&state, &headers, None)?;
+    let handle = visible(&state, &claims, &id)?;
+    Ok(axum::Json(session_json(&handle)))
+}
+
+async fn close_session(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let claims = authenticate(&state, &headers, None)?;
+    visible(&state, &claims, &id)?;
+    let closed = state.manager.close(&id).await.map_err(send_error)?;
+    Ok(axum::Json(json!({ "closed": closed })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MessageBody {
+    text: String,
+    #[serde(default)]
+    mode: TurnMode,
+}
+
+async fn send_message(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let claims = authenticate(&state, &headers, None)?;
+    let handle = visible(&state, &claims, &id)?;
+    let body: MessageBody = parse_body(body)?;
+    let chars = body.text.chars().count();
+    if chars > MAX_TEXT_CHARS {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PAYLOAD_TOO_LARGE",
+            format!("text is {chars} characters; the limit is {MAX_TEXT_CHARS}"),
+        ));
+    }
+    if body.text.trim().is_empty() {
+        return Err(invalid("text is empty"));
+    }
+    if handle.session.status() == Status::Dead {
+        return Err(closed(&id));
+    }
+    let turn = state
+        .manager
+        .send(&id, &body.text, body.mode)
+        .map_err(send_error)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(json!({ "turn": turn, "message_id": uuid_v4() })),
+    )
+        .into_response())
+}
+
+async fn list_messages(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let claims = authenticate(&state, &headers, None)?;
+    let handle = visible(&state, &claims, &id)?;
+    let messages = history::messages(&handle.session);
+    Ok(axum::Json(json!({ "messages": messages })))
+}
+
+async fn cancel_turn(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let claims = authenticate(&state, &headers, None)?;
+    visible(&state, &claims, &id)?;
+    let cancelled = state.manager.cancel(&id).map_err(send_error)?;
+    Ok(axum::Json(json!({ "cancelled": cancelled })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfirmBody {
+    confirmation_id: String,
+    /// Exactly the six seed actions (serde's snake_case names), not the aliases
+    /// `Decision::from_str` also takes from ACP clients.
+    action: Decision,
+}
+
+async fn confirm(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let claims = authenticate(&state, &headers, None)?;
+    visible(&state, &claims, &id)?;
+    let body: ConfirmBody = parse_body(body)?;
+    state
+        .manager
+        .answer(&id, &body.confirmation_id, body.action)
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "CONFIRMATION_NOT_FOUND",
+                e.to_string(),
+            )
+        })?;
+    Ok(axum::Json(json!({
+        "confirmation_id": body.confirmation_id,
+        "action": body.action,
+    })))
+}
+
+async fn list_permissions(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let claims = authenticate(&state, &headers, None)?;
+    let handle = visible(&state, &claims, &id)?;
+    Ok(axum::Json(
+        json!({ "permissions": handle.session.pending_permissions() }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The (method, path) pairs the OpenAPI document describes.
+    fn documented() -> Vec<(String, String)> {
+        let doc: Value = serde_json::from_str(OPENAPI).unwrap();
+        assert_eq!(doc["openapi"].as_str().unwrap_or("").get(..3), Some("3.1"));
+        let mut pairs = Vec::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                if ["get", "post", "put", "patch", "delete"].contains(&method.as_str()) {
+                    pairs.push((method.to_uppercase(), path.clone()));
+                }
+            }
+        }
+        pairs.sort();
+        pairs
+    }
+
+    #[test]
+    fn openapi_document_and_routes_agree() {
+        let mut served: Vec<(String, String)> = ROUTES
+            .iter()
+            .map(|(m, p)| (m.to_string(), p.to_string()))
+            .collect();
+        served.sort();
+        assert_eq!(documented(), served);
+        for (method, path) in ROUTES {
+            assert!(
+                endpoint(method, path).is_some(),
+                "{method} {path} has no handler"
+            );
+        }
+        // Building the router must not panic (overlapping or malformed paths).
+        let _ = routes();
+    }
+
+    #[test]
+    fn uuids_are_version_4() {
+        let id = uuid_v4();
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "4");
+        assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"));
+        assert_ne!(id, uuid_v4());
+    }
 }

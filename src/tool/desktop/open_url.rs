@@ -1,4 +1,4 @@
-//! `open_url`: hands a URL to the desktop's opener (`xdg-open`, or the configured command).
+//! `open_url`: hands a URL to the configured command, else `$BROWSER`, else `xdg-open`.
 //!
 //! The URL is passed as one argument, never through a shell, so nothing in it is interpreted.
 //! Only allowed schemes get through: `file:` or a custom handler scheme could run things.
@@ -48,11 +48,23 @@ impl Tool for OpenUrl {
         Box::pin(async move {
             let Args { url } = parse_args(args)?;
             check_url(&url, &ctx.settings.url_schemes)?;
-            let argv = match &ctx.settings.open_url_command {
-                Some(line) => command_line(line, &url).map_err(|e| {
+            // The configured command, else `$BROWSER` (the first entry of its `:`-separated
+            // list — xdg-open would prefer a desktop's handler over it once a browser is
+            // installed), else xdg-open.
+            let browser = ctx
+                .settings
+                .env
+                .iter()
+                .find(|(k, _)| k == "BROWSER")
+                .and_then(|(_, v)| v.split(':').find(|s| !s.trim().is_empty()))
+                .map(str::to_string);
+            let argv = match (&ctx.settings.open_url_command, browser) {
+                (Some(line), _) => command_line(line, &url).map_err(|e| {
                     ToolError::Refused(format!("open_url: the configured open_url_command {e}"))
                 })?,
-                None => vec![DEFAULT_OPENER.to_owned(), url.clone()],
+                (None, Some(browser)) => command_line(&browser, &url)
+                    .map_err(|e| ToolError::Refused(format!("open_url: $BROWSER {e}")))?,
+                (None, None) => vec![DEFAULT_OPENER.to_owned(), url.clone()],
             };
             let still_running = run(ctx, &argv).await?;
             Ok(ToolOutput::text(if still_running {

@@ -115,6 +115,11 @@ impl FakeModel {
             .with_state(state.clone());
         let server = tokio::spawn(async move {
             // An accept error ends the server; tests then see connection errors.
+            // Like any real model server: no Nagle delay between a reply's small chunks.
+            use axum::serve::ListenerExt;
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let _ = axum::serve(listener, app).await;
         });
         FakeModel {

@@ -1,0 +1,406 @@
+// corral's web page, part two: a plain client of the public API (REST /api/v1 and the session
+// WebSocket /ws/v1/sessions/{id}); it knows nothing the server does not publish.
+"use strict";
+
+const API = "/api/v1";
+const PING_MS = 30000; // the protocol drops connections silent for 90 s
+const SESSIONS_POLL_MS = 3000;
+const BACKOFF_MS = [0, 1000, 2000, 4000, 8000, 16000, 30000];
+const MAX_FAILURES = 10;
+// Close codes after which retrying cannot help (see the WebSocket protocol).
+const FATAL_CLOSE = { 4001: "unauthorized", 4003: "forbidden", 4004: "session not found" };
+
+// ---- token ---------------------------------------------------------------------------
+
+function loadToken() {
+  const url = new URL(location.href);
+  const fromUrl = url.searchParams.get("token");
+  if (fromUrl) {
+    sessionStorage.setItem("corral-token", fromUrl);
+    // Keep the secret out of the address bar, history and bookmarks.
+    url.searchParams.delete("token");
+    history.replaceState(null, "", url.pathname + url.search + url.hash);
+  }
+  state.token = sessionStorage.getItem("corral-token");
+  show($("token-form"), !state.token);
+  show($("forget-token"), !!state.token);
+}
+
+function askForToken(reason) {
+  sessionStorage.removeItem("corral-token");
+  state.token = null;
+  show($("token-form"), true);
+  show($("forget-token"), false);
+  setConn(reason || "a token is needed", "bad");
+  $("token-input").focus();
+}
+
+// ---- REST ----------------------------------------------------------------------------
+
+async function api(method, path, body) {
+  const headers = { Authorization: "Bearer " + state.token };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(API + path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const data = await res.json().catch(() => null);
+  if (!res.ok) {
+    const err = (data && data.error) || {};
+    if (res.status === 401) askForToken("token refused: " + (err.message || "unauthorized"));
+    const error = new Error(err.message || res.status + " " + res.statusText);
+    error.status = res.status;
+    throw error;
+  }
+  return data;
+}
+
+function listOf(data, key) {
+  if (Array.isArray(data)) return data;
+  if (data && Array.isArray(data[key])) return data[key];
+  return [];
+}
+
+function usageText(usage) {
+  if (!usage) return "";
+  // REST session info spells usage in camelCase; the WebSocket `usage` message in snake_case.
+  const inTok = usage.inputTokens ?? usage.input_tokens ?? 0;
+  const outTok = usage.outputTokens ?? usage.output_tokens ?? 0;
+  const cost = usage.costUsd ?? usage.cost_usd;
+  let text = `${inTok} in / ${outTok} out tokens`;
+  if (cost) text += ` · $${Number(cost).toFixed(4)}`;
+  return text;
+}
+
+async function refreshSessions() {
+  if (!state.token) return;
+  try {
+    state.sessions = listOf(await api("GET", "/sessions"), "sessions");
+    show($("sessions-error"), false);
+  } catch (e) {
+    $("sessions-error").textContent = "Cannot list sessions: " + e.message;
+    show($("sessions-error"), true);
+    return;
+  }
+  const list = $("sessions");
+  list.textContent = "";
+  for (const s of state.sessions) {
+    const button = el(
+      "button",
+      { type: "button", class: "session", "aria-current": String(s.id === state.current) },
+      el("span", { class: "session-model", text: s.model || "session" }),
+      el("span", { class: "badge status-" + (s.status || ""), text: s.status || "?" }),
+      el("span", { class: "session-cwd muted", text: s.cwd || "" }),
+      el("span", { class: "session-usage muted", text: usageText(s.usage) }),
+    );
+    if (s.pending_permissions) {
+      button.append(el("span", { class: "badge warn", text: "needs approval" }));
+    }
+    button.addEventListener("click", () => selectSession(s.id));
+    list.append(el("li", {}, button));
+  }
+  show($("sessions-empty"), state.sessions.length === 0);
+  const current = state.sessions.find((s) => s.id === state.current);
+  if (current) showSessionMeta(current);
+}
+
+function showSessionMeta(s) {
+  $("session-title").textContent = (s.model || "Session") + " · " + s.id.slice(0, 8);
+  const parts = [s.cwd, s.status, usageText(s.usage)];
+  if (s.worktree) parts.push("worktree " + s.worktree);
+  $("session-meta").textContent = parts.filter(Boolean).join(" · ");
+}
+
+// ---- WebSocket -----------------------------------------------------------------------
+
+function wsUrl(id) {
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  let url = `${proto}//${location.host}/ws/v1/sessions/${encodeURIComponent(id)}`;
+  url += "?token=" + encodeURIComponent(state.token);
+  if (state.lastSeq >= 0) url += "&last_seq=" + state.lastSeq;
+  return url;
+}
+
+function send(type, payload) {
+  if (!state.ws || state.ws.readyState !== WebSocket.OPEN) {
+    logItem("error", el("span", { text: "Not connected; " + type + " not sent." }));
+    return false;
+  }
+  state.ws.send(JSON.stringify({ type, payload: payload || {} }));
+  return true;
+}
+
+function disconnect() {
+  clearInterval(state.pingTimer);
+  clearTimeout(state.retryTimer);
+  if (state.ws) {
+    state.ws.onclose = null;
+    state.ws.close(1000);
+    state.ws = null;
+  }
+}
+
+function connect() {
+  const id = state.current;
+  if (!id || !state.token) return;
+  setConn("connecting…", "");
+  const ws = new WebSocket(wsUrl(id));
+  state.ws = ws;
+  ws.onopen = () => {
+    state.failures = 0;
+    setConn("connected", "ok");
+    clearInterval(state.pingTimer);
+    state.pingTimer = setInterval(() => send("ping"), PING_MS);
+  };
+  ws.onmessage = (event) => {
+    let msg;
+    try {
+      msg = JSON.parse(event.data);
+    } catch {
+      return;
+    }
+    if (typeof msg.seq === "number") {
+      // Replays after a reconnect may overlap what was already shown.
+      if (msg.seq <= state.lastSeq) return;
+      // A gap means the server's replay buffer no longer reached back: rebuild from history.
+      if (state.lastSeq >= 0 && msg.seq > state.lastSeq + 1) reloadHistory(id);
+      state.lastSeq = msg.seq;
+    }
+    handle(msg.type, msg.payload || {});
+  };
+  ws.onclose = (event) => {
+    clearInterval(state.pingTimer);
+    if (state.ws !== ws) return;
+    state.ws = null;
+    if (FATAL_CLOSE[event.code]) {
+      setConn("disconnected: " + FATAL_CLOSE[event.code], "bad");
+      if (event.code === 4001) askForToken("token refused by the session socket");
+      return;
+    }
+    state.failures += 1;
+    if (state.failures > MAX_FAILURES) {
+      setConn("disconnected; gave up after " + MAX_FAILURES + " attempts", "bad");
+      logItem("error", el("span", { text: "Lost the connection to the server." }),
+        el("button", { type: "button", class: "retry", text: "Reconnect" }));
+      return;
+    }
+    const wait = BACKOFF_MS[Math.min(state.failures - 1, BACKOFF_MS.length - 1)];
+    setConn(`reconnecting in ${Math.round(wait / 1000)} s…`, "warn");
+    state.retryTimer = setTimeout(connect, wait);
+  };
+}
+
+function handle(type, p) {
+  switch (type) {
+    case "token":
+      appendText(p.text || "", p.final);
+      break;
+    case "thought":
+      appendThought(p.text || "");
+      break;
+    case "tool_start":
+      toolStart(p);
+      break;
+    case "tool_output":
+      toolOutput(p);
+      break;
+    case "tool_end":
+      toolEnd(p);
+      break;
+    case "tool_confirm_request":
+      if (state.confirms.some((c) => c.confirmation_id === p.confirmation_id)) break;
+      state.confirms.push(p);
+      if (state.confirms.length === 1) showConfirm(p);
+      break;
+    case "agent_state":
+      $("agent-state").textContent = p.state || "?";
+      $("agent-state").className = "badge state-" + (p.state || "");
+      if (["thinking", "analyzing", "researching", "deep_thinking", "writing", "delegating"]
+        .includes(p.state)) setRunning(true);
+      if (["idle", "done", "error"].includes(p.state)) {
+        setRunning(false);
+        dropConfirms();
+      }
+      break;
+    case "usage":
+      $("agent-state").title = usageText(p.usage || p);
+      break;
+    case "error":
+      closeStreams();
+      logItem("error", el("strong", { text: (p.code || "ERROR") + ": " }),
+        el("span", { text: p.message || "" }));
+      if (p.code === "CANCELLED") setRunning(false);
+      break;
+    case "done": {
+      closeStreams();
+      const parts = [];
+      if (p.duration_ms != null) parts.push((p.duration_ms / 1000).toFixed(1) + " s");
+      if (p.total_tokens != null) parts.push(p.total_tokens + " tokens");
+      if (p.tool_calls != null) parts.push(p.tool_calls + (p.tool_calls === 1 ? " tool call" : " tool calls"));
+      logItem("done", el("span", { text: "Turn finished" + (parts.length ? " · " + parts.join(" · ") : "") }));
+      setRunning(false);
+      dropConfirms();
+      refreshSessions();
+      break;
+    }
+    default:
+      break; // pong and message types this page does not show
+  }
+}
+
+// ---- history and selection -----------------------------------------------------------
+
+function renderHistory(data) {
+  for (const m of listOf(data, "messages")) {
+    const text = typeof m.text === "string" ? m.text : pretty(m.text ?? "");
+    if (m.role === "user") logItem("user", el("div", { class: "text", text }));
+    else if (m.role === "assistant") logItem("assistant", el("div", { class: "text", text }));
+    else if (m.role === "tool") {
+      const t = m.tool || {};
+      const id = t.call_id || "history-" + Math.random();
+      toolStart({ tool: t.name || t.title || "tool", tool_call_id: id, input: t.input || {} });
+      if (t.duration_ms != null || t.error != null) {
+        toolEnd({ tool_call_id: id, duration_ms: t.duration_ms, error: t.error, output: t.output });
+      }
+    }
+  }
+  closeStreams();
+}
+
+async function reloadHistory(id) {
+  let data;
+  try {
+    data = await api("GET", `/sessions/${encodeURIComponent(id)}/messages`);
+  } catch (e) {
+    logItem("error", el("span", { text: "Cannot load the history: " + e.message }));
+    return;
+  }
+  if (state.current !== id) return;
+  $("log").textContent = "";
+  state.cards.clear();
+  renderHistory(data);
+}
+
+// Requests opened before this page connected are not replayed on the socket; the REST list
+// of pending permissions has them, so a page opened later can still answer.
+async function loadPendingConfirms(id) {
+  let pending;
+  try {
+    pending = listOf(await api("GET", `/sessions/${encodeURIComponent(id)}/permissions`),
+      "permissions");
+  } catch {
+    return;
+  }
+  if (state.current !== id) return;
+  for (const r of pending) {
+    if (state.confirms.some((c) => c.confirmation_id === r.requestId)) continue;
+    state.confirms.push({
+      confirmation_id: r.requestId,
+      tool: r.tool,
+      parameters: (r.toolCall && r.toolCall.rawInput) || {},
+      message: r.reason || "",
+      danger: r.danger,
+      diff: r.diff,
+      note: r.note,
+    });
+  }
+  if (state.confirms.length) {
+    setRunning(true);
+    showConfirm(state.confirms[0]);
+  }
+}
+
+async function selectSession(id) {
+  disconnect();
+  state.current = id;
+  state.lastSeq = -1;
+  state.failures = 0;
+  state.cards.clear();
+  dropConfirms();
+  closeStreams();
+  setRunning(false);
+  $("log").textContent = "";
+  show($("no-session"), false);
+  show($("session-view"), true);
+  const info = state.sessions.find((s) => s.id === id);
+  if (info) showSessionMeta(info);
+  for (const b of document.querySelectorAll("#sessions .session")) b.setAttribute("aria-current", "false");
+  refreshSessions();
+  await reloadHistory(id);
+  await loadPendingConfirms(id);
+  if (state.current === id) connect();
+  // On a narrow window the conversation sits below the forms: bring it into view.
+  if (window.matchMedia("(max-width: 720px)").matches) {
+    $("create-box").open = false;
+    $("session-view").scrollIntoView();
+  }
+  $("message").focus();
+}
+
+// ---- wiring --------------------------------------------------------------------------
+
+function init() {
+  loadToken();
+  $("token-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const token = $("token-input").value.trim();
+    if (!token) return;
+    sessionStorage.setItem("corral-token", token);
+    $("token-input").value = "";
+    loadToken();
+    refreshSessions();
+    if (state.current) connect();
+  });
+  $("forget-token").addEventListener("click", () => {
+    disconnect();
+    askForToken("token forgotten");
+  });
+  $("create-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const body = { permission: $("new-permission").value };
+    for (const [key, id] of [["cwd", "new-cwd"], ["model", "new-model"], ["base_url", "new-base-url"]]) {
+      const value = $(id).value.trim();
+      if (value) body[key] = value;
+    }
+    show($("create-error"), false);
+    try {
+      const created = await api("POST", "/sessions", body);
+      const id = created && (created.id || (created.session && created.session.id));
+      await refreshSessions();
+      if (id) selectSession(id);
+    } catch (err) {
+      $("create-error").textContent = "Cannot create the session: " + err.message;
+      show($("create-error"), true);
+    }
+  });
+  $("composer").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = $("message").value;
+    if (!text.trim() || state.running) return;
+    if (!send("user_message", { text, mode: "normal" })) return;
+    closeStreams();
+    logItem("user", el("div", { class: "text", text }));
+    $("message").value = "";
+    setRunning(true);
+  });
+  $("message").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("composer").requestSubmit();
+  });
+  $("cancel-turn").addEventListener("click", () => send("cancel"));
+  $("log").addEventListener("click", (e) => {
+    if (e.target.classList.contains("retry")) {
+      state.failures = 0;
+      connect();
+    }
+  });
+  for (const b of document.querySelectorAll("#approval [data-action]")) {
+    b.addEventListener("click", () => answerConfirm(b.dataset.action));
+  }
+  // Escape must not dismiss a request silently: the agent waits for an answer.
+  $("approval").addEventListener("cancel", (e) => e.preventDefault());
+  if (state.token) refreshSessions();
+  setInterval(refreshSessions, SESSIONS_POLL_MS);
+}
+
+init();

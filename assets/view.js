@@ -1,0 +1,213 @@
+// corral's web page, part one: the state of the page and what it draws — the conversation
+// log, tool cards and the approval dialog. app.js (loaded after it) talks to the server.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  token: null,
+  sessions: [],
+  current: null, // selected session id
+  ws: null,
+  lastSeq: -1,
+  failures: 0,
+  pingTimer: null,
+  retryTimer: null,
+  running: false,
+  text: null, // the assistant message tokens are appended to
+  thought: null, // the open thought block
+  cards: new Map(), // tool_call_id -> card elements
+  confirms: [], // pending tool_confirm_request payloads, first one shown
+};
+
+// ---- helpers -------------------------------------------------------------------------
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v);
+  }
+  for (const child of children) if (child != null) node.append(child);
+  return node;
+}
+
+function pretty(value) {
+  return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+}
+
+function show(node, visible) {
+  node.hidden = !visible;
+}
+
+function setConn(text, kind) {
+  const conn = $("conn");
+  conn.textContent = text;
+  conn.dataset.kind = kind || "";
+}
+
+// A diff as lines coloured by their first character, built with text nodes only.
+function renderDiff(pre, diff) {
+  pre.textContent = "";
+  for (const line of String(diff).split("\n")) {
+    let cls = "";
+    if (line.startsWith("+++") || line.startsWith("---")) cls = "diff-file";
+    else if (line.startsWith("+")) cls = "diff-add";
+    else if (line.startsWith("-")) cls = "diff-del";
+    else if (line.startsWith("@@")) cls = "diff-hunk";
+    pre.append(el("span", { class: cls, text: line + "\n" }));
+  }
+}
+
+// ---- conversation log ----------------------------------------------------------------
+
+function logItem(cls, ...children) {
+  const log = $("log");
+  const item = el("li", { class: "entry " + cls }, ...children);
+  const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+  log.append(item);
+  if (atBottom) log.scrollTop = log.scrollHeight;
+  return item;
+}
+
+function closeStreams() {
+  state.text = null;
+  state.thought = null;
+}
+
+function appendText(text, final) {
+  if (!state.text) {
+    state.text = el("div", { class: "text" });
+    logItem("assistant" + (final === false ? " preamble" : ""), state.text);
+  }
+  state.text.textContent += text;
+  state.thought = null;
+  const log = $("log");
+  log.scrollTop = log.scrollHeight;
+}
+
+function appendThought(text) {
+  if (!state.thought) {
+    state.thought = el("div", { class: "text" });
+    const box = el("details", { class: "thought" }, el("summary", { text: "Thinking" }));
+    box.append(state.thought);
+    logItem("thought-entry", box);
+  }
+  state.thought.textContent += text;
+  state.text = null;
+}
+
+function toolStart(p) {
+  closeStreams();
+  const status = el("span", { class: "badge status-working", text: "running" });
+  const output = el("pre", { class: "tool-output", hidden: "" });
+  const result = el("p", { class: "tool-result", hidden: "" });
+  const name = el("code", { text: p.tool || "tool" });
+  const head = el("div", { class: "tool-head" }, name, status);
+  const input = el("details", { class: "tool-input" }, el("summary", { text: "Input" }));
+  input.append(el("pre", { text: pretty(p.input || {}) }));
+  const card = logItem("tool-card", head, input, output, result);
+  card.setAttribute("aria-label", "Tool call " + (p.tool || ""));
+  state.cards.set(p.tool_call_id, { card, name, status, output, result });
+}
+
+function cardFor(p) {
+  if (!state.cards.has(p.tool_call_id)) toolStart({ tool: p.tool, tool_call_id: p.tool_call_id });
+  return state.cards.get(p.tool_call_id);
+}
+
+function toolOutput(p) {
+  const c = cardFor(p);
+  c.output.hidden = false;
+  const chunk = el("span", { class: p.stream === "stderr" ? "stderr" : "", text: p.text || "" });
+  c.output.append(chunk);
+  c.output.scrollTop = c.output.scrollHeight;
+}
+
+function toolEnd(p) {
+  const c = cardFor(p);
+  // A card rebuilt from history may only know the title; the result names the tool.
+  if (p.tool) c.name.textContent = p.tool;
+  const failed = p.error != null && p.error !== "";
+  c.status.textContent = failed ? "failed" : "done";
+  c.status.className = "badge " + (failed ? "status-error" : "status-done");
+  const took = p.duration_ms != null ? `${p.duration_ms} ms` : "";
+  c.result.textContent = failed ? `Error: ${p.error}${took ? " (" + took + ")" : ""}` : "Finished in " + took;
+  c.result.classList.toggle("error", failed);
+  c.result.hidden = false;
+  if (p.output && c.output.hidden) {
+    c.output.textContent = p.output;
+    c.output.hidden = false;
+  }
+}
+
+function setRunning(running) {
+  state.running = running;
+  $("cancel-turn").disabled = !running;
+  $("send").disabled = running;
+}
+
+// ---- approvals -----------------------------------------------------------------------
+
+function findDiff(p) {
+  return p.diff || (p.preview && p.preview.diff) || (p.parameters && p.parameters.diff) || null;
+}
+
+function showConfirm(p) {
+  $("approval-tool").textContent = p.tool || "tool";
+  $("approval-message").textContent = p.message || "";
+  showDetails(p);
+  const params = $("approval-params");
+  params.textContent = "";
+  for (const [key, value] of Object.entries(p.parameters || {})) {
+    params.append(el("dt", { text: key }), el("dd", {}, el("pre", { text: pretty(value) })));
+  }
+  const dialog = $("approval");
+  if (!dialog.open) dialog.showModal();
+  dialog.querySelector("[data-action=allow]").focus();
+  enrichConfirm(p);
+}
+
+// The WebSocket request carries the parameters only; the pending permission as REST lists
+// it also has the danger level and, for a file write, the diff against the file as it is.
+async function enrichConfirm(p) {
+  if (findDiff(p) && (p.danger || p.danger_level)) return;
+  let pending;
+  try {
+    pending = listOf(await api("GET", `/sessions/${encodeURIComponent(state.current)}/permissions`),
+      "permissions");
+  } catch {
+    return; // the dialog already shows everything needed to decide
+  }
+  const full = pending.find((r) => r.requestId === p.confirmation_id);
+  if (!full || state.confirms[0] !== p) return;
+  if (full.danger && !p.danger) p.danger = full.danger;
+  if (full.diff && !p.diff) p.diff = full.diff;
+  if (full.note && !p.note) p.note = full.note;
+  showDetails(p);
+}
+
+function showDetails(p) {
+  const danger = p.danger || p.danger_level;
+  $("approval-danger").textContent = danger ? "danger: " + danger : "";
+  $("approval-danger").className = "badge danger-" + (danger || "none");
+  show($("approval-danger"), !!danger);
+  const diff = findDiff(p);
+  show($("approval-diff-box"), !!diff || !!p.note);
+  if (diff) renderDiff($("approval-diff"), diff);
+  else $("approval-diff").textContent = p.note || "";
+}
+
+function answerConfirm(action) {
+  const p = state.confirms.shift();
+  if (p) send("tool_confirm", { confirmation_id: p.confirmation_id, action });
+  if (state.confirms.length) showConfirm(state.confirms[0]);
+  else $("approval").close();
+}
+
+// The turn ended (or was cancelled): its open requests can no longer be answered.
+function dropConfirms() {
+  state.confirms = [];
+  if ($("approval").open) $("approval").close();
+}

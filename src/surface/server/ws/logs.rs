@@ -1,0 +1,93 @@
+//! `/ws/v1/logs`: admin only; plain `log_line` JSON objects (no envelope) at or above the
+//! requested level, and a plain-text "ping" answered with `{"type":"pong"}`.
+
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use futures_util::StreamExt;
+use serde::Deserialize;
+use tokio::sync::broadcast::error::RecvError;
+use tracing::Level;
+
+use super::super::logs::parse_level;
+use super::super::{Shared, bearer};
+use super::close;
+
+#[derive(Deserialize)]
+pub(super) struct LogQuery {
+    token: Option<String>,
+    level: Option<String>,
+}
+
+pub(super) async fn log_socket(
+    State(state): State<Shared>,
+    Query(query): Query<LogQuery>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let admitted = match bearer(&headers, query.token.as_deref()) {
+        None => Err((4001, "no token".to_string())),
+        Some(token) => match state.auth.verify(&token) {
+            Err(e) => Err((4001, e.to_string())),
+            Ok(claims) if !claims.is_admin() => Err((4003, "admin only".to_string())),
+            Ok(_) => Ok(()),
+        },
+    };
+    // An unknown level is not worth refusing the stream over: the seed's default applies.
+    let level = query
+        .level
+        .as_deref()
+        .and_then(parse_level)
+        .unwrap_or(Level::INFO);
+    ws.on_upgrade(move |mut socket| async move {
+        match admitted {
+            Err((code, reason)) => close(&mut socket, code, &reason).await,
+            Ok(()) => stream_logs(state, socket, level).await,
+        }
+    })
+}
+
+async fn stream_logs(state: Shared, mut socket: WebSocket, min: Level) {
+    let mut lines = state.logs.subscribe();
+    let idle = state.settings.idle_drop;
+    let deadline = tokio::time::sleep(idle);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            biased;
+            () = state.shutdown.cancelled() => {
+                close(&mut socket, 1001, "server shutting down").await;
+                break;
+            }
+            line = lines.recv() => match line {
+                // tracing orders levels by verbosity: ERROR < WARN < INFO < DEBUG.
+                Ok((level, line)) if level <= min => {
+                    let Ok(text) = serde_json::to_string(&line) else { continue };
+                    if socket.send(Message::Text(text.into())).await.is_err() {
+                        break;
+                    }
+                }
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => break,
+            },
+            incoming = socket.next() => {
+                deadline.as_mut().reset(tokio::time::Instant::now() + idle);
+                match incoming {
+                    Some(Ok(Message::Text(text))) if text.as_str().trim() == "ping" => {
+                        let pong = Message::Text(r#"{"type":"pong"}"#.into());
+                        if socket.send(pong).await.is_err() {
+                            break;
+                        }
+                    }
+                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+                    Some(Ok(_)) => {}
+                }
+            }
+            () = &mut deadline => {
+                close(&mut socket, 1000, "no message within the keepalive window").await;
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,482 @@
+//! The projection of corral's envelopes onto the seed's WebSocket message types.
+//!
+//! Decisions the seed leaves open, made here once:
+//! - `token.final`: a token is final unless a tool call has already been announced in the
+//!   current step (a step ends at each tool result). The future is unknown when a token is
+//!   sent, so preamble text before the step's first tool call is reported as final too.
+//! - Only `delta: true` chunks become `token`/`thought`; the authoritative `delta: false`
+//!   block repeats text the client already has.
+//! - A failed turn sends `error`, `agent_state error`, `agent_state idle`, then `done`: the
+//!   seed calls `done` "always the last message for a turn (successfully or after an error
+//!   recovery)". A cancelled turn sends `agent_state idle` and `error CANCELLED`, no `done`.
+//! - `memory_update.tokens_used` is an estimate (summary length / 4): the compaction event
+//!   carries the size before, not after.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+
+use crate::event::{Envelope, Payload, Status, StopReason};
+use crate::session::manager::TurnMode;
+
+/// One protocol message before it gets its `seq` and `ts`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub kind: &'static str,
+    pub payload: Value,
+}
+
+fn msg(kind: &'static str, payload: Value) -> Message {
+    Message { kind, payload }
+}
+
+pub fn agent_state(state: &str) -> Message {
+    msg("agent_state", json!({ "state": state }))
+}
+
+pub fn error(code: &str, message: &str) -> Message {
+    msg("error", json!({ "code": code, "message": message }))
+}
+
+/// The projection's memory of the running turn.
+#[derive(Debug, Default)]
+pub struct Projector {
+    /// The `agent_state` clients last saw; a reconnecting client is told this.
+    pub state: &'static str,
+    in_turn: bool,
+    tool_in_step: bool,
+    wrote: bool,
+    errored: bool,
+    tool_calls: u64,
+    started: Option<Instant>,
+    /// Tool names by call id: `tool_use` carries only a title, the result carries the name.
+    names: HashMap<String, String>,
+}
+
+/// Tool name from a manifest title (the announce carries the title only).
+fn tool_name(title: &str) -> String {
+    static BY_TITLE: OnceLock<HashMap<String, String>> = OnceLock::new();
+    BY_TITLE
+        .get_or_init(|| {
+            crate::tool::manifests()
+                .map(|all| {
+                    all.iter()
+                        .map(|m| (m.title.clone(), m.name.clone()))
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .get(title)
+        .cloned()
+        .unwrap_or_else(|| title.to_string())
+}
+
+/// Parameters with large values last, so a dialog shows the short ones first.
+fn sorted_parameters(input: &Value) -> Value {
+    let Value::Object(map) = input else {
+        return input.clone();
+    };
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_by_key(|(_, v)| v.to_string().len());
+    let mut out = Map::new();
+    for (k, v) in entries {
+        out.insert(k.clone(), v.clone());
+    }
+    Value::Object(out)
+}
+
+fn human_size(bytes: usize) -> String {
+    if bytes < 1024 {
+        format!("{bytes} B")
+    } else if bytes < 1024 * 1024 {
+        format!("{} KB", bytes.div_ceil(1024))
+    } else {
+        format!("{} MB", bytes.div_ceil(1024 * 1024))
+    }
+}
+
+/// A sentence for the confirmation dialog.
+pub fn describe(tool: &str, input: &Value) -> String {
+    let text = |key: &str| input.get(key).and_then(Value::as_str);
+    match tool {
+        "write_file" => format!(
+            "Write {} to {}",
+            human_size(text("content").map_or(0, str::len)),
+            text("path").unwrap_or("a file")
+        ),
+        "shell" => format!("Run `{}`", text("command").unwrap_or("a command")),
+        "python" => "Run a Python script".to_string(),
+        "open_url" => format!("Open {}", text("url").unwrap_or("a URL")),
+        "clipboard_read" => "Read the clipboard".to_string(),
+        "clipboard_write" => "Write to the clipboard".to_string(),
+        "screenshot" => "Take a screenshot".to_string(),
+        other => format!("Use {other}"),
+    }
+}
+
+impl Projector {
+    pub fn new(working: bool) -> Self {
+        Projector {
+            state: if working { "thinking" } else { "idle" },
+            in_turn: working,
+            ..Projector::default()
+        }
+    }
+
+    fn set(&mut self, out: &mut Vec<Message>, state: &'static str) {
+        self.state = state;
+        out.push(agent_state(state));
+    }
+
+    fn start_turn(&mut self, out: &mut Vec<Message>, mode: TurnMode) {
+        *self = Projector {
+            in_turn: true,
+            started: Some(Instant::now()),
+            ..Projector::default()
+        };
+        self.set(out, "thinking");
+        match mode {
+            TurnMode::Think => self.set(out, "analyzing"),
+            TurnMode::Delegate => self.set(out, "delegating"),
+            TurnMode::Normal => {}
+        }
+    }
+
+    /// Zero or more protocol messages for one envelope; `mode` is the running turn's.
+    pub fn project(&mut self, envelope: &Envelope, mode: TurnMode) -> Vec<Message> {
+        let mut out = Vec::new();
+        match &envelope.payload {
+            Payload::Status(s) if s.status == Status::Working && !self.in_turn => {
+                self.start_turn(&mut out, mode);
+            }
+            Payload::AssistantText(t) if t.delta => {
+                if !self.wrote {
+                    self.wrote = true;
+                    let phase = match mode {
+                        TurnMode::Think => "deep_thinking",
+                        _ => "writing",
+                    };
+                    self.set(&mut out, phase);
+                }
+                if let crate::event::ContentBlock::Text { text } = &t.content {
+                    out.push(msg(
+                        "token",
+                        json!({ "text": text, "final": !self.tool_in_step }),
+                    ));
+                }
+            }
+            Payload::Thought(t) if t.delta => {
+                if let crate::event::ContentBlock::Text { text } = &t.content {
+                    out.push(msg(
+                        "thought",
+                        json!({ "text": text, "final": !self.tool_in_step }),
+                    ));
+                }
+            }
+            Payload::ToolUse(u) => {
+                if let Some(input) = &u.call.raw_input {
+                    let name = tool_name(&u.call.title);
+                    self.names.insert(u.call.tool_call_id.clone(), name.clone());
+                    self.tool_in_step = true;
+                    self.tool_calls += 1;
+                    out.push(msg(
+                        "tool_start",
+                        json!({ "tool": name, "tool_call_id": u.call.tool_call_id,
+                                "input": input }),
+                    ));
+                }
+            }
+            Payload::ToolOutput(o) => out.push(msg(
+                "tool_output",
+                json!({ "tool_call_id": o.tool_call_id, "stream": o.stream, "text": o.text }),
+            )),
+            Payload::ToolResult(r) => {
+                self.tool_in_step = false;
+                let record = &r.result;
+                let error = if record.success {
+                    Value::Null
+                } else {
+                    json!(record.error.clone().unwrap_or_else(|| "failed".to_string()))
+                };
+                out.push(msg(
+                    "tool_end",
+                    json!({ "tool": record.tool, "tool_call_id": record.tool_call_id,
+                            "duration_ms": record.duration_ms, "error": error }),
+                ));
+            }
+            Payload::Permission(p) if p.get("resolved").is_none() => {
+                let input = p
+                    .pointer("/toolCall/rawInput")
+                    .cloned()
+                    .unwrap_or(json!({}));
+                let tool = p
+                    .get("tool")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown")
+                    .to_string();
+                out.push(msg(
+                    "tool_confirm_request",
+                    json!({
+                        "confirmation_id": p.get("requestId").cloned().unwrap_or(Value::Null),
+                        "tool": tool,
+                        "parameters": sorted_parameters(&input),
+                        "message": describe(&tool, &input),
+                    }),
+                ));
+            }
+            Payload::Plan(p) => out.push(msg("plan", json!({ "entries": p.entries }))),
+            Payload::Usage(u) => out.push(msg(
+                "usage",
+                json!({ "input_tokens": u.usage.input_tokens,
+                        "output_tokens": u.usage.output_tokens,
+                        "context_tokens": u.context_tokens,
+                        "context_window": u.context_window }),
+            )),
+            Payload::Compaction(c) => out.push(msg(
+                "memory_update",
+                json!({ "mode": "conversation", "tokens_used": c.summary.len() / 4,
+                        "summarized": true }),
+            )),
+            Payload::Error(e) => {
+                self.errored = true;
+                out.push(error("AGENT_ERROR", &e.message));
+            }
+            Payload::Result(r) => self.finish(&mut out, envelope, r),
+            _ => {}
+        }
+        out
+    }
+
+    fn finish(
+        &mut self,
+        out: &mut Vec<Message>,
+        envelope: &Envelope,
+        r: &crate::event::ResultData,
+    ) {
+        match r.stop_reason {
+            StopReason::Cancelled => {
+                self.set(out, "idle");
+                out.push(error("CANCELLED", "the turn was cancelled"));
+                self.in_turn = false;
+                return;
+            }
+            StopReason::Error => {
+                if !self.errored {
+                    let message = r.error.as_deref().unwrap_or("the turn failed");
+                    out.push(error("AGENT_ERROR", message));
+                }
+                self.set(out, "error");
+                self.set(out, "idle");
+            }
+            StopReason::EndTurn | StopReason::MaxSteps => {
+                self.set(out, "done");
+                // The next connection starts from a resting session.
+                self.state = "idle";
+            }
+        }
+        let duration = self.started.map_or(0, |s| s.elapsed().as_millis() as u64);
+        out.push(msg(
+            "done",
+            json!({
+                "message_id": format!("{}-{}", envelope.agent, envelope.turn),
+                "total_tokens": r.usage.input_tokens + r.usage.output_tokens,
+                "input_tokens": r.usage.input_tokens,
+                "output_tokens": r.usage.output_tokens,
+                "duration_ms": duration,
+                "tool_calls": self.tool_calls,
+            }),
+        ));
+        self.in_turn = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::event::*;
+
+    fn env(payload: Payload) -> Envelope {
+        Envelope {
+            seq: 1,
+            ts: Timestamp::now(),
+            agent: Arc::from("a1"),
+            turn: 1,
+            payload,
+        }
+    }
+
+    fn kinds(p: &mut Projector, payloads: Vec<Payload>, mode: TurnMode) -> Vec<Message> {
+        payloads
+            .into_iter()
+            .flat_map(|pl| p.project(&env(pl), mode))
+            .collect()
+    }
+
+    fn text(delta: bool, t: &str) -> Payload {
+        Payload::AssistantText(TextData {
+            delta,
+            content: ContentBlock::text(t),
+        })
+    }
+
+    fn result(stop: StopReason) -> Payload {
+        Payload::Result(ResultData {
+            stop_reason: stop,
+            usage: Usage {
+                input_tokens: 10,
+                output_tokens: 5,
+                ..Usage::default()
+            },
+            error: None,
+        })
+    }
+
+    fn working() -> Payload {
+        Payload::Status(StatusData {
+            status: Status::Working,
+        })
+    }
+
+    #[test]
+    fn a_plain_turn_is_thinking_writing_tokens_done() {
+        let mut p = Projector::new(false);
+        let out = kinds(
+            &mut p,
+            vec![
+                working(),
+                text(true, "Hi"),
+                text(false, "Hi"),
+                result(StopReason::EndTurn),
+            ],
+            TurnMode::Normal,
+        );
+        let types: Vec<&str> = out.iter().map(|m| m.kind).collect();
+        assert_eq!(
+            types,
+            ["agent_state", "agent_state", "token", "agent_state", "done"]
+        );
+        assert_eq!(out[1].payload["state"], "writing");
+        assert_eq!(out[2].payload, json!({"text": "Hi", "final": true}));
+        assert_eq!(out[4].payload["total_tokens"], 15);
+        assert_eq!(p.state, "idle");
+    }
+
+    #[test]
+    fn tools_start_and_end_and_tokens_in_a_tool_step_are_not_final() {
+        let mut p = Projector::new(false);
+        let call = ToolCallInfo {
+            tool_call_id: "c1".into(),
+            title: "x".into(),
+            kind: "other".into(),
+            status: ToolCallStatus::Pending,
+            content: vec![],
+            locations: vec![],
+            raw_input: None,
+        };
+        let mut full = call.clone();
+        full.raw_input = Some(json!({"path": "a"}));
+        let out = kinds(
+            &mut p,
+            vec![
+                working(),
+                Payload::ToolUse(ToolUseData { call }),
+                Payload::ToolUse(ToolUseData { call: full }),
+                text(true, "mid"),
+                Payload::ToolResult(ToolResultData {
+                    update: ToolUpdate {
+                        tool_call_id: "c1".into(),
+                        status: ToolCallStatus::Failed,
+                        content: vec![],
+                    },
+                    result: ToolResultRecord {
+                        tool_call_id: "c1".into(),
+                        tool: "read_file".into(),
+                        success: false,
+                        output: None,
+                        error: Some("nope".into()),
+                        duration_ms: 3,
+                    },
+                }),
+                text(true, "end"),
+                result(StopReason::EndTurn),
+            ],
+            TurnMode::Normal,
+        );
+        let start = out.iter().find(|m| m.kind == "tool_start").unwrap();
+        assert_eq!(start.payload["input"], json!({"path": "a"}));
+        let end = out.iter().find(|m| m.kind == "tool_end").unwrap();
+        assert_eq!(end.payload["error"], "nope");
+        assert_eq!(end.payload["tool"], "read_file");
+        let finals: Vec<bool> = out
+            .iter()
+            .filter(|m| m.kind == "token")
+            .map(|m| m.payload["final"].as_bool().unwrap())
+            .collect();
+        assert_eq!(finals, [false, true]);
+        assert_eq!(out.last().unwrap().payload["tool_calls"], 1);
+    }
+
+    #[test]
+    fn cancel_is_idle_then_cancelled_without_done() {
+        let mut p = Projector::new(false);
+        let out = kinds(
+            &mut p,
+            vec![working(), result(StopReason::Cancelled)],
+            TurnMode::Normal,
+        );
+        let tail: Vec<(&str, Value)> = out[1..]
+            .iter()
+            .map(|m| (m.kind, m.payload.clone()))
+            .collect();
+        assert_eq!(tail[0], ("agent_state", json!({"state": "idle"})));
+        assert_eq!(tail[1].1["code"], "CANCELLED");
+        assert!(out.iter().all(|m| m.kind != "done"));
+    }
+
+    #[test]
+    fn a_failed_turn_is_error_then_error_idle_states_then_done() {
+        let mut p = Projector::new(false);
+        let out = kinds(
+            &mut p,
+            vec![working(), result(StopReason::Error)],
+            TurnMode::Think,
+        );
+        let seen: Vec<String> = out
+            .iter()
+            .map(|m| match m.kind {
+                "agent_state" => m.payload["state"].as_str().unwrap().to_string(),
+                other => other.to_string(),
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            ["thinking", "analyzing", "error", "error", "idle", "done"]
+        );
+    }
+
+    #[test]
+    fn confirm_requests_sort_large_values_last_and_describe_the_action() {
+        let mut p = Projector::new(true);
+        let request = json!({"requestId": "perm_1", "tool": "write_file",
+            "toolCall": {"rawInput": {"content": "x".repeat(2048), "path": "/tmp/r.md"}}});
+        let out = p.project(&env(Payload::Permission(request)), TurnMode::Normal);
+        assert_eq!(out[0].kind, "tool_confirm_request");
+        assert_eq!(out[0].payload["confirmation_id"], "perm_1");
+        assert_eq!(out[0].payload["message"], "Write 2 KB to /tmp/r.md");
+        let keys: Vec<&String> = out[0].payload["parameters"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        assert_eq!(keys, ["path", "content"]);
+        let resolved = json!({"requestId": "perm_1", "resolved": true});
+        assert!(
+            p.project(&env(Payload::Permission(resolved)), TurnMode::Normal)
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,500 @@
+//! The WebSocket API against the seed protocol (seeds/002): a real `corral serve`, sessions
+//! opened over REST, the fake model behind them.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::support::server::Server;
+use crate::support::{FakeModel, Harness, Reply};
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A bare HTTP/1.1 POST: the tests need exactly one REST call.
+async fn post(server: &Server, path: &str, token: &str, body: &Value) -> (u16, Value) {
+    let addr = server.base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body = body.to_string();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response[9..12].parse().unwrap();
+    let json = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| serde_json::from_str(b).unwrap_or(Value::Null))
+        .unwrap_or(Value::Null);
+    (status, json)
+}
+
+/// Opens a session for `sub` on the fake model; `permission` is a preset name.
+async fn open(
+    server: &Server,
+    h: &Harness,
+    model: &FakeModel,
+    sub: &str,
+    perm: Option<&str>,
+) -> String {
+    let mut body = json!({
+        "cwd": h.work(),
+        "model": "llamacpp:fake-model",
+        "base_url": model.openai_base(),
+    });
+    if let Some(perm) = perm {
+        body["permission"] = json!(perm);
+    }
+    let (status, json) = post(server, "/api/v1/sessions", &server.token(sub, false), &body).await;
+    assert_eq!(status, 201, "{json}");
+    json["id"].as_str().unwrap().to_string()
+}
+
+async fn connect(url: &str) -> Ws {
+    let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    ws
+}
+
+fn session_url(server: &Server, id: &str, token: &str) -> String {
+    format!("{}/ws/v1/sessions/{id}?token={token}", server.ws_base)
+}
+
+/// The next JSON text message (control frames skipped).
+async fn next(ws: &mut Ws) -> Value {
+    loop {
+        let frame = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("no message within 30 s")
+            .expect("stream ended")
+            .unwrap();
+        match frame {
+            Message::Text(text) => return serde_json::from_str(text.as_str()).unwrap(),
+            Message::Close(frame) => panic!("closed: {frame:?}"),
+            _ => {}
+        }
+    }
+}
+
+/// Messages up to and including the first one `until` accepts.
+async fn collect(ws: &mut Ws, until: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let mut seen = Vec::new();
+    loop {
+        let m = next(ws).await;
+        let stop = until(&m);
+        seen.push(m);
+        if stop {
+            return seen;
+        }
+    }
+}
+
+/// The close code the server ends with (text messages before it are skipped).
+async fn close_code(ws: &mut Ws) -> u16 {
+    loop {
+        let frame = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("no close");
+        match frame {
+            Some(Ok(Message::Close(Some(frame)))) => return u16::from(frame.code),
+            Some(Ok(Message::Close(None))) | None => panic!("closed without a code"),
+            Some(Err(e)) => panic!("{e}"),
+            Some(Ok(_)) => {}
+        }
+    }
+}
+
+async fn send(ws: &mut Ws, value: Value) {
+    ws.send(Message::text(value.to_string())).await.unwrap();
+}
+
+fn is(kind: &str) -> impl Fn(&Value) -> bool + '_ {
+    move |m| m["type"] == kind
+}
+
+fn state_is(state: &str) -> impl Fn(&Value) -> bool + '_ {
+    move |m| m["type"] == "agent_state" && m["payload"]["state"] == state
+}
+
+fn user(text: &str) -> Value {
+    json!({"type": "user_message", "payload": {"text": text, "mode": "normal"}})
+}
+
+fn assert_seq_increasing(messages: &[Value]) {
+    let seqs: Vec<u64> = messages
+        .iter()
+        .map(|m| m["seq"].as_u64().unwrap())
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+}
+
+#[tokio::test]
+async fn ws_refusals_close_with_the_seed_codes() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    let server = Server::start(&h, &[]).await;
+    let id = open(&server, &h, &model, "alice", None).await;
+    let base = &server.ws_base;
+    let mut ws = connect(&format!("{base}/ws/v1/sessions/{id}")).await;
+    assert_eq!(close_code(&mut ws).await, 4001, "no token");
+    let mut ws = connect(&session_url(&server, &id, "not-a-jwt")).await;
+    assert_eq!(close_code(&mut ws).await, 4001, "bad token");
+    let mut ws = connect(&session_url(&server, &id, &server.token("bob", false))).await;
+    assert_eq!(close_code(&mut ws).await, 4003, "another owner");
+    let mut ws = connect(&session_url(&server, "nope", &server.token("alice", false))).await;
+    assert_eq!(close_code(&mut ws).await, 4004, "unknown session");
+    let mut ws = connect(&format!("{base}/ws/v1/logs")).await;
+    assert_eq!(close_code(&mut ws).await, 4001, "logs without a token");
+    let url = format!("{base}/ws/v1/logs?token={}", server.token("alice", false));
+    let mut ws = connect(&url).await;
+    assert_eq!(close_code(&mut ws).await, 4003, "logs are admin only");
+
+    // The header works as well as the query, and an admin may use anyone's session.
+    let mut request = format!("{base}/ws/v1/sessions/{id}")
+        .into_client_request()
+        .unwrap();
+    let bearer = format!("Bearer {}", server.token("root", true));
+    request
+        .headers_mut()
+        .insert("authorization", bearer.parse().unwrap());
+    let (mut first, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let hello = next(&mut first).await;
+    assert_eq!(hello["type"], "agent_state");
+    assert_eq!(hello["payload"]["state"], "idle");
+    assert_eq!(hello["session_id"], id.as_str());
+    assert!(hello["ts"].as_str().unwrap().ends_with('Z'));
+
+    // A second connection replaces the first, which is closed with 1001.
+    let mut second = connect(&session_url(&server, &id, &server.token("alice", false))).await;
+    assert_eq!(next(&mut second).await["payload"]["state"], "idle");
+    assert_eq!(close_code(&mut first).await, 1001);
+    send(&mut second, json!({"type": "ping", "payload": {}})).await;
+    assert_eq!(next(&mut second).await["type"], "pong");
+}
+
+#[tokio::test]
+async fn ws_full_turn_with_a_tool_call_in_order() {
+    let h = Harness::new();
+    std::fs::write(h.work().join("a.txt"), "hello").unwrap();
+    let model = FakeModel::start().await;
+    let server = Server::start(&h, &[]).await;
+    let id = open(&server, &h, &model, "alice", Some("bypass")).await;
+    model.push(
+        Reply::new()
+            .text("Let me look.")
+            .tool_call("c1", "read_file", r#"{"path":"a.txt"}"#)
+            .finish("tool_calls"),
+    );
+    model.push(Reply::new().text("It says").text(" hello.").finish("stop"));
+    let mut ws = connect(&session_url(&server, &id, &server.token("alice", false))).await;
+    assert_eq!(next(&mut ws).await["payload"]["state"], "idle");
+    send(&mut ws, user("what is in a.txt?")).await;
+    let turn = collect(&mut ws, is("done")).await;
+    assert_seq_increasing(&turn);
+    let kinds: Vec<String> = turn
+        .iter()
+        .filter(|m| m["type"] != "usage" && m["type"] != "thought")
+        .map(|m| match m["type"].as_str().unwrap() {
+            "agent_state" => format!("state:{}", m["payload"]["state"].as_str().unwrap()),
+            other => other.to_string(),
+        })
+        .collect();
+    let pos = |k: &str| {
+        kinds
+            .iter()
+            .position(|x| x == k)
+            .unwrap_or_else(|| panic!("{k}: {kinds:?}"))
+    };
+    assert_eq!(kinds[0], "state:thinking");
+    assert!(pos("state:thinking") < pos("tool_start"));
+    assert!(pos("tool_start") < pos("tool_end"));
+    assert!(pos("tool_end") < kinds.iter().rposition(|k| k == "token").unwrap());
+    assert_eq!(&kinds[kinds.len() - 2..], ["state:done", "done"]);
+    let start = turn.iter().find(|m| m["type"] == "tool_start").unwrap();
+    assert_eq!(start["payload"]["tool"], "read_file");
+    assert_eq!(start["payload"]["tool_call_id"], "c1");
+    assert_eq!(start["payload"]["input"]["path"], "a.txt");
+    let end = turn.iter().find(|m| m["type"] == "tool_end").unwrap();
+    assert_eq!(end["payload"]["error"], Value::Null);
+    let text: String = turn
+        .iter()
+        .filter(|m| m["type"] == "token" && m["payload"]["final"] == true)
+        .map(|m| m["payload"]["text"].as_str().unwrap())
+        .collect();
+    assert!(text.ends_with("It says hello."), "{text:?}");
+    let done = &turn.last().unwrap()["payload"];
+    assert_eq!(done["tool_calls"], 1);
+    for key in [
+        "message_id",
+        "total_tokens",
+        "input_tokens",
+        "output_tokens",
+        "duration_ms",
+    ] {
+        assert!(!done[key].is_null(), "{key} in {done}");
+    }
+}
+
+/// A write_file turn under the default preset, answered with `action`; returns the turn.
+async fn confirm_turn(ws: &mut Ws, model: &FakeModel, action: &str) -> Vec<Value> {
+    model.push(
+        Reply::new()
+            .tool_call("w1", "write_file", r#"{"path":"out.txt","content":"hi"}"#)
+            .finish("tool_calls"),
+    );
+    if action != "cancel" {
+        model.push(Reply::new().text("ok").finish("stop"));
+    }
+    send(ws, user("write it")).await;
+    let asked = collect(ws, is("tool_confirm_request")).await;
+    let request = &asked.last().unwrap()["payload"];
+    assert_eq!(request["tool"], "write_file");
+    assert_eq!(request["parameters"]["path"], "out.txt");
+    assert!(
+        request["message"].as_str().unwrap().contains("out.txt"),
+        "{request}"
+    );
+    let id = request["confirmation_id"].as_str().unwrap().to_string();
+    send(
+        ws,
+        json!({"type": "tool_confirm", "payload": {"confirmation_id": id, "action": action}}),
+    )
+    .await;
+    let end = |m: &Value| m["type"] == "done" || m["payload"]["code"] == "CANCELLED";
+    let rest = collect(ws, end).await;
+    assert!(
+        rest.iter()
+            .all(|m| m["payload"]["code"] != "INVALID_MESSAGE"
+                && m["payload"]["code"] != "UNKNOWN_CONFIRMATION"),
+        "{action}: {rest:?}"
+    );
+    rest
+}
+
+#[tokio::test]
+async fn ws_tool_confirm_allow_deny_and_every_action() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    let server = Server::start(&h, &[]).await;
+    let token = server.token("alice", false);
+    for action in [
+        "allow",
+        "deny",
+        "allow_all",
+        "disable",
+        "forbid_all",
+        "cancel",
+    ] {
+        let _ = std::fs::remove_file(h.work().join("out.txt"));
+        let id = open(&server, &h, &model, "alice", None).await;
+        let mut ws = connect(&session_url(&server, &id, &token)).await;
+        assert_eq!(next(&mut ws).await["payload"]["state"], "idle");
+        let rest = confirm_turn(&mut ws, &model, action).await;
+        let written = h.work().join("out.txt").exists();
+        assert_eq!(written, matches!(action, "allow" | "allow_all"), "{action}");
+        let last = rest.last().unwrap();
+        if action == "cancel" {
+            assert_eq!(last["type"], "error", "{rest:?}");
+        } else {
+            assert_eq!(last["type"], "done", "{rest:?}");
+            let end = rest.iter().find(|m| m["type"] == "tool_end").unwrap();
+            assert_eq!(
+                end["payload"]["error"].is_null(),
+                written,
+                "{action}: {end}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn ws_ping_pong_and_bad_messages_keep_the_connection() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    let server = Server::start(&h, &[]).await;
+    let id = open(&server, &h, &model, "alice", None).await;
+    let mut ws = connect(&session_url(&server, &id, &server.token("alice", false))).await;
+    let hello = next(&mut ws).await;
+    send(&mut ws, json!({"type": "ping", "payload": {}})).await;
+    let pong = next(&mut ws).await;
+    assert_eq!(pong["type"], "pong");
+    assert_eq!(pong["payload"], json!({}));
+    assert!(pong["seq"].as_u64() > hello["seq"].as_u64());
+    ws.send(Message::text("{not json")).await.unwrap();
+    assert_eq!(next(&mut ws).await["payload"]["code"], "INVALID_MESSAGE");
+    send(&mut ws, json!({"type": "dance", "payload": {}})).await;
+    assert_eq!(next(&mut ws).await["payload"]["code"], "INVALID_MESSAGE");
+    send(&mut ws, user("")).await;
+    assert_eq!(next(&mut ws).await["payload"]["code"], "INVALID_MESSAGE");
+    send(&mut ws, user(&"x".repeat(65_537))).await;
+    assert_eq!(next(&mut ws).await["payload"]["code"], "INVALID_MESSAGE");
+    send(&mut ws, json!({"type": "ping", "payload": {}})).await;
+    assert_eq!(next(&mut ws).await["type"], "pong");
+}
+
+#[tokio::test]
+async fn ws_silent_connections_are_dropped() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    let server = Server::start(&h, &[("CORRAL_WS_IDLE_SECS", "1")]).await;
+    let id = open(&server, &h, &model, "alice", None).await;
+    let mut ws = connect(&session_url(&server, &id, &server.token("alice", false))).await;
+    let started = std::time::Instant::now();
+    assert_eq!(close_code(&mut ws).await, 1000);
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    let url = format!(
+        "{}/ws/v1/logs?token={}",
+        server.ws_base,
+        server.token("root", true)
+    );
+    let mut logs = connect(&url).await;
+    assert_eq!(close_code(&mut logs).await, 1000);
+}
+
+#[tokio::test]
+async fn ws_cancel_and_turn_in_progress() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    let server = Server::start(&h, &[]).await;
+    let id = open(&server, &h, &model, "alice", None).await;
+    model.push(
+        Reply::new()
+            .text("thinking")
+            .stall(Duration::from_secs(20))
+            .text("never")
+            .finish("stop"),
+    );
+    let mut ws = connect(&session_url(&server, &id, &server.token("alice", false))).await;
+    next(&mut ws).await;
+    send(&mut ws, user("go")).await;
+    collect(&mut ws, is("token")).await;
+    send(&mut ws, user("again")).await;
+    let busy = collect(&mut ws, is("error")).await;
+    assert_eq!(busy.last().unwrap()["payload"]["code"], "TURN_IN_PROGRESS");
+    send(&mut ws, json!({"type": "cancel", "payload": {}})).await;
+    let end = collect(&mut ws, is("error")).await;
+    let n = end.len();
+    assert!(n >= 2, "{end:?}");
+    assert!(state_is("idle")(&end[n - 2]), "{end:?}");
+    assert_eq!(end[n - 1]["payload"]["code"], "CANCELLED");
+    assert!(end.iter().all(|m| m["type"] != "done"));
+    // No done follows, and the connection serves the next turn.
+    send(&mut ws, json!({"type": "ping", "payload": {}})).await;
+    assert_eq!(next(&mut ws).await["type"], "pong");
+    model.push(Reply::new().text("back").finish("stop"));
+    send(&mut ws, user("again")).await;
+    collect(&mut ws, is("done")).await;
+}
+
+#[tokio::test]
+async fn ws_reconnect_with_last_seq_loses_and_repeats_nothing() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    let server = Server::start(&h, &[]).await;
+    let id = open(&server, &h, &model, "alice", None).await;
+    let mut reply = Reply::new();
+    for i in 0..30 {
+        reply = reply.text(&format!("w{i} "));
+    }
+    model.push(reply.chunk_delay(Duration::from_millis(40)).finish("stop"));
+    let token = server.token("alice", false);
+    let mut first = connect(&session_url(&server, &id, &token)).await;
+    let mut seen = vec![next(&mut first).await];
+    send(&mut first, user("count")).await;
+    seen.extend(collect(&mut first, is("token")).await);
+    seen.push(next(&mut first).await);
+    drop(first); // no close handshake: a network drop
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let last = seen.last().unwrap()["seq"].as_u64().unwrap();
+    let mut second = connect(&format!(
+        "{}&last_seq={last}",
+        session_url(&server, &id, &token)
+    ))
+    .await;
+    seen.extend(collect(&mut second, is("done")).await);
+    // The reconnect's own agent_state is new; everything else continues the old run.
+    let seqs: Vec<u64> = seen.iter().map(|m| m["seq"].as_u64().unwrap()).collect();
+    let mut sorted = seqs.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), seqs.len(), "duplicates: {seqs:?}");
+    assert!(sorted.windows(2).all(|w| w[1] == w[0] + 1), "gap: {seqs:?}");
+    let text: String = seen
+        .iter()
+        .filter(|m| m["type"] == "token")
+        .map(|m| m["payload"]["text"].as_str().unwrap())
+        .collect();
+    let expected: String = (0..30).map(|i| format!("w{i} ")).collect();
+    assert_eq!(text, expected);
+
+    // A last_seq the buffer cannot serve (from the future) gives the current state only.
+    let mut third = connect(&format!(
+        "{}&last_seq=999999",
+        session_url(&server, &id, &token)
+    ))
+    .await;
+    let now = next(&mut third).await;
+    assert_eq!(now["type"], "agent_state");
+    assert_eq!(now["payload"]["state"], "idle");
+}
+
+#[tokio::test]
+async fn ws_log_stream_is_admin_only_and_answers_ping() {
+    let h = Harness::new();
+    let server = Server::start(&h, &[]).await;
+    let url = format!(
+        "{}/ws/v1/logs?token={}&level=INFO",
+        server.ws_base,
+        server.token("root", true)
+    );
+    let mut logs = connect(&url).await;
+    logs.send(Message::text("ping")).await.unwrap();
+    assert_eq!(next(&mut logs).await, json!({"type": "pong"}));
+    // A refused session socket is logged at INFO.
+    let mut refused = connect(&session_url(&server, "missing", &server.token("a", false))).await;
+    assert_eq!(close_code(&mut refused).await, 4004);
+    let line = loop {
+        let m = next(&mut logs).await;
+        if m["message"].as_str().unwrap_or("").contains("missing") {
+            break m;
+        }
+    };
+    assert_eq!(line["type"], "log_line");
+    assert_eq!(line["level"], "INFO");
+    assert!(line.get("seq").is_none() && line.get("session_id").is_none());
+    for key in ["logger", "timestamp"] {
+        assert!(line[key].is_string(), "{line}");
+    }
+}
+
+#[tokio::test]
+async fn ws_expired_buffer_gives_current_state_and_shutdown_closes_1001() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    let server = Server::start(&h, &[("CORRAL_WS_REPLAY_SECS", "0.5")]).await;
+    let id = open(&server, &h, &model, "alice", None).await;
+    let url = session_url(&server, &id, &server.token("alice", false));
+    let mut ws = connect(&url).await;
+    next(&mut ws).await;
+    model.push(Reply::new().text("gone soon").finish("stop"));
+    send(&mut ws, user("hi")).await;
+    collect(&mut ws, is("done")).await;
+    drop(ws);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut ws = connect(&format!("{url}&last_seq=1")).await;
+    assert!(state_is("idle")(&next(&mut ws).await));
+    // Nothing was replayed: the next message is the answer to this ping.
+    send(&mut ws, json!({"type": "ping", "payload": {}})).await;
+    assert_eq!(next(&mut ws).await["type"], "pong");
+    let stopping = tokio::spawn(server.stop());
+    assert_eq!(close_code(&mut ws).await, 1001);
+    assert!(stopping.await.unwrap().success());
+}
