@@ -110,6 +110,30 @@ function showSessionMeta(s) {
   const parts = [s.cwd, s.status, usageText(s.usage)];
   if (s.worktree) parts.push("worktree " + s.worktree);
   $("session-meta").textContent = parts.filter(Boolean).join(" · ");
+  show($("worktree-toggle"), Boolean(s.worktree));
+  if (!s.worktree) show($("worktree-view"), false);
+}
+
+// The worktree a session works in: what changed against its base, as a diff.
+async function toggleWorktree() {
+  const view = $("worktree-view");
+  if (!view.hidden) {
+    show(view, false);
+    return;
+  }
+  $("worktree-summary").textContent = "Loading…";
+  $("worktree-diff").textContent = "";
+  show(view, true);
+  try {
+    const wt = await api("GET", `/api/v1/sessions/${encodeURIComponent(state.current)}/worktree`);
+    const files = wt.files.length;
+    $("worktree-summary").textContent =
+      `${wt.path} · branch ${wt.branch} · base ${String(wt.base).slice(0, 7)} · ` +
+      `${files} changed file${files === 1 ? "" : "s"}`;
+    renderDiff($("worktree-diff"), wt.diff || "(no changes)");
+  } catch (e) {
+    $("worktree-summary").textContent = "Cannot load the worktree: " + e.message;
+  }
 }
 
 // ---- WebSocket -----------------------------------------------------------------------
@@ -388,6 +412,7 @@ function init() {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("composer").requestSubmit();
   });
   $("cancel-turn").addEventListener("click", () => send("cancel"));
+  $("worktree-toggle").addEventListener("click", toggleWorktree);
   $("log").addEventListener("click", (e) => {
     if (e.target.classList.contains("retry")) {
       state.failures = 0;

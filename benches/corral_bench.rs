@@ -101,12 +101,29 @@ async fn run_corral(
     (started.elapsed(), children_cpu() - cpu_before, first_text)
 }
 
-/// The minimal client: the same request, the same SSE stream, parsed and counted.
+/// The minimal client, measured like corral: its own process (this binary re-executed with
+/// `CORRAL_BENCH_MINIMAL=<base>`), timed from spawn to exit.
 async fn minimal_client(server: &FakeModel) -> Duration {
     let started = Instant::now();
+    let status = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .env("CORRAL_BENCH_MINIMAL", server.openai_base())
+        .stdout(Stdio::null())
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success(), "the minimal client failed");
+    started.elapsed()
+}
+
+/// The minimal client itself: the same request, the same SSE stream, parsed and counted, on
+/// a single-threaded runtime like `corral run`.
+async fn minimal_client_main(base: String) {
     let body = serde_json::json!({"model": "bench", "stream": true, "messages": [{"role": "user", "content": "x"}]});
-    let response = reqwest::Client::new()
-        .post(format!("{}/chat/completions", server.openai_base()))
+    let response = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .build()
+        .unwrap()
+        .post(format!("{base}/chat/completions"))
         .json(&body)
         .send()
         .await
@@ -124,7 +141,6 @@ async fn minimal_client(server: &FakeModel) -> Duration {
         }
     }
     assert!(chunks >= STREAM_TOKENS);
-    started.elapsed()
 }
 
 async fn stream_overhead(rows: &mut Vec<Row>) {
@@ -150,7 +166,7 @@ async fn stream_overhead(rows: &mut Vec<Row>) {
     }
     let (ours, theirs) = (median(ours), median(theirs));
     rows.push(Row {
-        name: "stream overhead: corral run --json / minimal client (20k tokens)",
+        name: "stream overhead: corral run --json / minimal client process (20k tokens)",
         figure: format!(
             "{:.3} ({:.0} ms / {:.0} ms, median of {runs})",
             ours / theirs,
@@ -409,8 +425,24 @@ fn machine() -> String {
     format!("{cores} cores ({cpu}), Linux {}", kernel.trim())
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+fn main() {
+    if let Ok(base) = std::env::var("CORRAL_BENCH_MINIMAL") {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(minimal_client_main(base));
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(bench_main());
+}
+
+async fn bench_main() {
     let filter: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))

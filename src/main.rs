@@ -273,7 +273,18 @@ fn main() -> ExitCode {
     }
     let logs = corral::LogHub::default();
     init_tracing(matches!(cli.command, Command::Serve { .. }).then_some(&logs));
-    let runtime = match tokio::runtime::Runtime::new() {
+    // One session in the terminal is sequential work: a single-threaded runtime saves a
+    // cross-thread wake-up per streamed token. The server runs many sessions at once.
+    let runtime = if matches!(cli.command, Command::Serve { .. }) {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    };
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(e) => {
             report(&anyhow::anyhow!("cannot start the async runtime: {e}"));

@@ -331,7 +331,8 @@ async fn every_documented_route_is_served() {
             routes += 1;
         }
     }
-    assert_eq!(routes, 10);
+    // Every route of the list but the document itself (the unit test checks the list).
+    assert_eq!(routes, 11);
 }
 
 #[tokio::test]
@@ -368,4 +369,68 @@ async fn the_server_stops_cleanly_with_a_command_running() {
                 .is_ok_and(|s| s.contains(") Z ")),
         "the command outlived the server"
     );
+}
+
+#[tokio::test]
+async fn a_worktree_session_shows_its_diff_and_others_have_none() {
+    let h = Harness::new();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(h.work())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.com")
+            .env("GIT_COMMITTER_NAME", "Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.com")
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(h.work().join("a.txt"), "one\n").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "first"]);
+    let model = FakeModel::start().await;
+    let args = json!({"path": "new.txt", "content": "hello\n"}).to_string();
+    model.push(Reply::new().tool_call("c1", "write_file", &args));
+    model.push(Reply::new().text("done"));
+    let api = Api::start(&h).await;
+    let id = api
+        .create(
+            &h,
+            &model,
+            json!({"worktree": true, "permission": "bypass"}),
+        )
+        .await;
+    let (status, _) = api.send(&id, "write it").await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    api.wait_idle_after(&id, 1).await;
+    let (status, wt) = api
+        .call(
+            Method::GET,
+            &format!("/api/v1/sessions/{id}/worktree"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{wt}");
+    assert_eq!(wt["branch"], format!("corral/{id}"));
+    assert_eq!(wt["files"], json!(["new.txt"]));
+    assert!(wt["diff"].as_str().unwrap().contains("+hello"), "{wt}");
+    assert!(
+        !h.work().join("new.txt").exists(),
+        "the original tree is untouched"
+    );
+
+    let plain = api.create(&h, &model, json!({})).await;
+    let (status, body) = api
+        .call(
+            Method::GET,
+            &format!("/api/v1/sessions/{plain}/worktree"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(code(&body), "NO_WORKTREE");
 }

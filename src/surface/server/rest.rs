@@ -41,6 +41,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/sessions/{id}/cancel"),
     ("POST", "/api/v1/sessions/{id}/confirmations"),
     ("GET", "/api/v1/sessions/{id}/permissions"),
+    ("GET", "/api/v1/sessions/{id}/worktree"),
 ];
 
 /// The longest user message, in characters (the seed: 1–65536).
@@ -67,6 +68,7 @@ fn endpoint(method: &str, path: &str) -> Option<MethodRouter<Shared>> {
         ("POST", "/api/v1/sessions/{id}/cancel") => post(cancel_turn),
         ("POST", "/api/v1/sessions/{id}/confirmations") => post(confirm),
         ("GET", "/api/v1/sessions/{id}/permissions") => get(list_permissions),
+        ("GET", "/api/v1/sessions/{id}/worktree") => get(worktree_diff),
         _ => return None,
     })
 }
@@ -243,6 +245,43 @@ async fn get_session(
     let claims = authenticate(&state, &headers, None)?;
     let handle = visible(&state, &claims, &id)?;
     Ok(axum::Json(session_json(&handle)))
+}
+
+/// The session's worktree and its diff against the base (for sessions run with a worktree;
+/// kept ones stay reviewable after the session closed).
+async fn worktree_diff(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let claims = authenticate(&state, &headers, None)?;
+    let handle = visible(&state, &claims, &id)?;
+    if handle.meta.worktree.is_none() {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "NO_WORKTREE",
+            format!("session {id} runs without a worktree"),
+        ));
+    }
+    let internal = |e: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", e);
+    let read = tokio::task::spawn_blocking(move || -> Result<Value, String> {
+        use crate::sandbox::worktree;
+        let store = worktree::Store::default_location().map_err(|e| e.to_string())?;
+        let record = store.load(&id).map_err(|e| e.to_string())?;
+        let changes = worktree::changes(&record).map_err(|e| e.to_string())?;
+        let mut diff = Vec::new();
+        worktree::write_diff(&record, &mut diff).map_err(|e| e.to_string())?;
+        Ok(json!({
+            "path": record.meta.path,
+            "branch": record.meta.branch,
+            "base": record.meta.base,
+            "files": changes.files,
+            "diff": String::from_utf8_lossy(&diff),
+        }))
+    })
+    .await
+    .map_err(|e| internal(e.to_string()))?;
+    read.map(axum::Json).map_err(internal)
 }
 
 async fn close_session(

@@ -209,6 +209,12 @@ impl FakeModel {
             .collect()
     }
 
+    /// Per chat request that took a scripted reply, in the order the replies were taken: when
+    /// it arrived, and when its whole body had been handed over (`None` while still streaming).
+    pub fn chat_times(&self) -> Vec<(Instant, Option<Instant>)> {
+        lock(&self.state).chat_times.clone()
+    }
+
     async fn wait_until(&self, timeout: Duration, cond: impl Fn() -> bool) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {

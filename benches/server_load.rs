@@ -1,0 +1,348 @@
+//! Load benchmark for `corral serve`: prints a table of figures, asserts nothing.
+//!
+//!     cargo bench --bench server_load            # N = 1, 8, 32 concurrent sessions
+//!     cargo bench --bench server_load -- 4 16    # other session counts
+//!
+//! For each N: a fresh `corral serve` (release binary) and a fresh fake model server on
+//! 127.0.0.1, both in this run. N sessions are opened over REST and attached over WebSocket;
+//! then all N receive a user message at once, and each turn streams 200 text chunks from the
+//! fake model, 2 ms apart.
+//!
+//! Latency (model chunk → client frame): each session's reply carries its own chunk text
+//! (`r{i} `), so the client knows which scripted reply — and therefore which recorded chat
+//! request of the fake server — it is reading. The fake server records when each chat request
+//! arrived (its first body chunk is written at once) and when the last chunk of the body was
+//! taken by hyper. Text chunk k of a reply is body chunk k (chunk 0 is the role delta), so its
+//! emission time is interpolated as `arrived + k × (finished − arrived) / (chunks − 1)`: the
+//! nominal 2 ms spacing corrected for the timer's actual spacing (and for any back-pressure from
+//! corral). A token frame is matched to the last chunk it contains (frames may coalesce
+//! chunks); its latency is its arrival time at the client minus that chunk's emission time.
+//! Client and fake server share this process, hence one clock.
+//! "First frame" is the median, over sessions, of the first token frame's latency; any
+//! start-of-turn stall shows there (and in p99, as the first chunks arrive together).
+//! Negative values mean the interpolated emission time is later than the real one: the fit
+//! is linear, the timer's jitter accumulates along the 200 chunks.
+//!
+//! RSS: VmRSS of the `corral serve` process from /proc/<pid>/status, once after start-up
+//! (0 sessions) and once after the N sessions finished their turn and sat idle (WebSockets
+//! still attached) for a second; per idle session = (RSS with N − RSS with 0) / N.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[path = "../tests/it/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use support::reply::Action;
+use support::server::Server;
+use support::{FakeModel, Format, Harness, Reply};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_tungstenite::tungstenite::Message;
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+const CORRAL: &str = env!("CARGO_BIN_EXE_corral");
+const TOKENS: usize = 200;
+const CHUNK_DELAY: Duration = Duration::from_millis(2);
+const WAIT: Duration = Duration::from_secs(120);
+const IDLE_SETTLE: Duration = Duration::from_secs(1);
+
+struct Row {
+    sessions: usize,
+    token_frames: usize,
+    chunks: usize,
+    wall: Duration,
+    interval_ms: f64,
+    p50: f64,
+    p99: f64,
+    /// Median over sessions of the first token frame's latency.
+    first: f64,
+    rss_zero_kib: u64,
+    rss_idle_kib: u64,
+}
+
+/// What one session's client saw during its turn.
+struct Seen {
+    /// Token frames: their text and arrival time.
+    tokens: Vec<(String, Instant)>,
+    done: Instant,
+    ws: Ws,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn vm_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// The chunk text of the `i`-th scripted reply.
+fn unit(i: usize) -> String {
+    format!("r{i} ")
+}
+
+fn reply(i: usize) -> Reply {
+    Reply::new()
+        .many_text_chunks(TOKENS, &unit(i))
+        .finish("stop")
+        .chunk_delay(CHUNK_DELAY)
+}
+
+/// A bare HTTP/1.1 POST, as in tests/it/server_ws.rs.
+async fn post(server: &Server, path: &str, token: &str, body: &Value) -> (u16, Value) {
+    let addr = server.base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body = body.to_string();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response[9..12].parse().unwrap();
+    let json = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| serde_json::from_str(b).unwrap_or(Value::Null))
+        .unwrap_or(Value::Null);
+    (status, json)
+}
+
+/// Opens a session for `sub` over REST and attaches a WebSocket; returns it once the
+/// server's first `agent_state` (idle) arrived.
+async fn open(server: &Server, h: &Harness, model: &FakeModel, sub: &str) -> Ws {
+    let body = json!({
+        "cwd": h.work(),
+        "model": "llamacpp:fake-model",
+        "base_url": model.openai_base(),
+        "permission": "bypass",
+    });
+    let token = server.token(sub, false);
+    let (status, json) = post(server, "/api/v1/sessions", &token, &body).await;
+    assert_eq!(status, 201, "{json}");
+    let id = json["id"].as_str().unwrap();
+    let url = format!("{}/ws/v1/sessions/{id}?token={token}", server.ws_base);
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let hello = next(&mut ws).await;
+    assert_eq!(hello["type"], "agent_state", "{hello}");
+    ws
+}
+
+/// The next JSON text message (control frames skipped).
+async fn next(ws: &mut Ws) -> Value {
+    loop {
+        let frame = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("no message in time")
+            .expect("stream ended")
+            .unwrap();
+        match frame {
+            Message::Text(text) => return serde_json::from_str(text.as_str()).unwrap(),
+            Message::Close(frame) => panic!("closed: {frame:?}"),
+            _ => {}
+        }
+    }
+}
+
+/// Sends one user message and reads the turn up to `done`, timing every token frame.
+async fn turn(mut ws: Ws) -> Seen {
+    let message = json!({"type": "user_message",
+        "payload": {"text": "stream, please", "mode": "normal"}});
+    ws.send(Message::text(message.to_string())).await.unwrap();
+    let mut tokens = Vec::with_capacity(TOKENS);
+    loop {
+        let m = next(&mut ws).await;
+        let now = Instant::now();
+        match m["type"].as_str() {
+            Some("token") => tokens.push((m["payload"]["text"].as_str().unwrap().to_owned(), now)),
+            Some("done") => {
+                return Seen {
+                    tokens,
+                    done: now,
+                    ws,
+                };
+            }
+            Some("error") => panic!("turn failed: {m}"),
+            _ => {}
+        }
+    }
+}
+
+/// Body chunks of one scripted reply (the emission model needs their count).
+fn body_chunks() -> usize {
+    reply(0)
+        .render(Format::OpenAi, "fake-model")
+        .iter()
+        .filter(|a| matches!(a, Action::Send(_)))
+        .count()
+}
+
+async fn section(n: usize) -> Row {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    let server = Server::start(&h, &[]).await;
+    let pid = server.child.id().unwrap();
+    tokio::time::sleep(IDLE_SETTLE).await;
+    let rss_zero_kib = vm_rss_kib(pid);
+
+    let mut sockets = Vec::with_capacity(n);
+    for i in 0..n {
+        sockets.push(open(&server, &h, &model, &format!("load{i}")).await);
+    }
+    let base = model.chat_times().len();
+    for i in 0..n {
+        model.push(reply(base + i));
+    }
+
+    let start = Instant::now();
+    let tasks: Vec<_> = sockets
+        .into_iter()
+        .map(|ws| tokio::spawn(turn(ws)))
+        .collect();
+    let mut seen = Vec::with_capacity(n);
+    for task in tasks {
+        seen.push(task.await.unwrap());
+    }
+    let wall = seen.iter().map(|s| s.done).max().unwrap() - start;
+
+    let times = model.chat_times();
+    assert_eq!(times.len(), base + n, "one chat request per session");
+    let chunks = body_chunks();
+    let mut latencies = Vec::new();
+    let mut firsts = Vec::new();
+    let mut intervals = Vec::new();
+    let mut total_chunks = 0;
+    for s in &seen {
+        let first = &s.tokens.first().expect("no token frame").0;
+        let index: usize = first[1..first.find(' ').unwrap()].parse().unwrap();
+        let unit = unit(index);
+        let (arrived, finished) = times[index];
+        let finished = finished.expect("reply body not finished");
+        let step = (finished - arrived).as_secs_f64() / (chunks - 1) as f64;
+        intervals.push(step * 1e3);
+        let mut k = 0;
+        for (text, at) in &s.tokens {
+            k += text.matches(unit.as_str()).count();
+            let emitted = arrived + Duration::from_secs_f64(k as f64 * step);
+            let latency = if *at >= emitted {
+                (*at - emitted).as_secs_f64()
+            } else {
+                -(emitted - *at).as_secs_f64()
+            };
+            if k == text.matches(unit.as_str()).count() {
+                firsts.push(latency * 1e3);
+            }
+            latencies.push(latency * 1e3);
+        }
+        assert_eq!(k, TOKENS, "session {index} saw {k} of {TOKENS} chunks");
+        total_chunks += k;
+    }
+    latencies.sort_by(f64::total_cmp);
+    firsts.sort_by(f64::total_cmp);
+
+    tokio::time::sleep(IDLE_SETTLE).await;
+    let rss_idle_kib = vm_rss_kib(pid);
+    let token_frames = seen.iter().map(|s| s.tokens.len()).sum();
+    for s in seen {
+        let mut ws = s.ws;
+        let _ = ws.close(None).await;
+    }
+    server.stop().await;
+    Row {
+        sessions: n,
+        token_frames,
+        chunks: total_chunks,
+        wall,
+        interval_ms: intervals.iter().sum::<f64>() / intervals.len() as f64,
+        p50: percentile(&latencies, 50.0),
+        p99: percentile(&latencies, 99.0),
+        first: percentile(&firsts, 50.0),
+        rss_zero_kib,
+        rss_idle_kib,
+    }
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cores} cores ({cpu}), Linux {}", kernel.trim())
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(bench_main());
+}
+
+async fn bench_main() {
+    let mut counts: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .filter(|n| *n > 0)
+        .collect();
+    if counts.is_empty() {
+        counts = vec![1, 8, 32];
+    }
+    let mut rows = Vec::new();
+    for n in counts {
+        rows.push(section(n).await);
+    }
+    println!("corral serve load — {}", machine());
+    println!("binary: {CORRAL}");
+    println!(
+        "each session: {TOKENS} text chunks, {} ms apart (nominal); latency = client frame \
+         arrival − interpolated emission of the frame's last chunk at the fake server",
+        CHUNK_DELAY.as_millis()
+    );
+    println!();
+    println!(
+        "| sessions | token frames (chunks) | wall (s) | frames/s | chunk interval (ms) | \
+         latency p50 (ms) | latency p99 (ms) | first frame (ms) | RSS 0 sessions (MiB) | RSS N idle (MiB) | \
+         RSS per idle session (KiB) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        let per_session = (r.rss_idle_kib as f64 - r.rss_zero_kib as f64) / r.sessions as f64;
+        println!(
+            "| {} | {} ({}) | {:.2} | {:.0} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} |",
+            r.sessions,
+            r.token_frames,
+            r.chunks,
+            r.wall.as_secs_f64(),
+            r.token_frames as f64 / r.wall.as_secs_f64(),
+            r.interval_ms,
+            r.p50,
+            r.p99,
+            r.first,
+            r.rss_zero_kib as f64 / 1024.0,
+            r.rss_idle_kib as f64 / 1024.0,
+            per_session,
+        );
+    }
+}
