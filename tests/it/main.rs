@@ -13,6 +13,7 @@ mod run_loop;
 mod run_ollama;
 mod run_openai;
 mod sandbox;
+mod server_cli;
 mod server_rest;
 mod server_ws;
 mod support;

@@ -206,6 +206,15 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
         stop.cancel();
     });
     let until = state.shutdown.clone();
+    // Frames are small and latency is the point: no Nagle delay behind a delayed ACK.
+    let listener = {
+        use axum::serve::ListenerExt;
+        listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY on an accepted connection");
+            }
+        })
+    };
     let served = axum::serve(listener, router(state.clone()))
         .with_graceful_shutdown(async move { until.cancelled().await })
         .await;
