@@ -341,6 +341,9 @@ impl SseState {
         if data.is_empty() {
             return;
         }
+        if name != "error" && self.handle_fast(data) {
+            return;
+        }
         let chunk: Value = match serde_json::from_str(data) {
             Ok(v) => v,
             Err(e) => {
@@ -388,6 +391,44 @@ impl SseState {
                 self.finish_reason = Some(reason.to_string());
             }
         }
+    }
+
+    /// The chunk of almost every event — text or reasoning, maybe a finish reason — parsed
+    /// into borrowed typed fields instead of a `Value` tree. Anything else (tool calls,
+    /// usage, errors, unexpected shapes) returns false and takes the general path.
+    fn handle_fast(&mut self, data: &str) -> bool {
+        let Ok(chunk) = serde_json::from_str::<fast::Chunk<'_>>(data) else {
+            return false;
+        };
+        if chunk.error.is_some() || chunk.usage.is_some() {
+            return false;
+        }
+        let choices = chunk.choices.unwrap_or_default();
+        if choices.iter().any(|c| {
+            c.message.is_some() || c.delta.as_ref().is_some_and(|d| d.tool_calls.is_some())
+        }) {
+            return false;
+        }
+        for choice in choices.into_iter().filter(|c| c.index.unwrap_or(0) == 0) {
+            if let Some(delta) = choice.delta {
+                let reasoning = delta
+                    .reasoning_content
+                    .filter(|r| !r.is_empty())
+                    .or(delta.reasoning.filter(|r| !r.is_empty()));
+                if let Some(reasoning) = reasoning {
+                    self.pending
+                        .push_back(Ok(ModelEvent::Reasoning(reasoning.into_owned())));
+                }
+                if let Some(content) = delta.content.filter(|c| !c.is_empty()) {
+                    self.pending
+                        .push_back(Ok(ModelEvent::Text(content.into_owned())));
+                }
+            }
+            if let Some(reason) = choice.finish_reason {
+                self.finish_reason = Some(reason.into_owned());
+            }
+        }
+        true
     }
 
     fn handle_delta(&mut self, delta: &Value) {
@@ -486,5 +527,47 @@ impl SseState {
     fn fail(&mut self, error: ModelError) {
         self.pending.push_back(Err(error));
         self.done = true;
+    }
+}
+
+/// Borrowing shapes of a streamed chunk, for the fast path.
+mod fast {
+    use std::borrow::Cow;
+
+    use serde::Deserialize;
+    use serde::de::IgnoredAny;
+
+    #[derive(Deserialize)]
+    pub struct Chunk<'a> {
+        #[serde(borrow, default)]
+        pub choices: Option<Vec<Choice<'a>>>,
+        #[serde(default)]
+        pub usage: Option<IgnoredAny>,
+        #[serde(default)]
+        pub error: Option<IgnoredAny>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Choice<'a> {
+        #[serde(default)]
+        pub index: Option<u64>,
+        #[serde(borrow, default)]
+        pub delta: Option<Delta<'a>>,
+        #[serde(default)]
+        pub message: Option<IgnoredAny>,
+        #[serde(borrow, default)]
+        pub finish_reason: Option<Cow<'a, str>>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Delta<'a> {
+        #[serde(borrow, default)]
+        pub content: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        pub reasoning_content: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        pub reasoning: Option<Cow<'a, str>>,
+        #[serde(default)]
+        pub tool_calls: Option<IgnoredAny>,
     }
 }
