@@ -8,7 +8,7 @@
 //! review, the most recent `keep_dead` of them.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -85,7 +85,8 @@ pub struct Handle {
     pub meta: SessionMeta,
     created_at: Timestamp,
     commands: mpsc::UnboundedSender<Command>,
-    busy: AtomicBool,
+    /// The number the last sent turn gets: it is in progress until its result is out.
+    sent_turn: AtomicU32,
     cancel: Mutex<Option<CancellationToken>>,
     stats: Mutex<Stats>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -100,8 +101,10 @@ impl Handle {
         self.session.id()
     }
 
+    /// A turn is queued or running and its result is not out yet.
     pub fn is_busy(&self) -> bool {
-        self.busy.load(Ordering::SeqCst)
+        self.session.turn_in_progress()
+            || self.sent_turn.load(Ordering::SeqCst) > self.session.finished_turn()
     }
 
     pub fn last_mode(&self) -> TurnMode {
@@ -207,7 +210,7 @@ impl SessionManager {
             meta: opened.meta.clone(),
             created_at: Timestamp::now(),
             commands,
-            busy: AtomicBool::new(false),
+            sent_turn: AtomicU32::new(0),
             cancel: Mutex::new(None),
             stats: Mutex::new(Stats {
                 usage: Usage::default(),
@@ -286,10 +289,16 @@ impl SessionManager {
         if handle.session.status() == Status::Dead {
             return Err(SendError::Dead(id.to_string()));
         }
-        if handle
-            .busy
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
+        // A turn is over once its result is out: a client that has it may send at once,
+        // even before the session's task has wound that turn down (the command waits in the
+        // queue). Until then, and until the turn it sends has its result, it is refused.
+        let sent = handle.sent_turn.load(Ordering::SeqCst);
+        let next = handle.session.turn().max(sent) + 1;
+        if handle.is_busy()
+            || handle
+                .sent_turn
+                .compare_exchange(sent, next, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
         {
             return Err(SendError::TurnInProgress(id.to_string()));
         }
@@ -299,7 +308,7 @@ impl SessionManager {
             stats.last_activity = Timestamp::now();
             stats.turn_started = Some(Instant::now());
         }
-        let turn = handle.session.turn() + 1;
+        let turn = next;
         if handle
             .commands
             .send(Command::Turn {
@@ -307,7 +316,7 @@ impl SessionManager {
             })
             .is_err()
         {
-            handle.busy.store(false, Ordering::SeqCst);
+            handle.sent_turn.store(sent, Ordering::SeqCst);
             return Err(SendError::Dead(id.to_string()));
         }
         Ok(turn)
@@ -417,8 +426,6 @@ async fn run_session(
             stats.usage.add(&outcome.usage);
             stats.last_activity = Timestamp::now();
             stats.turn_started = None;
-            drop(stats);
-            handle.busy.store(false, Ordering::SeqCst);
         }
         if outcome.stop_reason == StopReason::Error {
             tracing::warn!(error = ?outcome.error, "turn ended with an error");

@@ -46,6 +46,9 @@ pub enum SessionError {
 struct State {
     seq: u64,
     turn: u32,
+    /// The last turn whose `result` went out: a turn is over the moment its result is
+    /// published, before its task has wound down.
+    finished_turn: u32,
     status: Status,
     bus: EventBus,
 }
@@ -124,6 +127,7 @@ impl Session {
             state: Mutex::new(State {
                 seq,
                 turn,
+                finished_turn: turn,
                 status: Status::Starting,
                 bus: EventBus::default(),
             }),
@@ -159,6 +163,17 @@ impl Session {
         self.state().turn
     }
 
+    /// The last turn whose `result` has been published.
+    pub fn finished_turn(&self) -> u32 {
+        self.state().finished_turn
+    }
+
+    /// A turn has begun and its `result` has not been published yet.
+    pub fn turn_in_progress(&self) -> bool {
+        let state = self.state();
+        state.finished_turn != state.turn
+    }
+
     pub fn last_seq(&self) -> u64 {
         self.state().seq
     }
@@ -176,6 +191,9 @@ impl Session {
         payload: Payload,
     ) -> SharedEvent {
         state.seq += 1;
+        if matches!(payload, Payload::Result(_)) {
+            state.finished_turn = state.turn;
+        }
         let envelope = Envelope {
             seq: state.seq,
             ts: Timestamp::now(),
