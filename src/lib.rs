@@ -30,6 +30,7 @@ pub use session::manager::{SessionInfo, SessionManager, TurnMode};
 pub use session::open::OpenSpec;
 pub use session::{Session, SessionError, SessionMeta, Subscription, log_path, read_log};
 pub use surface::doctor::doctor;
+pub use surface::mcp::{DEFAULT_APPROVAL_TIMEOUT, mcp};
 pub use surface::policies::{list_policies, show_policy};
 pub use surface::run::load_config;
 pub use surface::run::{Exit, RunArgs, RunError, run};

@@ -45,6 +45,13 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// Serve sessions as MCP tools (agent_open, agent_send, agent_output, agent_approve …)
+    /// on stdin/stdout until stdin closes; then every session is closed.
+    Mcp {
+        /// Config file (default: $XDG_CONFIG_HOME/corral/config.toml).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
     /// Mint a bearer token (HS256 JWT) for corral serve.
     Token {
         /// The owner the token speaks for.
@@ -275,7 +282,7 @@ fn main() -> ExitCode {
     init_tracing(matches!(cli.command, Command::Serve { .. }).then_some(&logs));
     // One session in the terminal is sequential work: a single-threaded runtime saves a
     // cross-thread wake-up per streamed token. The server runs many sessions at once.
-    let runtime = if matches!(cli.command, Command::Serve { .. }) {
+    let runtime = if matches!(cli.command, Command::Serve { .. } | Command::Mcp { .. }) {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -306,6 +313,7 @@ fn main() -> ExitCode {
                 };
                 corral::serve(args, logs).await
             }
+            Command::Mcp { config } => corral::mcp(config).await,
             Command::Doctor { config } => {
                 use std::io::Write;
                 let text = corral::doctor(config).await;

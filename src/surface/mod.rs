@@ -2,6 +2,7 @@
 
 mod approve;
 pub mod doctor;
+pub mod mcp;
 pub mod policies;
 pub mod run;
 pub mod server;

@@ -8,6 +8,7 @@ mod desktop;
 mod exec_tools;
 mod file_tools;
 mod gate;
+mod mcp;
 mod run_cli;
 mod run_loop;
 mod run_ollama;

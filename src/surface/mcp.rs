@@ -1,0 +1,443 @@
+//! `corral mcp`: an MCP server over stdio (rmcp) that owns agents, one corral session each,
+//! so another agent (Claude Code, an editor, a script) can open, drive, approve and close
+//! them. Every tool returns one JSON text block.
+//!
+//! Errors the caller can fix (no such agent, a bad directory, a turn already running) come
+//! back as tool results with `isError: true`; unknown tools and malformed arguments are
+//! protocol errors, as rmcp produces them.
+//!
+//! Recursion guard: corral's own sessions have no `agent_*` tools (their registry holds the
+//! file, shell, search and desktop tools only), so an agent opened here cannot open agents
+//! in turn; the guard holds without a deny list.
+//!
+//! Sessions opened here are attended (the manager marks them so): a tool call that needs
+//! approval waits in `agent_pending` until `agent_approve` answers it, or is denied when the
+//! approval timeout (config `approval_timeout_secs`, else [`DEFAULT_APPROVAL_TIMEOUT`])
+//! runs out, with a note saying so.
+
+mod output;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::{ErrorData, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use self::output::{Buffer, OutputRequest};
+use super::run::{Exit, RunError, load_config};
+use crate::event::Payload;
+use crate::policy::Decision;
+use crate::session::manager::{SessionManager, TurnMode};
+use crate::session::open::{OpenSpec, agents_dir};
+
+/// A permission request nobody answers is denied after this long: an MCP client may never
+/// look at `agent_pending`, and a turn must not hang forever on it.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// `agent_run` gives up waiting (the turn goes on) after this long unless told otherwise.
+const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Closed agents kept listed as dead for review.
+const KEEP_DEAD: usize = 50;
+
+/// The owner recorded on every session opened here.
+const OWNER: &str = "mcp";
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct OpenParams {
+    /// Working directory of the agent; must exist.
+    pub cwd: String,
+    /// Model spec, e.g. ollama:<tag>, llamacpp:<model>, openai:<model> (default: config).
+    pub model: Option<String>,
+    /// Base URL of the model server (wins over config and environment).
+    pub base_url: Option<String>,
+    /// Permission preset: default, readonly, auto … (see `corral policies`).
+    pub permission: Option<String>,
+    /// Tools allowed without asking, on top of the preset.
+    pub allowed_tools: Option<Vec<String>>,
+    /// Tools the agent may not call at all.
+    pub disallowed_tools: Option<Vec<String>>,
+    /// Instructions appended to the agent's system prompt.
+    pub system_prompt: Option<String>,
+    /// Caller-chosen agent id; reopening a dead id reuses its slot.
+    pub id: Option<String>,
+    /// Work in an isolated git worktree of cwd.
+    pub worktree: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct AgentParams {
+    pub agent_id: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SendParams {
+    pub agent_id: String,
+    /// The user message.
+    pub text: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct RunParams {
+    pub agent_id: String,
+    /// The user message.
+    pub text: String,
+    /// Seconds to wait for the turn to end (default 600); the turn goes on after it.
+    pub timeout: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SetModelParams {
+    pub agent_id: String,
+    pub model: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ApproveParams {
+    pub agent_id: String,
+    /// The `requestId` of an entry of `agent_pending`.
+    pub request_id: String,
+    /// allow, allow_all, deny, disable, forbid_all or cancel.
+    pub decision: String,
+}
+
+#[derive(Default)]
+struct Buffers(Mutex<HashMap<String, Arc<Buffer>>>);
+
+impl Buffers {
+    fn get(&self, id: &str) -> Option<Arc<Buffer>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    /// Adds a session's buffer and drops those of sessions the manager no longer lists (closed
+    /// ones beyond the retained dead), so a long-running server's memory stays bounded.
+    fn insert(&self, id: &str, buffer: Arc<Buffer>, listed: impl Fn(&str) -> bool) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|known, _| listed(known));
+        map.insert(id.to_string(), buffer);
+    }
+}
+
+#[derive(Clone)]
+pub struct McpServer {
+    manager: SessionManager,
+    /// Each agent's envelopes, for the non-blocking `agent_output`.
+    buffers: Arc<Buffers>,
+}
+
+fn ok(value: Value) -> Result<CallToolResult, ErrorData> {
+    Ok(CallToolResult::success(vec![ContentBlock::text(
+        value.to_string(),
+    )]))
+}
+
+/// A failure the caller should read: a tool result with `isError: true`.
+fn fail(message: impl ToString) -> Result<CallToolResult, ErrorData> {
+    Ok(CallToolResult::error(vec![ContentBlock::text(
+        json!({"error": message.to_string()}).to_string(),
+    )]))
+}
+
+#[tool_router]
+impl McpServer {
+    pub fn new(manager: SessionManager) -> McpServer {
+        McpServer {
+            manager,
+            buffers: Arc::new(Buffers::default()),
+        }
+    }
+
+    #[tool(
+        description = "Open an agent (a corral session) working in cwd. Returns {\"agent_id\"}. \
+        Reopening the id of a closed agent reuses its slot."
+    )]
+    async fn agent_open(
+        &self,
+        Parameters(p): Parameters<OpenParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let cwd = PathBuf::from(&p.cwd);
+        if !cwd.is_dir() {
+            return fail(format!("cwd {:?} is not an existing directory", p.cwd));
+        }
+        let approval_timeout = self
+            .manager
+            .config()
+            .approval_timeout_secs
+            .map_or(DEFAULT_APPROVAL_TIMEOUT, Duration::from_secs);
+        let spec = OpenSpec {
+            id: p.id,
+            cwd: Some(cwd),
+            model: p.model,
+            base_url: p.base_url,
+            system: p.system_prompt,
+            permission: p.permission,
+            allow: p.allowed_tools.unwrap_or_default(),
+            deny: p.disallowed_tools.unwrap_or_default(),
+            worktree: p.worktree.unwrap_or(false),
+            approval_timeout: Some(approval_timeout),
+            ..OpenSpec::default()
+        };
+        let handle = match self.manager.open(spec, OWNER).await {
+            Ok(handle) => handle,
+            Err(e) => return fail(e),
+        };
+        // Tapped from the first envelope, so the buffer misses nothing of this session.
+        let buffer = Arc::new(Buffer::default());
+        let manager = self.manager.clone();
+        self.buffers
+            .insert(handle.id(), buffer.clone(), |id| manager.get(id).is_some());
+        let mut events = handle.session.tap(0);
+        tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                let dead = matches!(&event.envelope.payload,
+                    Payload::Status(s) if s.status == crate::event::Status::Dead);
+                buffer.push(&event.envelope);
+                if dead {
+                    break;
+                }
+            }
+        });
+        ok(json!({"agent_id": handle.id()}))
+    }
+
+    #[tool(
+        description = "Send a user turn to an agent without waiting. Returns {\"turn\": n}; \
+        poll agent_output for its progress."
+    )]
+    async fn agent_send(
+        &self,
+        Parameters(p): Parameters<SendParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        match self.manager.send(&p.agent_id, &p.text, TurnMode::Normal) {
+            Ok(turn) => ok(json!({"turn": turn})),
+            Err(e) => fail(e),
+        }
+    }
+
+    #[tool(
+        description = "Send a user turn and wait until it ends (or timeout seconds pass). \
+        Returns {\"text\"}: the final assistant message. Tool calls that need approval still \
+        wait for agent_approve."
+    )]
+    async fn agent_run(
+        &self,
+        Parameters(p): Parameters<RunParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let Some(handle) = self.manager.get(&p.agent_id) else {
+            return fail(format!("no agent {}", p.agent_id));
+        };
+        let limit = match p.timeout {
+            Some(secs) if secs.is_finite() && secs > 0.0 => Duration::from_secs_f64(secs),
+            Some(secs) => return fail(format!("timeout must be a positive number, not {secs}")),
+            None => DEFAULT_RUN_TIMEOUT,
+        };
+        // Tapped before the turn is sent, so its result cannot slip past.
+        let mut events = handle.session.tap(handle.session.last_seq());
+        let turn = match self.manager.send(&p.agent_id, &p.text, TurnMode::Normal) {
+            Ok(turn) => turn,
+            Err(e) => return fail(e),
+        };
+        let mut text = String::new();
+        let waited = tokio::time::timeout(limit, async {
+            while let Some(event) = events.recv().await {
+                let envelope = &event.envelope;
+                if envelope.turn != turn {
+                    continue;
+                }
+                match &envelope.payload {
+                    Payload::AssistantText(t) if !t.delta => {
+                        if let crate::event::ContentBlock::Text { text: t } = &t.content {
+                            text = t.clone();
+                        }
+                    }
+                    Payload::Result(r) => return Some(r.clone()),
+                    _ => {}
+                }
+            }
+            None
+        })
+        .await;
+        match waited {
+            Ok(Some(result)) if result.error.is_some() => fail(format!(
+                "turn {turn} ended with an error: {}",
+                result.error.unwrap_or_default()
+            )),
+            Ok(Some(_)) => ok(json!({"text": text})),
+            Ok(None) => fail(format!("agent {} closed during turn {turn}", p.agent_id)),
+            Err(_) => fail(format!(
+                "turn {turn} still running after {:.0} s; it goes on: poll agent_output, \
+                 or agent_interrupt it",
+                limit.as_secs_f64()
+            )),
+        }
+    }
+
+    #[tool(
+        description = "Read an agent's output without blocking (partial while it works). \
+        which: last_message (default) | full_turn | all; turn defaults to the latest; \
+        include_tools adds tool calls and results; max_chars (default 20000) keeps the end. \
+        Returns {agent_id, turn, status, done, text, truncated, dropped_chars, usage}."
+    )]
+    async fn agent_output(
+        &self,
+        Parameters(p): Parameters<OutputRequest>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let Some(handle) = self.manager.get(&p.agent_id) else {
+            return fail(format!("no agent {}", p.agent_id));
+        };
+        let Some(buffer) = self.buffers.get(&p.agent_id) else {
+            return fail(format!("agent {} was not opened here", p.agent_id));
+        };
+        match buffer.render(&p, handle.session.status(), handle.info().usage) {
+            Ok(value) => ok(value),
+            Err(message) => fail(message),
+        }
+    }
+
+    #[tool(
+        description = "An agent's state: status, model, cwd, turn, usage, event_log, \
+        pending_permissions …"
+    )]
+    async fn agent_status(
+        &self,
+        Parameters(p): Parameters<AgentParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        match self.manager.get(&p.agent_id) {
+            Some(handle) => ok(json!(handle.info())),
+            None => fail(format!("no agent {}", p.agent_id)),
+        }
+    }
+
+    #[tool(description = "Every agent, live and recently closed. Returns {\"agents\": [...]}.")]
+    async fn agent_list(&self) -> Result<CallToolResult, ErrorData> {
+        let agents: Vec<Value> = self
+            .manager
+            .list()
+            .iter()
+            .map(|h| json!(h.info()))
+            .collect();
+        ok(json!({"agents": agents}))
+    }
+
+    #[tool(
+        description = "Cancel the agent's running turn, if any. Returns {\"interrupted\": bool}."
+    )]
+    async fn agent_interrupt(
+        &self,
+        Parameters(p): Parameters<AgentParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        match self.manager.cancel(&p.agent_id) {
+            Ok(interrupted) => ok(json!({"interrupted": interrupted})),
+            Err(e) => fail(e),
+        }
+    }
+
+    #[tool(
+        description = "Close an agent: its turn is cancelled and its processes stopped; it \
+        stays listed as dead for review. Returns {\"closed\": bool}."
+    )]
+    async fn agent_close(
+        &self,
+        Parameters(p): Parameters<AgentParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        match self.manager.close(&p.agent_id).await {
+            Ok(closed) => ok(json!({"closed": closed})),
+            Err(e) => fail(e),
+        }
+    }
+
+    #[tool(
+        description = "Switch an agent's model keeping its history. corral's native sessions \
+        cannot switch yet: always {\"switched\": false} with a note; close and reopen instead."
+    )]
+    async fn agent_set_model(
+        &self,
+        Parameters(p): Parameters<SetModelParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let Some(handle) = self.manager.get(&p.agent_id) else {
+            return fail(format!("no agent {}", p.agent_id));
+        };
+        ok(json!({
+            "switched": false,
+            "model": handle.meta.model,
+            "note": format!(
+                "corral sessions cannot switch models yet; {} keeps {}. Close it and \
+                 agent_open a new agent with model {:?}.",
+                p.agent_id, handle.meta.model, p.model
+            ),
+        }))
+    }
+
+    #[tool(
+        description = "The agent's open permission requests (tool calls waiting for \
+        approval). Returns {\"agent_id\", \"pending\": [{requestId, ...}]}."
+    )]
+    async fn agent_pending(
+        &self,
+        Parameters(p): Parameters<AgentParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        match self.manager.get(&p.agent_id) {
+            Some(handle) => ok(json!({
+                "agent_id": p.agent_id,
+                "pending": handle.session.pending_permissions(),
+            })),
+            None => fail(format!("no agent {}", p.agent_id)),
+        }
+    }
+
+    #[tool(
+        description = "Answer a permission request from agent_pending. decision: allow, \
+        allow_all, deny, disable, forbid_all or cancel. Returns {\"answered\": true}."
+    )]
+    async fn agent_approve(
+        &self,
+        Parameters(p): Parameters<ApproveParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let decision: Decision = match p.decision.parse() {
+            Ok(decision) => decision,
+            Err(e) => return fail(e),
+        };
+        if self.manager.get(&p.agent_id).is_none() {
+            return fail(format!("no agent {}", p.agent_id));
+        }
+        match self.manager.answer(&p.agent_id, &p.request_id, decision) {
+            Ok(()) => ok(json!({"answered": true, "decision": decision.as_str()})),
+            Err(e) => fail(e),
+        }
+    }
+}
+
+#[tool_handler(
+    name = "corral",
+    instructions = "corral agents: agent_open an agent in a directory, agent_send a turn and \
+    poll agent_output (or agent_run and wait), answer tool approvals with agent_pending and \
+    agent_approve, agent_close when done."
+)]
+impl ServerHandler for McpServer {}
+
+/// Serves MCP on stdin/stdout until the client closes stdin; then closes every session
+/// (and so every process they started). Logs go to stderr only: stdout is the protocol.
+pub async fn mcp(config_path: Option<PathBuf>) -> Result<Exit, RunError> {
+    let config = load_config(config_path.as_ref())?;
+    let manager = SessionManager::new(config, agents_dir()?, KEEP_DEAD);
+    let server = McpServer::new(manager.clone());
+    let served = match server.serve(rmcp::transport::stdio()).await {
+        Ok(running) => running
+            .waiting()
+            .await
+            .map(|_| ())
+            .map_err(|e| RunError::Runtime(format!("MCP server task failed: {e}"))),
+        Err(e) => Err(RunError::Runtime(format!("MCP initialization failed: {e}"))),
+    };
+    manager.shutdown().await;
+    served.map(|()| Exit::Ok)
+}

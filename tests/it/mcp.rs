@@ -1,0 +1,169 @@
+//! `corral mcp` end to end, driven by the official Python MCP SDK (PyPI `mcp`, installed by
+//! scripts/install-mcp-client): open an agent on the fake model, run a turn whose tool call
+//! needs approval, approve it over MCP, read the output, close it, see it dead.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{FakeModel, Harness, Reply};
+
+/// The client's venv: scripts/install-mcp-client puts it here (CORRAL_MCP_VENV overrides).
+fn venv_python() -> PathBuf {
+    let venv = std::env::var_os("CORRAL_MCP_VENV").map_or_else(
+        || PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/corral-ci/mcp-venv"),
+        PathBuf::from,
+    );
+    venv.join("bin/python")
+}
+
+/// Runs tests/it/mcp/client.py in `scenario` against `corral mcp` in `h`'s environment and
+/// returns what it printed.
+async fn drive(h: &Harness, model: &FakeModel, scenario: &str) -> Value {
+    let python = venv_python();
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/install-mcp-client (scripts/setup does)",
+        python.display()
+    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/mcp/client.py");
+    let cfg = json!({
+        "corral": env!("CARGO_BIN_EXE_corral"),
+        "cwd": h.work(),
+        "base_url": model.openai_base(),
+        "scenario": scenario,
+    });
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let run = tokio::process::Command::new(&python)
+        .arg(script)
+        .arg(cfg.to_string())
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", h.home_dir())
+        .env("XDG_CACHE_HOME", h.cache_dir())
+        .env("XDG_CONFIG_HOME", h.config_dir())
+        .env("XDG_DATA_HOME", h.data_dir())
+        .env("NO_COLOR", "1")
+        .current_dir(h.work())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(90), run)
+        .await
+        .expect("the MCP client finished in time")
+        .expect("python runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "client failed: {stderr}");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("client output is JSON ({e}): {stderr}"))
+}
+
+#[tokio::test]
+async fn an_unanswered_request_is_denied_after_the_approval_timeout_and_says_so() {
+    let h = Harness::new();
+    h.write_config("approval_timeout_secs = 1\n");
+    let model = FakeModel::start().await;
+    model.push(Reply::new().tool_call("c1", "write_file", r#"{"path":"x.txt","content":"hi"}"#));
+    model.push(Reply::new().text("Could not write."));
+    let r = drive(&h, &model, "timeout").await;
+    let output = &r["output"];
+    assert_eq!(output["done"], true, "{output}");
+    let text = output["text"].as_str().unwrap();
+    assert!(
+        text.contains("nobody answered within 1 s; denied"),
+        "{text}"
+    );
+    assert!(text.contains("Could not write."), "{text}");
+    assert_eq!(r["pending"], json!([]));
+    assert!(!h.work().join("x.txt").exists());
+}
+
+#[tokio::test]
+async fn the_official_python_client_opens_approves_reads_and_closes_an_agent() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    model.push(Reply::new().tool_call("c1", "write_file", r#"{"path":"x.txt","content":"hi"}"#));
+    model.push(Reply::new().text("Written."));
+    model.push(Reply::new().text("Second answer."));
+    let r = drive(&h, &model, "approve").await;
+
+    assert_eq!(r["server"], "corral");
+    let tools: Vec<&str> = r["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    for name in [
+        "agent_approve",
+        "agent_close",
+        "agent_interrupt",
+        "agent_list",
+        "agent_open",
+        "agent_output",
+        "agent_pending",
+        "agent_run",
+        "agent_send",
+        "agent_set_model",
+        "agent_status",
+    ] {
+        assert!(tools.contains(&name), "{name} missing from {tools:?}");
+    }
+    // The caller's mistakes are tool errors with a message, not protocol errors.
+    assert_eq!(r["bad_cwd"]["isError"], true);
+    assert!(
+        r["bad_cwd"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/dir")
+    );
+    assert_eq!(r["unknown_agent"]["isError"], true);
+    assert!(
+        r["unknown_agent"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("nope")
+    );
+    // rmcp 3.11 reports arguments that do not deserialize as a tool error too (the newer MCP
+    // revisions ask for that, so a model can correct itself); unknown tools stay protocol
+    // errors.
+    assert_eq!(r["bad_args"]["isError"], true);
+    assert!(
+        r["bad_args"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("missing field `cwd`")
+    );
+    assert_eq!(r["bad_decision"]["isError"], true);
+    let unknown = r["unknown_tool"].as_str().unwrap();
+    assert!(unknown.starts_with("protocol error"), "{unknown}");
+
+    assert_eq!(r["open"], json!({"agent_id": "mcp-one"}));
+    assert_eq!(r["send"], json!({"turn": 1}));
+    let pending = r["pending"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(r["approve"]["answered"], true);
+    let output = &r["output"];
+    assert_eq!(output["done"], true, "{output}");
+    assert_eq!(output["turn"], 1);
+    let text = output["text"].as_str().unwrap();
+    assert!(text.contains("Written."), "{text}");
+    assert!(text.contains("write_file"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(h.work().join("x.txt")).unwrap(),
+        "hi"
+    );
+    // last_message with max_chars keeps the end and says how much it dropped.
+    assert_eq!(r["last"]["text"], "ten.");
+    assert_eq!(r["last"]["truncated"], true);
+    assert_eq!(r["last"]["dropped_chars"], 4);
+
+    assert_eq!(r["run"], json!({"text": "Second answer."}));
+    assert_eq!(r["set_model"]["switched"], false);
+    assert_eq!(r["status"]["id"], "mcp-one");
+    assert_eq!(r["status"]["turn"], 2);
+    assert_eq!(r["close"], json!({"closed": true}));
+    let agents = r["list"]["agents"].as_array().unwrap();
+    let agent = agents.iter().find(|a| a["id"] == "mcp-one").unwrap();
+    assert_eq!(agent["status"], "dead");
+}
