@@ -411,20 +411,6 @@ fn count_files(output: &str) -> usize {
     files.len()
 }
 
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    format!("{cores} cores ({cpu}), Linux {}", kernel.trim())
-}
-
 fn main() {
     if let Ok(base) = std::env::var("CORRAL_BENCH_MINIMAL") {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -464,7 +450,7 @@ async fn bench_main() {
     if wants("search") {
         search(&mut rows).await;
     }
-    println!("corral benchmarks — {}", machine());
+    println!("corral benchmarks — {}", support::host::machine());
     println!("binary: {CORRAL}");
     println!();
     println!("| measure | figure | goal |");

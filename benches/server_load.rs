@@ -39,7 +39,6 @@ use serde_json::{Value, json};
 use support::reply::Action;
 use support::server::Server;
 use support::{FakeModel, Format, Harness, Reply};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 
 type Ws =
@@ -102,27 +101,6 @@ fn reply(i: usize) -> Reply {
         .chunk_delay(CHUNK_DELAY)
 }
 
-/// A bare HTTP/1.1 POST, as in tests/it/server_ws.rs.
-async fn post(server: &Server, path: &str, token: &str, body: &Value) -> (u16, Value) {
-    let addr = server.base.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let body = body.to_string();
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let status = response[9..12].parse().unwrap();
-    let json = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| serde_json::from_str(b).unwrap_or(Value::Null))
-        .unwrap_or(Value::Null);
-    (status, json)
-}
-
 /// Opens a session for `sub` over REST and attaches a WebSocket; returns it once the
 /// server's first `agent_state` (idle) arrived.
 async fn open(server: &Server, h: &Harness, model: &FakeModel, sub: &str) -> Ws {
@@ -133,7 +111,7 @@ async fn open(server: &Server, h: &Harness, model: &FakeModel, sub: &str) -> Ws 
         "permission": "bypass",
     });
     let token = server.token(sub, false);
-    let (status, json) = post(server, "/api/v1/sessions", &token, &body).await;
+    let (status, json) = server.post("/api/v1/sessions", &token, &body).await;
     assert_eq!(status, 201, "{json}");
     let id = json["id"].as_str().unwrap();
     let url = format!("{}/ws/v1/sessions/{id}?token={token}", server.ws_base);
@@ -277,20 +255,6 @@ async fn section(n: usize) -> Row {
     }
 }
 
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    format!("{cores} cores ({cpu}), Linux {}", kernel.trim())
-}
-
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -313,7 +277,7 @@ async fn bench_main() {
     for n in counts {
         rows.push(section(n).await);
     }
-    println!("corral serve load — {}", machine());
+    println!("corral serve load — {}", support::host::machine());
     println!("binary: {CORRAL}");
     println!(
         "each session: {TOKENS} text chunks, {} ms apart (nominal); latency = client frame \

@@ -110,7 +110,11 @@ pub fn reap(path: &Path) -> std::io::Result<usize> {
 }
 
 /// Makes [`track`] record into `path` for the rest of the process, after reaping leftovers.
+/// Only the first call does anything: a server opening many sessions reaps once, at start.
 pub fn install(path: PathBuf) -> std::io::Result<usize> {
+    if REGISTRY.get().is_some() {
+        return Ok(0);
+    }
     let killed = reap(&path)?;
     let _ = REGISTRY.set(path);
     Ok(killed)

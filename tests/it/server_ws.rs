@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
@@ -16,27 +15,6 @@ type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// A bare HTTP/1.1 POST: the tests need exactly one REST call.
-async fn post(server: &Server, path: &str, token: &str, body: &Value) -> (u16, Value) {
-    let addr = server.base.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let body = body.to_string();
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let status = response[9..12].parse().unwrap();
-    let json = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| serde_json::from_str(b).unwrap_or(Value::Null))
-        .unwrap_or(Value::Null);
-    (status, json)
-}
 
 /// Opens a session for `sub` on the fake model; `permission` is a preset name.
 async fn open(
@@ -54,7 +32,9 @@ async fn open(
     if let Some(perm) = perm {
         body["permission"] = json!(perm);
     }
-    let (status, json) = post(server, "/api/v1/sessions", &server.token(sub, false), &body).await;
+    let (status, json) = server
+        .post("/api/v1/sessions", &server.token(sub, false), &body)
+        .await;
     assert_eq!(status, 201, "{json}");
     json["id"].as_str().unwrap().to_string()
 }

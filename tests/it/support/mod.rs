@@ -6,6 +6,7 @@
 
 pub mod fake_model;
 pub mod harness;
+pub mod host;
 pub mod reply;
 pub mod server;
 

@@ -4,7 +4,8 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
 use super::harness::Harness;
@@ -78,6 +79,39 @@ impl Server {
         };
         auth.mint(sub, role, Duration::from_secs(3600))
             .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A bare HTTP/1.1 POST with a bearer token: enough for tests and benchmarks that need
+    /// one REST call. Returns the status and the JSON body (`Null` if none).
+    pub async fn post(&self, path: &str, token: &str, body: &Value) -> (u16, Value) {
+        let addr = self.base.trim_start_matches("http://");
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        let body = body.to_string();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .unwrap_or_else(|e| panic!("write to {addr}: {e}"));
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .await
+            .unwrap_or_else(|e| panic!("read from {addr}: {e}"));
+        let status = response
+            .get(9..12)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("not an HTTP response: {response}"));
+        let json = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| serde_json::from_str(b).unwrap_or(Value::Null))
+            .unwrap_or(Value::Null);
+        (status, json)
     }
 
     /// SIGTERM and wait (clean shutdown).
