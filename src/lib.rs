@@ -4,6 +4,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod agent;
+mod backend;
 mod config;
 mod event;
 mod model;

@@ -192,6 +192,13 @@ impl Agent {
         self.refresh_system();
     }
 
+    /// Talks to another model from the next request on; the conversation stays.
+    pub fn switch_model(&mut self, client: Arc<dyn ModelClient>, context_window: u64) {
+        self.client = client;
+        self.context_window = context_window;
+        self.last_prompt_tokens = None;
+    }
+
     /// Replaces the settings tool calls run with (timeouts, environment, desktop options).
     pub fn set_tool_settings(&mut self, settings: ToolSettings) {
         self.tool_settings = Arc::new(settings);

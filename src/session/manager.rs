@@ -12,11 +12,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::open::{self, OpenError, OpenSpec};
 use super::{AnswerError, Session, SessionMeta};
+use crate::backend::BackendInfo;
 use crate::config::Config;
 use crate::event::{Payload, SharedEvent, Status, StopReason, Timestamp, Usage};
 use crate::policy::Decision;
@@ -49,8 +50,22 @@ pub enum TurnMode {
 }
 
 enum Command {
-    Turn { text: String },
+    Turn {
+        text: String,
+    },
+    SetModel {
+        model: String,
+        reply: oneshot::Sender<Result<bool, String>>,
+    },
     Close,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SetModelError {
+    #[error(transparent)]
+    Send(#[from] SendError),
+    #[error("cannot switch to {model}: {reason}")]
+    Failed { model: String, reason: String },
 }
 
 /// What a surface shows about a session.
@@ -65,6 +80,10 @@ pub struct SessionInfo {
     pub created_at: String,
     pub last_activity: String,
     pub usage: Usage,
+    /// `native`, `claude`, `acp`, `codex`.
+    pub backend: &'static str,
+    /// The backend queues prompts sent while a turn runs.
+    pub queues_prompts: bool,
     pub event_log: Option<String>,
     pub worktree: Option<String>,
     /// Open permission requests.
@@ -83,6 +102,9 @@ pub struct Handle {
     pub session: Arc<Session>,
     pub owner: String,
     pub meta: SessionMeta,
+    backend: BackendInfo,
+    /// The model in use: the opening one until `set_model` switches it.
+    model: Mutex<String>,
     created_at: Timestamp,
     commands: mpsc::UnboundedSender<Command>,
     /// The number the last sent turn gets: it is in progress until its result is out.
@@ -122,12 +144,14 @@ impl Handle {
             id: self.id().to_string(),
             owner: self.owner.clone(),
             status: self.session.status(),
-            model: self.meta.model.clone(),
+            model: lock(&self.model).clone(),
             cwd: self.meta.cwd.display().to_string(),
             turn: self.session.turn(),
             created_at: self.created_at.to_string(),
             last_activity: stats.last_activity.to_string(),
             usage: stats.usage,
+            backend: self.backend.kind,
+            queues_prompts: self.backend.queues_prompts,
             event_log: self.session.log_path().map(|p| p.display().to_string()),
             worktree: self
                 .meta
@@ -208,6 +232,8 @@ impl SessionManager {
             session: opened.session.clone(),
             owner: owner.to_string(),
             meta: opened.meta.clone(),
+            backend: opened.backend.info(),
+            model: Mutex::new(opened.meta.model.clone()),
             created_at: Timestamp::now(),
             commands,
             sent_turn: AtomicU32::new(0),
@@ -322,6 +348,36 @@ impl SessionManager {
         Ok(turn)
     }
 
+    /// Switches a session's model between turns, keeping its conversation. `Ok(false)`: its
+    /// backend cannot switch. Waits for a running turn to end first.
+    pub async fn set_model(&self, id: &str, model: &str) -> Result<bool, SetModelError> {
+        let handle = self
+            .get(id)
+            .ok_or_else(|| SendError::NotFound(id.to_string()))?;
+        if handle.session.status() == Status::Dead {
+            return Err(SendError::Dead(id.to_string()).into());
+        }
+        let (reply, answer) = oneshot::channel();
+        handle
+            .commands
+            .send(Command::SetModel {
+                model: model.to_string(),
+                reply,
+            })
+            .map_err(|_| SendError::Dead(id.to_string()))?;
+        let switched = answer
+            .await
+            .map_err(|_| SendError::Dead(id.to_string()))?
+            .map_err(|reason| SetModelError::Failed {
+                model: model.to_string(),
+                reason,
+            })?;
+        if switched {
+            *lock(&handle.model) = model.to_string();
+        }
+        Ok(switched)
+    }
+
     /// Cancels the running turn, if any.
     pub fn cancel(&self, id: &str) -> Result<bool, SendError> {
         let handle = self
@@ -413,13 +469,17 @@ async fn run_session(
     while let Some(command) = commands.recv().await {
         let text = match command {
             Command::Turn { text } => text,
+            Command::SetModel { model, reply } => {
+                let _ = reply.send(opened.backend.set_model(&model).await);
+                continue;
+            }
             Command::Close => break,
         };
         let token = CancellationToken::new();
         if let Some(handle) = handle.upgrade() {
             *lock(&handle.cancel) = Some(token.clone());
         }
-        let outcome = opened.agent.run_turn(&text, token).await;
+        let outcome = opened.backend.run_turn(&text, token).await;
         if let Some(handle) = handle.upgrade() {
             *lock(&handle.cancel) = None;
             let mut stats = lock(&handle.stats);

@@ -356,25 +356,25 @@ impl McpServer {
     }
 
     #[tool(
-        description = "Switch an agent's model keeping its history. corral's native sessions \
-        cannot switch yet: always {\"switched\": false} with a note; close and reopen instead."
+        description = "Switch an agent's model keeping its history (waits for a running turn \
+        to end). Returns {\"switched\": true|false, \"model\"}; false where the agent's \
+        backend cannot switch (close and reopen it instead)."
     )]
     async fn agent_set_model(
         &self,
         Parameters(p): Parameters<SetModelParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let Some(handle) = self.manager.get(&p.agent_id) else {
-            return fail(format!("no agent {}", p.agent_id));
-        };
-        ok(json!({
-            "switched": false,
-            "model": handle.meta.model,
-            "note": format!(
-                "corral sessions cannot switch models yet; {} keeps {}. Close it and \
-                 agent_open a new agent with model {:?}.",
-                p.agent_id, handle.meta.model, p.model
-            ),
-        }))
+        match self.manager.set_model(&p.agent_id, &p.model).await {
+            Ok(switched) => {
+                let model = self
+                    .manager
+                    .get(&p.agent_id)
+                    .map(|h| h.info().model)
+                    .unwrap_or_default();
+                ok(json!({"switched": switched, "model": model}))
+            }
+            Err(e) => fail(e),
+        }
     }
 
     #[tool(

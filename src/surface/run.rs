@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, ToolChoiceMode, TurnOutcome};
+use crate::agent::{ToolChoiceMode, TurnOutcome};
+use crate::backend::Backend;
 use crate::config::Config;
 use crate::event::StopReason;
 use crate::model::Progress;
@@ -187,7 +188,7 @@ pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
     if args.approve_stdin {
         tokio::spawn(approve::answer_from_stdin(session.clone()));
     }
-    let result = drive(&args, &mut opened.agent, &session, first_prompt).await;
+    let result = drive(&args, opened.backend.as_mut(), &session, first_prompt).await;
     let mut notes = Vec::new();
     opened.finish(&mut notes).await;
     if let Err(e) = renderer.await {
@@ -202,7 +203,7 @@ pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
 
 async fn drive(
     args: &RunArgs,
-    agent: &mut Agent,
+    agent: &mut dyn Backend,
     session: &Arc<Session>,
     first_prompt: Option<String>,
 ) -> Result<Exit, RunError> {
@@ -222,7 +223,7 @@ async fn drive(
 }
 
 /// `-i`: one turn per line of stdin until EOF or `/exit`.
-async fn converse(interrupts: &Interrupts, agent: &mut Agent) -> Result<Exit, RunError> {
+async fn converse(interrupts: &Interrupts, agent: &mut dyn Backend) -> Result<Exit, RunError> {
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let show_prompt = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     loop {
@@ -279,7 +280,7 @@ impl Interrupts {
         Interrupts { current }
     }
 
-    async fn run_turn(&self, agent: &mut Agent, prompt: &str) -> TurnOutcome {
+    async fn run_turn(&self, agent: &mut dyn Backend, prompt: &str) -> TurnOutcome {
         let token = CancellationToken::new();
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(token.clone());
         let outcome = agent.run_turn(prompt, token).await;

@@ -85,6 +85,7 @@ async fn the_official_python_client_opens_approves_reads_and_closes_an_agent() {
     model.push(Reply::new().tool_call("c1", "write_file", r#"{"path":"x.txt","content":"hi"}"#));
     model.push(Reply::new().text("Written."));
     model.push(Reply::new().text("Second answer."));
+    model.push(Reply::new().text("Third, from another model."));
     let r = drive(&h, &model, "approve").await;
 
     assert_eq!(r["server"], "corral");
@@ -159,9 +160,24 @@ async fn the_official_python_client_opens_approves_reads_and_closes_an_agent() {
     assert_eq!(r["last"]["dropped_chars"], 4);
 
     assert_eq!(r["run"], json!({"text": "Second answer."}));
-    assert_eq!(r["set_model"]["switched"], false);
+    // The switch keeps the conversation: the next request goes to the new model with the
+    // earlier turns in it.
+    assert_eq!(
+        r["set_model"],
+        json!({"switched": true, "model": "llamacpp:other-model"})
+    );
+    assert_eq!(r["bad_model"]["isError"], true, "{}", r["bad_model"]);
+    assert_eq!(
+        r["run_switched"],
+        json!({"text": "Third, from another model."})
+    );
+    let last = model.chat_requests().pop().unwrap();
+    assert_eq!(last["model"], "other-model");
+    let history = last["messages"].to_string();
+    assert!(history.contains("Second answer."), "{history}");
     assert_eq!(r["status"]["id"], "mcp-one");
-    assert_eq!(r["status"]["turn"], 2);
+    assert_eq!(r["status"]["model"], "llamacpp:other-model");
+    assert_eq!(r["status"]["turn"], 3);
     assert_eq!(r["close"], json!({"closed": true}));
     let agents = r["list"]["agents"].as_array().unwrap();
     let agent = agents.iter().find(|a| a["id"] == "mcp-one").unwrap();

@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::agent::{Agent, AgentConfig, ToolChoiceMode};
+use crate::backend::Backend;
+use crate::backend::native::NativeBackend;
 use crate::config::Config;
 use crate::event::{Envelope, Status};
 use crate::model::{self, ModelClient, ModelError, ModelSpec};
@@ -127,7 +129,7 @@ fn load_policy(
     Policy::load(&preset, user_policy_dir().as_deref(), &overrides).map_err(usage)
 }
 
-async fn model_client(
+pub(crate) async fn model_client(
     spec: &OpenSpec,
     config: &Config,
     resumed: Option<&SessionMeta>,
@@ -260,8 +262,7 @@ pub async fn plan(
 /// A session that is ready for turns.
 pub struct Opened {
     pub session: Arc<Session>,
-    pub agent: Agent,
-    pub client: Arc<dyn ModelClient>,
+    pub backend: Box<dyn Backend>,
     pub worktree: Option<RunWorktree>,
     pub meta: SessionMeta,
     /// The session's private TMPDIR, removed when this is dropped.
@@ -335,10 +336,9 @@ pub async fn start(
     )
     .await
     {
-        Ok((agent, client, meta, tmpdir)) => Ok(Opened {
+        Ok((backend, meta, tmpdir)) => Ok(Opened {
             session,
-            agent,
-            client,
+            backend,
             worktree,
             meta,
             _tmpdir: tmpdir,
@@ -364,7 +364,7 @@ async fn finish_start(
     worktree: Option<WorktreeMeta>,
     session: &Arc<Session>,
     history: &[Envelope],
-) -> Result<(Agent, Arc<dyn ModelClient>, SessionMeta, tempfile::TempDir), OpenError> {
+) -> Result<(Box<dyn Backend>, SessionMeta, tempfile::TempDir), OpenError> {
     let info = match client.prepare().await {
         Ok(info) => info,
         Err(e) => {
@@ -417,16 +417,15 @@ async fn finish_start(
     if !history.is_empty() {
         agent.restore(history);
     }
-    Ok((agent, client, meta, tmpdir))
+    let backend = NativeBackend::new(agent, client, spec.clone(), config);
+    Ok((Box::new(backend), meta, tmpdir))
 }
 
 impl Opened {
     /// Stops what the session owns (a local model server), closes it (status dead, log
     /// flushed), and keeps or removes its worktree (a line about it goes to `notes`).
-    pub async fn finish(self, notes: &mut (dyn std::io::Write + Send)) {
-        if let Err(e) = self.client.shutdown().await {
-            tracing::warn!(error = %e, "stopping the model server");
-        }
+    pub async fn finish(mut self, notes: &mut (dyn std::io::Write + Send)) {
+        self.backend.shutdown().await;
         self.session.close();
         worktree::end_for_run(self.worktree.as_ref(), notes);
     }

@@ -96,7 +96,13 @@ async def main():
             out["output"] = output
             out["last"] = await call("agent_output", {"agent_id": aid, "max_chars": 4})
             out["run"] = await call("agent_run", {"agent_id": aid, "text": "again", "timeout": 30})
-            out["set_model"] = await call("agent_set_model", {"agent_id": aid, "model": "x:y"})
+            out["set_model"] = await call(
+                "agent_set_model", {"agent_id": aid, "model": "llamacpp:other-model"}
+            )
+            out["bad_model"] = await call("agent_set_model", {"agent_id": aid, "model": "x:y"})
+            out["run_switched"] = await call(
+                "agent_run", {"agent_id": aid, "text": "third", "timeout": 30}
+            )
             out["status"] = await call("agent_status", {"agent_id": aid})
             out["close"] = await call("agent_close", {"agent_id": aid})
             out["list"] = await call("agent_list", {})

@@ -1,0 +1,43 @@
+//! What runs a session's turns: corral's own loop ([`native`]) or an external agent process
+//! (claude, an ACP agent, codex). Every backend writes the same envelopes into its
+//! [`Session`](crate::session::Session) — `turn_started`, text, tool calls, permission
+//! requests answered through the session's approvals, `result` — and leaves the session idle
+//! when a turn ends, so every surface drives all of them alike.
+
+pub mod native;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use tokio_util::sync::CancellationToken;
+
+pub use crate::agent::TurnOutcome;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a surface may show about a backend.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BackendInfo {
+    /// `native`, `claude`, `acp`, `codex`.
+    pub kind: &'static str,
+    /// The backend accepts a prompt while a turn runs and queues it itself.
+    pub queues_prompts: bool,
+}
+
+/// One session's turn runner. A turn emits `turn_started` … `result` on the session and ends
+/// with the session idle (or dead, when the backend's process died).
+pub trait Backend: Send {
+    fn run_turn<'a>(
+        &'a mut self,
+        prompt: &'a str,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, TurnOutcome>;
+
+    /// Switches the model, keeping the conversation. `Ok(false)`: this backend cannot.
+    fn set_model<'a>(&'a mut self, model: &'a str) -> BoxFuture<'a, Result<bool, String>>;
+
+    /// Stops what the backend owns (a model server, an agent process). Called once.
+    fn shutdown(&mut self) -> BoxFuture<'_, ()>;
+
+    fn info(&self) -> BackendInfo;
+}
