@@ -181,6 +181,10 @@ struct Run {
     /// kept afterwards if it holds changes (see `corral worktree`), removed if not.
     #[arg(long)]
     worktree: bool,
+    /// For an external agent (claude, acp:…, codex): give it a private HOME and config
+    /// directory instead of yours, so its settings and logins are its own.
+    #[arg(long)]
+    hermetic: bool,
     /// Confinement of shell and python: strict refuses to run them unless everything is
     /// enforced; best-effort (default) reports what is not; off runs them unconfined.
     #[arg(long, value_enum, value_name = "MODE")]
@@ -384,6 +388,7 @@ impl From<Run> for RunArgs {
             deny: run.deny,
             approve_stdin: run.approve_stdin,
             worktree: run.worktree,
+            hermetic: run.hermetic,
             sandbox: run.sandbox.map(|mode| match mode {
                 SandboxArg::Strict => SandboxMode::Strict,
                 SandboxArg::BestEffort => SandboxMode::BestEffort,

@@ -4,7 +4,12 @@
 //! requests answered through the session's approvals, `result` — and leaves the session idle
 //! when a turn ends, so every surface drives all of them alike.
 
+mod acp_client;
+mod claude;
+mod codex;
+pub mod external;
 pub mod native;
+pub mod process;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -40,4 +45,15 @@ pub trait Backend: Send {
     fn shutdown(&mut self) -> BoxFuture<'_, ()>;
 
     fn info(&self) -> BackendInfo;
+}
+
+/// Starts the external agent a session was opened with.
+pub async fn start_external(
+    context: external::ExternalContext,
+) -> Result<Box<dyn Backend>, crate::session::open::OpenError> {
+    match context.spec.kind {
+        external::ExternalKind::Claude => claude::start(context).await,
+        external::ExternalKind::Acp => acp_client::start(context).await,
+        external::ExternalKind::Codex => codex::start(context).await,
+    }
 }

@@ -17,6 +17,10 @@ pub struct SessionMeta {
     /// Set when the session ran in an isolated worktree (`corral run --worktree`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<WorktreeMeta>,
+    /// An external agent's own session/thread id (claude `--resume`, ACP `session/load`,
+    /// codex thread), for resuming.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
 }
 
 /// Where a worktree session's changes live and what they started from, so they can be

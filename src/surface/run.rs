@@ -51,6 +51,8 @@ pub struct RunArgs {
     pub approve_stdin: bool,
     /// Run in a new git worktree of the cwd's repository (`--worktree`).
     pub worktree: bool,
+    /// A private HOME for an external agent (`--hermetic`).
+    pub hermetic: bool,
     /// `--sandbox`: how shell and python are confined (default: config, else best-effort).
     pub sandbox: Option<SandboxMode>,
     /// `--network`: whether shell and python may use the network.
@@ -110,6 +112,7 @@ fn open_spec(args: &RunArgs) -> OpenSpec {
         max_steps: args.max_steps,
         tool_choice: args.tool_choice,
         worktree: args.worktree,
+        hermetic: args.hermetic,
         sandbox: args.sandbox,
         network: args.network,
         attended: args.approve_stdin || (!args.json && approve::terminal_available()),

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crate::agent::{Agent, AgentConfig, ToolChoiceMode};
 use crate::backend::Backend;
+use crate::backend::external::{Approver, ExternalContext, ExternalSpec};
 use crate::backend::native::NativeBackend;
 use crate::config::Config;
 use crate::event::{Envelope, Status};
@@ -64,6 +65,8 @@ pub struct OpenSpec {
     pub network: Option<NetworkMode>,
     /// Someone can answer permission requests.
     pub attended: bool,
+    /// An external agent gets a private HOME instead of the user's.
+    pub hermetic: bool,
     pub approval_timeout: Option<Duration>,
 }
 
@@ -71,8 +74,7 @@ pub struct OpenSpec {
 pub struct Plan {
     spec: OpenSpec,
     config: Config,
-    client: Arc<dyn ModelClient>,
-    model: ModelSpec,
+    engine: Engine,
     root: PathBuf,
     resumed: Option<SessionMeta>,
     policy: Policy,
@@ -88,6 +90,15 @@ impl Plan {
     pub fn policy(&self) -> &Policy {
         &self.policy
     }
+}
+
+/// What runs the turns: a model client for corral's own loop, or an external agent.
+enum Engine {
+    Native {
+        client: Arc<dyn ModelClient>,
+        model: ModelSpec,
+    },
+    External(ExternalSpec),
 }
 
 /// `$XDG_CACHE_HOME/corral/agents`: event logs, session metadata, pids.json.
@@ -234,7 +245,17 @@ pub async fn plan(
         }
         None => None,
     };
-    let (client, model) = model_client(&spec, &config, resumed.as_ref(), progress).await?;
+    let model_text = spec
+        .model
+        .clone()
+        .or_else(|| resumed.as_ref().map(|m| m.model.clone()));
+    let engine = match model_text.filter(|t| ExternalSpec::is_external(t)) {
+        Some(text) => Engine::External(text.parse().map_err(usage)?),
+        None => {
+            let (client, model) = model_client(&spec, &config, resumed.as_ref(), progress).await?;
+            Engine::Native { client, model }
+        }
+    };
     let cwd = match (&spec.cwd, &resumed) {
         (Some(cwd), _) => cwd.clone(),
         (None, Some(meta)) => meta.cwd.clone(),
@@ -248,8 +269,7 @@ pub async fn plan(
     Ok(Plan {
         spec,
         config,
-        client,
-        model,
+        engine,
         root,
         resumed,
         policy,
@@ -323,8 +343,7 @@ pub async fn start(
     match finish_start(
         &plan.spec,
         plan.config,
-        plan.client,
-        plan.model,
+        plan.engine,
         plan.resumed,
         plan.policy,
         plan.tools,
@@ -354,8 +373,7 @@ pub async fn start(
 async fn finish_start(
     spec: &OpenSpec,
     config: Config,
-    client: Arc<dyn ModelClient>,
-    model: ModelSpec,
+    engine: Engine,
     resumed: Option<SessionMeta>,
     policy: Policy,
     tools: ToolRegistry,
@@ -365,6 +383,15 @@ async fn finish_start(
     session: &Arc<Session>,
     history: &[Envelope],
 ) -> Result<(Box<dyn Backend>, SessionMeta, tempfile::TempDir), OpenError> {
+    let (client, model) = match engine {
+        Engine::Native { client, model } => (client, model),
+        Engine::External(external) => {
+            return start_external(
+                spec, external, resumed, policy, tools, root, worktree, session,
+            )
+            .await;
+        }
+    };
     let info = match client.prepare().await {
         Ok(info) => info,
         Err(e) => {
@@ -387,14 +414,10 @@ async fn finish_start(
             created_at: crate::event::Timestamp::now().to_string(),
             system: spec.system.clone(),
             worktree,
+            external_id: None,
         },
     };
-    if spec.resume.is_none()
-        && let Some(dir) = session.log_path().and_then(Path::parent)
-        && let Err(e) = meta.save(dir)
-    {
-        tracing::warn!(error = %e, "cannot save session metadata");
-    }
+    save_meta(spec, session, &meta);
     let mut agent_config = agent_config(spec, &config);
     agent_config.attended = spec.attended;
     // A private temp dir per session, exported to tools as TMPDIR.
@@ -419,6 +442,94 @@ async fn finish_start(
     }
     let backend = NativeBackend::new(agent, client, spec.clone(), config);
     Ok((Box::new(backend), meta, tmpdir))
+}
+
+fn save_meta(spec: &OpenSpec, session: &Session, meta: &SessionMeta) {
+    if spec.resume.is_none()
+        && let Some(dir) = session.log_path().and_then(Path::parent)
+        && let Err(e) = meta.save(dir)
+    {
+        tracing::warn!(error = %e, "cannot save session metadata");
+    }
+}
+
+/// Starts an external agent for the session: its process, handshake and session.
+#[allow(clippy::too_many_arguments)]
+async fn start_external(
+    spec: &OpenSpec,
+    external: ExternalSpec,
+    resumed: Option<SessionMeta>,
+    policy: Policy,
+    tools: ToolRegistry,
+    root: PathBuf,
+    worktree: Option<WorktreeMeta>,
+    session: &Arc<Session>,
+) -> Result<(Box<dyn Backend>, SessionMeta, tempfile::TempDir), OpenError> {
+    let tmpdir = tempfile::Builder::new()
+        .prefix(&format!("corral-{}-", session.id()))
+        .tempdir()
+        .map_err(|e| runtime(format!("cannot create the session's temp dir: {e}")))?;
+    let log_dir = session
+        .log_path()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf);
+    let meta = match resumed {
+        Some(meta) => meta,
+        None => SessionMeta {
+            id: session.id().to_string(),
+            model: external.to_string(),
+            base_url: String::new(),
+            cwd: root.clone(),
+            created_at: crate::event::Timestamp::now().to_string(),
+            system: spec.system.clone(),
+            worktree,
+            external_id: None,
+        },
+    };
+    save_meta(spec, session, &meta);
+    let record_external_id: Box<dyn Fn(&str) + Send + Sync> = {
+        let (meta, dir) = (meta.clone(), log_dir.clone());
+        Box::new(move |id: &str| {
+            let mut meta = meta.clone();
+            meta.external_id = Some(id.to_string());
+            if let Some(dir) = &dir
+                && let Err(e) = meta.save(dir)
+            {
+                tracing::warn!(error = %e, "cannot save the agent's session id");
+            }
+        })
+    };
+    let approver = Arc::new(Approver::new(
+        session.clone(),
+        policy.clone(),
+        tools,
+        root.clone(),
+        spec.attended,
+        spec.approval_timeout,
+    ));
+    let home = spec.hermetic.then(|| tmpdir.path().join("home"));
+    if let Some(home) = &home {
+        std::fs::create_dir_all(home)
+            .map_err(|e| runtime(format!("cannot create the agent's HOME: {e}")))?;
+    }
+    let context = ExternalContext {
+        session: session.clone(),
+        spec: external,
+        root,
+        policy,
+        approver,
+        resume: meta.external_id.clone(),
+        home,
+        stderr_log: log_dir.map(|d| d.join(format!("{}.stderr.log", session.id()))),
+        record_external_id,
+    };
+    let backend = crate::backend::start_external(context)
+        .await
+        .inspect_err(|e| {
+            session.emit_error(e.to_string(), serde_json::Value::Null);
+        })?;
+    session.transition(Status::Idle).map_err(runtime)?;
+    Ok((backend, meta, tmpdir))
 }
 
 impl Opened {

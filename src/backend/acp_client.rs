@@ -1,0 +1,12 @@
+//! PLACEHOLDER: being written (the ACP agents backend).
+
+use super::Backend;
+use super::external::ExternalContext;
+use crate::session::open::OpenError;
+
+pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenError> {
+    Err(OpenError::Runtime(format!(
+        "the ACP agents backend is not built yet ({})",
+        context.spec
+    )))
+}

@@ -1,0 +1,206 @@
+//! An external agent's process: its own process group (so its tools die with it), tracked in
+//! pids.json for reaping, stderr kept in a file beside the session's event log and its last
+//! lines in memory for the error a crash reports.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+use crate::sandbox::reaper;
+
+/// How many stderr lines a crash report carries.
+const STDERR_TAIL: usize = 20;
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    /// Set on top of the inherited environment.
+    pub env: Vec<(String, String)>,
+    /// Variables removed from the inherited environment.
+    pub env_remove: Vec<String>,
+    /// `<log_dir>/<session>.stderr.log`; `None`: stderr goes to tracing only.
+    pub stderr_log: Option<PathBuf>,
+    /// Names the process in pids.json and in messages (`claude`, `codex`, `acp`).
+    pub kind: &'static str,
+}
+
+pub struct AgentProcess {
+    child: Child,
+    pgid: i32,
+    name: String,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    _tracked: Option<reaper::TrackGuard>,
+}
+
+/// The pipes the backend talks over.
+pub struct Pipes {
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start {program}: {source}")]
+pub struct SpawnError {
+    program: String,
+    source: std::io::Error,
+}
+
+impl AgentProcess {
+    pub fn spawn(launch: &Launch) -> Result<(AgentProcess, Pipes), SpawnError> {
+        let name = launch.program.display().to_string();
+        let mut command = tokio::process::Command::new(&launch.program);
+        command
+            .args(&launch.args)
+            .current_dir(&launch.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        for name in &launch.env_remove {
+            command.env_remove(name);
+        }
+        command.envs(launch.env.iter().map(|(k, v)| (k, v)));
+        let mut child = command.spawn().map_err(|source| SpawnError {
+            program: name.clone(),
+            source,
+        })?;
+        let pid = child.id().unwrap_or_default();
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(SpawnError {
+                program: name,
+                source: std::io::Error::other("its pipes were not set up"),
+            });
+        };
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+        tokio::spawn(keep_stderr(
+            stderr,
+            stderr_tail.clone(),
+            launch.stderr_log.clone(),
+            launch.kind,
+        ));
+        Ok((
+            AgentProcess {
+                child,
+                pgid: pid as i32,
+                name,
+                stderr_tail,
+                _tracked: reaper::track(pid, pid, launch.kind),
+            },
+            Pipes { stdin, stdout },
+        ))
+    }
+
+    /// The last stderr lines, oldest first.
+    pub fn stderr_tail(&self) -> String {
+        let tail = self.stderr_tail.lock().unwrap_or_else(|p| p.into_inner());
+        tail.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+
+    /// The process has exited: its status.
+    pub fn try_status(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Waits for the exit (after its stdout closed, say) for at most `grace`.
+    pub async fn wait_exit(&mut self, grace: Duration) -> Option<ExitStatus> {
+        tokio::time::timeout(grace, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
+    /// "claude exited with exit status: 3; its last stderr lines: …" — for a crash.
+    pub async fn crash_report(&mut self) -> String {
+        // stderr may still be draining: a moment for the last lines to arrive.
+        let status = self.wait_exit(Duration::from_secs(2)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let status = status.map_or("is not answering".to_string(), |s| format!("exited ({s})"));
+        let tail = self.stderr_tail();
+        if tail.is_empty() {
+            format!("{} {status}", self.name)
+        } else {
+            format!("{} {status}; its last stderr lines:\n{tail}", self.name)
+        }
+    }
+
+    /// Stops the whole group: SIGTERM, a moment's grace, then SIGKILL.
+    pub async fn stop(&mut self, stdin: Option<ChildStdin>) {
+        if let Some(mut stdin) = stdin {
+            let _ = stdin.shutdown().await;
+        }
+        if self.pgid > 1 {
+            let group = Pid::from_raw(self.pgid);
+            let _ = killpg(group, Signal::SIGTERM);
+            if self.wait_exit(Duration::from_secs(2)).await.is_none() {
+                let _ = killpg(group, Signal::SIGKILL);
+                let _ = self.wait_exit(Duration::from_secs(2)).await;
+            } else {
+                // The leader is gone; anything left in its group goes too.
+                let _ = killpg(group, Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        if self.pgid > 1 && self.child.try_wait().ok().flatten().is_none() {
+            let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGKILL);
+        }
+    }
+}
+
+async fn keep_stderr(
+    stderr: tokio::process::ChildStderr,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    log: Option<PathBuf>,
+    kind: &'static str,
+) {
+    let mut file = match &log {
+        Some(path) => open_log(path).await,
+        None => None,
+    };
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::debug!(target: "corral::agent_stderr", agent = kind, "{line}");
+        if let Some(file) = file.as_mut() {
+            let _ = file.write_all(format!("{line}\n").as_bytes()).await;
+        }
+        let mut tail = tail.lock().unwrap_or_else(|p| p.into_inner());
+        if tail.len() == STDERR_TAIL {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+    if let Some(mut file) = file {
+        let _ = file.flush().await;
+    }
+}
+
+async fn open_log(path: &Path) -> Option<tokio::fs::File> {
+    match tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .await
+    {
+        Ok(file) => Some(file),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot keep the agent's stderr");
+            None
+        }
+    }
+}
