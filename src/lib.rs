@@ -30,6 +30,7 @@ pub use sandbox::{
 pub use session::manager::{SessionInfo, SessionManager, TurnMode};
 pub use session::open::OpenSpec;
 pub use session::{Session, SessionError, SessionMeta, Subscription, log_path, read_log};
+pub use surface::acp::{AcpArgs, acp};
 pub use surface::doctor::doctor;
 pub use surface::mcp::{DEFAULT_APPROVAL_TIMEOUT, mcp};
 pub use surface::policies::{list_policies, show_policy};

@@ -52,6 +52,25 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// Be an Agent Client Protocol agent on stdin/stdout: an editor (Zed, any ACP client)
+    /// opens corral sessions, prompts them and answers their permission questions.
+    Acp {
+        /// Model spec for new sessions (as for `corral run -m`).
+        #[arg(short, long, value_name = "SPEC")]
+        model: Option<String>,
+        /// Base URL of the model server (wins over config and environment).
+        #[arg(long, value_name = "URL")]
+        base_url: Option<String>,
+        /// Permission preset new sessions start in (the client can switch modes).
+        #[arg(short, long, value_name = "PRESET")]
+        permission: Option<String>,
+        /// Work in a new git worktree of each session's directory.
+        #[arg(long)]
+        worktree: bool,
+        /// Config file (default: $XDG_CONFIG_HOME/corral/config.toml).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
     /// Mint a bearer token (HS256 JWT) for corral serve.
     Token {
         /// The owner the token speaks for.
@@ -286,7 +305,10 @@ fn main() -> ExitCode {
     init_tracing(matches!(cli.command, Command::Serve { .. }).then_some(&logs));
     // One session in the terminal is sequential work: a single-threaded runtime saves a
     // cross-thread wake-up per streamed token. The server runs many sessions at once.
-    let runtime = if matches!(cli.command, Command::Serve { .. } | Command::Mcp { .. }) {
+    let runtime = if matches!(
+        cli.command,
+        Command::Serve { .. } | Command::Mcp { .. } | Command::Acp { .. }
+    ) {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -318,6 +340,22 @@ fn main() -> ExitCode {
                 corral::serve(args, logs).await
             }
             Command::Mcp { config } => corral::mcp(config).await,
+            Command::Acp {
+                model,
+                base_url,
+                permission,
+                worktree,
+                config,
+            } => {
+                let args = corral::AcpArgs {
+                    model,
+                    base_url,
+                    permission,
+                    worktree,
+                    config_path: config,
+                };
+                corral::acp(args).await
+            }
             Command::Doctor { config } => {
                 use std::io::Write;
                 let text = corral::doctor(config).await;

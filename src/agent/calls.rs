@@ -78,10 +78,18 @@ pub fn emit_authoritative_use(
     tools: &ToolRegistry,
     raw: &RawCall,
     input: &Value,
+    root: &std::path::Path,
 ) {
     let mut info = announce(tools, raw);
     info.status = ToolCallStatus::InProgress;
     info.raw_input = Some(input.clone());
+    // An editor shows a write as a diff: the file as it is now against what it will be.
+    if raw.name == "write_file"
+        && let Some((diff, location)) = crate::policy::write_diff_block(input, root)
+    {
+        info.content = vec![diff];
+        info.locations = vec![location];
+    }
     session.emit(Payload::ToolUse(ToolUseData { call: info }));
 }
 

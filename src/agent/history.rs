@@ -2,8 +2,8 @@
 //! Only authoritative envelopes are read: `user_text`, `assistant_text`/`thought` blocks,
 //! authoritative `tool_use` (with `rawInput`), `tool_result`, and `compaction`.
 
-use crate::event::{ContentBlock, Envelope, Payload};
-use crate::model::{Message, Role, ToolCall};
+use crate::event::{ContentBlock, Envelope, Payload, UserTextData};
+use crate::model::{Image, Message, Role, ToolCall};
 
 pub struct Rebuilt {
     /// Every message after the system prompt.
@@ -23,6 +23,17 @@ pub fn rebuild(envelopes: &[Envelope]) -> Rebuilt {
     };
     for envelope in envelopes {
         match &envelope.payload {
+            // A prompt's images follow its text as their own envelopes.
+            Payload::UserText(UserTextData {
+                content: ContentBlock::Image { data, mime_type },
+            }) if open.is_none() && messages.last().is_some_and(|m| m.role == Role::User) => {
+                if let Some(last) = messages.last_mut() {
+                    last.images.push(Image {
+                        mime_type: mime_type.clone(),
+                        data_base64: data.clone(),
+                    });
+                }
+            }
             Payload::UserText(data) => {
                 flush(&mut open, &mut messages);
                 messages.push(Message::user(text_of(&data.content)));

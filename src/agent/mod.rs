@@ -192,6 +192,15 @@ impl Agent {
         self.refresh_system();
     }
 
+    /// Applies another preset from the next call on; earlier grants of the session go with
+    /// the old one. The sandbox set up when the session opened stays as it is.
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.gate = Gate::new(policy);
+        let names: Vec<&str> = self.tools.names().filter(|n| self.gate.offers(n)).collect();
+        self.base_system = prompt::system_prompt(&self.root, &names, self.config.system.as_deref());
+        self.refresh_system();
+    }
+
     /// Talks to another model from the next request on; the conversation stays.
     pub fn switch_model(&mut self, client: Arc<dyn ModelClient>, context_window: u64) {
         self.client = client;
@@ -222,6 +231,16 @@ impl Agent {
 
     /// Runs one turn to its end. Emits `turn_started … result` and leaves the session idle.
     pub async fn run_turn(&mut self, prompt: &str, cancel: CancellationToken) -> TurnOutcome {
+        self.run_turn_with_images(prompt, Vec::new(), cancel).await
+    }
+
+    /// A turn whose prompt carries images too (an editor's pasted screenshot).
+    pub async fn run_turn_with_images(
+        &mut self,
+        prompt: &str,
+        images: Vec<crate::model::Image>,
+        cancel: CancellationToken,
+    ) -> TurnOutcome {
         if let Err(e) = self.session.begin_turn() {
             return TurnOutcome {
                 stop_reason: StopReason::Error,
@@ -236,9 +255,19 @@ impl Agent {
         self.session.emit(Payload::UserText(UserTextData {
             content: ContentBlock::text(prompt),
         }));
+        for image in &images {
+            self.session.emit(Payload::UserText(UserTextData {
+                content: ContentBlock::Image {
+                    data: image.data_base64.clone(),
+                    mime_type: image.mime_type.clone(),
+                },
+            }));
+        }
         let mut usage = Usage::default();
         let mut text = String::new();
-        let mut ended = self.turn_body(prompt, &cancel, &mut usage, &mut text).await;
+        let mut ended = self
+            .turn_body(prompt, images, &cancel, &mut usage, &mut text)
+            .await;
         if matches!(
             ended,
             Ended::Stop(StopReason::EndTurn | StopReason::MaxSteps)
@@ -273,6 +302,7 @@ impl Agent {
     async fn turn_body(
         &mut self,
         prompt: &str,
+        images: Vec<crate::model::Image>,
         cancel: &CancellationToken,
         usage: &mut Usage,
         final_text: &mut String,
@@ -286,7 +316,9 @@ impl Agent {
                 self.context_window
             ));
         }
-        self.history.push(Message::user(prompt));
+        let mut message = Message::user(prompt);
+        message.images = images;
+        self.history.push(message);
         let mut malformed_streak = 0;
         for step in 0..self.config.max_steps {
             if cancel.is_cancelled() {
@@ -445,7 +477,7 @@ impl Agent {
                 Ok(valid) => valid.call.arguments.clone(),
                 Err(_) => calls::raw_arguments(raw),
             };
-            calls::emit_authoritative_use(&self.session, &self.tools, raw, &arguments);
+            calls::emit_authoritative_use(&self.session, &self.tools, raw, &arguments, &self.root);
             assistant.tool_calls.push(ToolCall {
                 id: raw.id.clone(),
                 name: raw.name.clone(),

@@ -38,8 +38,29 @@ pub trait Backend: Send {
         cancel: CancellationToken,
     ) -> BoxFuture<'a, TurnOutcome>;
 
+    /// A turn whose prompt carries images. Backends that take text only say so in an `error`
+    /// event and run the text.
+    fn run_turn_with_images<'a>(
+        &'a mut self,
+        prompt: &'a str,
+        images: Vec<crate::model::Image>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, TurnOutcome> {
+        if !images.is_empty() {
+            tracing::warn!(count = images.len(), "this backend takes text prompts only");
+        }
+        self.run_turn(prompt, cancel)
+    }
+
     /// Switches the model, keeping the conversation. `Ok(false)`: this backend cannot.
     fn set_model<'a>(&'a mut self, model: &'a str) -> BoxFuture<'a, Result<bool, String>>;
+
+    /// Applies another permission preset from the next tool call on. `Ok(false)`: this
+    /// backend cannot.
+    fn set_policy(&mut self, policy: crate::policy::Policy) -> BoxFuture<'_, Result<bool, String>> {
+        let _ = policy;
+        Box::pin(async { Ok(false) })
+    }
 
     /// Stops what the backend owns (a model server, an agent process). Called once.
     fn shutdown(&mut self) -> BoxFuture<'_, ()>;

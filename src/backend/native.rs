@@ -68,8 +68,22 @@ impl Backend for NativeBackend {
         Box::pin(self.agent.run_turn(prompt, cancel))
     }
 
+    fn run_turn_with_images<'a>(
+        &'a mut self,
+        prompt: &'a str,
+        images: Vec<crate::model::Image>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, TurnOutcome> {
+        Box::pin(self.agent.run_turn_with_images(prompt, images, cancel))
+    }
+
     fn set_model<'a>(&'a mut self, model: &'a str) -> BoxFuture<'a, Result<bool, String>> {
         Box::pin(self.switch(model))
+    }
+
+    fn set_policy(&mut self, policy: crate::policy::Policy) -> BoxFuture<'_, Result<bool, String>> {
+        self.agent.set_policy(policy);
+        Box::pin(async { Ok(true) })
     }
 
     fn shutdown(&mut self) -> BoxFuture<'_, ()> {

@@ -14,4 +14,4 @@ pub(crate) mod shell;
 pub use decision::{Decision, UnknownDecision};
 pub use gate::{Gate, Verdict};
 pub use preset::{Policy, PolicyError, PolicyOverrides, preset_names};
-pub use preview::approval_preview;
+pub use preview::{approval_preview, write_diff_block};

@@ -23,6 +23,23 @@ pub fn approval_preview(tool: &str, args: &Value, root: &Path) -> Value {
     }
 }
 
+/// A `write_file` call as an ACP `diff` content block (`path` absolute, `oldText` null for a
+/// new file) and its location; `None` when the path is outside the root or not readable text.
+pub fn write_diff_block(args: &Value, root: &Path) -> Option<(Value, Value)> {
+    let path = args.get("path").and_then(Value::as_str)?;
+    let content = args.get("content").and_then(Value::as_str)?;
+    let old = match RootDir::open(root).and_then(|dir| dir.open_file(path)) {
+        Err(PathError::Io { .. }) => None,
+        Err(_) => return None,
+        Ok(file) => Some(current_text(file).ok()?),
+    };
+    let absolute = root.join(path).display().to_string();
+    Some((
+        json!({"type": "diff", "path": absolute, "oldText": old, "newText": content}),
+        json!({"path": absolute}),
+    ))
+}
+
 fn write_preview(path: &str, content: &str, root: &Path) -> Value {
     // Opened the way write_file opens it (beneath the root, links followed while inside), so
     // the diff is against the file the write would replace.

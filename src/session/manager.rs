@@ -52,9 +52,14 @@ pub enum TurnMode {
 enum Command {
     Turn {
         text: String,
+        images: Vec<crate::model::Image>,
     },
     SetModel {
         model: String,
+        reply: oneshot::Sender<Result<bool, String>>,
+    },
+    SetPolicy {
+        policy: Box<crate::policy::Policy>,
         reply: oneshot::Sender<Result<bool, String>>,
     },
     Close,
@@ -309,6 +314,17 @@ impl SessionManager {
 
     /// Starts a turn; returns its number. Refused while another turn runs.
     pub fn send(&self, id: &str, text: &str, mode: TurnMode) -> Result<u32, SendError> {
+        self.send_with_images(id, text, Vec::new(), mode)
+    }
+
+    /// A turn whose prompt carries images.
+    pub fn send_with_images(
+        &self,
+        id: &str,
+        text: &str,
+        images: Vec<crate::model::Image>,
+        mode: TurnMode,
+    ) -> Result<u32, SendError> {
         let handle = self
             .get(id)
             .ok_or_else(|| SendError::NotFound(id.to_string()))?;
@@ -339,6 +355,7 @@ impl SessionManager {
             .commands
             .send(Command::Turn {
                 text: text.to_string(),
+                images,
             })
             .is_err()
         {
@@ -376,6 +393,36 @@ impl SessionManager {
             *lock(&handle.model) = model.to_string();
         }
         Ok(switched)
+    }
+
+    /// Applies another permission preset to a session between turns. `Ok(false)`: its
+    /// backend cannot.
+    pub async fn set_preset(&self, id: &str, preset: &str) -> Result<bool, SetModelError> {
+        let handle = self
+            .get(id)
+            .ok_or_else(|| SendError::NotFound(id.to_string()))?;
+        let failed = |reason: String| SetModelError::Failed {
+            model: preset.to_string(),
+            reason,
+        };
+        let policy = crate::policy::Policy::load(
+            preset,
+            open::user_policy_dir().as_deref(),
+            &crate::policy::PolicyOverrides::default(),
+        )
+        .map_err(|e| failed(e.to_string()))?;
+        let (reply, answer) = oneshot::channel();
+        handle
+            .commands
+            .send(Command::SetPolicy {
+                policy: Box::new(policy),
+                reply,
+            })
+            .map_err(|_| SendError::Dead(id.to_string()))?;
+        answer
+            .await
+            .map_err(|_| SendError::Dead(id.to_string()))?
+            .map_err(failed)
     }
 
     /// Cancels the running turn, if any.
@@ -467,10 +514,14 @@ async fn run_session(
     handle: std::sync::Weak<Handle>,
 ) {
     while let Some(command) = commands.recv().await {
-        let text = match command {
-            Command::Turn { text } => text,
+        let (text, images) = match command {
+            Command::Turn { text, images } => (text, images),
             Command::SetModel { model, reply } => {
                 let _ = reply.send(opened.backend.set_model(&model).await);
+                continue;
+            }
+            Command::SetPolicy { policy, reply } => {
+                let _ = reply.send(opened.backend.set_policy(*policy).await);
                 continue;
             }
             Command::Close => break,
@@ -479,7 +530,10 @@ async fn run_session(
         if let Some(handle) = handle.upgrade() {
             *lock(&handle.cancel) = Some(token.clone());
         }
-        let outcome = opened.backend.run_turn(&text, token).await;
+        let outcome = opened
+            .backend
+            .run_turn_with_images(&text, images, token)
+            .await;
         if let Some(handle) = handle.upgrade() {
             *lock(&handle.cancel) = None;
             let mut stats = lock(&handle.stats);

@@ -1,5 +1,6 @@
 //! Surfaces: the ways a person or program drives sessions.
 
+pub mod acp;
 mod approve;
 pub mod doctor;
 pub mod mcp;

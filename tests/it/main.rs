@@ -3,6 +3,7 @@
 // Helpers outside #[test] functions are test code too: failing loudly is their job.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod acp;
 mod common;
 mod desktop;
 mod exec_tools;

@@ -1,0 +1,552 @@
+//! `corral acp`: corral as an Agent Client Protocol agent on stdin/stdout, so an editor
+//! (Zed, any ACP client) drives corral sessions: `session/new` opens one, `session/prompt`
+//! runs a turn and streams it as `session/update`s, the gate's questions go to the editor as
+//! `session/request_permission`, `session/load` replays a session from its event log.
+//!
+//! Modes are corral's permission presets; the model is a `configOptions` entry (category
+//! `model`) switched with `session/set_config_option`. Handlers answer quickly and leave
+//! anything that waits (a turn, a permission round-trip) to spawned tasks: the SDK's
+//! dispatch loop is blocked while a handler runs.
+
+mod prompt;
+mod updates;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use agent_client_protocol::v1::schema::{
+    CancelNotification, InitializeRequest, InitializeResponse, LoadSessionRequest,
+    LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
+    RequestPermissionRequest, RequestPermissionResponse, SessionNotification,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, ByteStreams, Client, Error as AcpError, ErrorCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+use self::updates::{Projection, permission_options};
+use super::run::{Exit, RunError, load_config};
+use crate::event::{Payload, ResultData, Status, StopReason};
+use crate::policy::Decision;
+use crate::session::manager::{SessionManager, TurnMode};
+use crate::session::open::{OpenSpec, agents_dir, user_policy_dir};
+
+/// Closed sessions kept for `session/load` within one process.
+const KEEP_DEAD: usize = 50;
+const OWNER: &str = "acp";
+
+/// What `corral acp` was started with: the defaults every session gets.
+#[derive(Debug, Clone, Default)]
+pub struct AcpArgs {
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    pub permission: Option<String>,
+    pub worktree: bool,
+    pub config_path: Option<std::path::PathBuf>,
+}
+
+type Connection = ConnectionTo<Client>;
+
+/// One ACP session: a corral session plus what the client was told.
+struct AcpSession {
+    id: String,
+    /// The running prompt's answer, filled when its `result` envelope goes by.
+    waiting: Mutex<Option<oneshot::Sender<Option<ResultData>>>>,
+    mode: Mutex<String>,
+    /// Models offered in the `model` config option: the opening one and any switched to.
+    models: Mutex<Vec<String>>,
+    model: Mutex<String>,
+}
+
+struct Acp {
+    manager: SessionManager,
+    args: AcpArgs,
+    sessions: Mutex<HashMap<String, Arc<AcpSession>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The SDK's typed messages built from their wire JSON: the spec's field names, checked by
+/// the schema's own types.
+fn typed<T: DeserializeOwned>(value: Value) -> Result<T, AcpError> {
+    serde_json::from_value(value).map_err(|e| internal(format!("building a message: {e}")))
+}
+
+fn wire<T: Serialize>(message: &T) -> Value {
+    serde_json::to_value(message).unwrap_or(Value::Null)
+}
+
+fn invalid(message: impl ToString) -> AcpError {
+    AcpError::new(ErrorCode::INVALID_PARAMS, message.to_string())
+}
+
+fn internal(message: impl ToString) -> AcpError {
+    AcpError::new(ErrorCode::INTERNAL_ERROR, message.to_string())
+}
+
+fn not_found(id: &str) -> AcpError {
+    AcpError::new(ErrorCode::RESOURCE_NOT_FOUND, format!("no session {id}"))
+}
+
+impl Acp {
+    fn session(&self, id: &str) -> Result<Arc<AcpSession>, AcpError> {
+        lock(&self.sessions)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| not_found(id))
+    }
+
+    fn modes(&self, current: &str) -> Value {
+        let available: Vec<Value> = crate::policy::preset_names(user_policy_dir().as_deref())
+            .into_iter()
+            .map(|name| {
+                json!({"id": name, "name": name,
+                               "description": format!("corral's {name} permission preset")})
+            })
+            .collect();
+        json!({"currentModeId": current, "availableModes": available})
+    }
+
+    fn config_options(session: &AcpSession) -> Value {
+        let current = lock(&session.model).clone();
+        let options: Vec<Value> = lock(&session.models)
+            .iter()
+            .map(|m| json!({"value": m, "name": m}))
+            .collect();
+        json!([{"id": "model", "name": "Model", "category": "model", "type": "select",
+                "currentValue": current, "options": options}])
+    }
+
+    /// Opens (or resumes) a corral session and starts forwarding its envelopes.
+    async fn open(
+        self: &Arc<Self>,
+        cwd: Option<String>,
+        resume: Option<String>,
+        cx: &Connection,
+    ) -> Result<Arc<AcpSession>, AcpError> {
+        let mode = self
+            .args
+            .permission
+            .clone()
+            .or_else(|| self.manager.config().permission.clone())
+            .unwrap_or_else(|| "default".into());
+        let spec = OpenSpec {
+            cwd: cwd.map(Into::into),
+            resume: resume.clone(),
+            model: if resume.is_some() {
+                None
+            } else {
+                self.args.model.clone()
+            },
+            base_url: self.args.base_url.clone(),
+            permission: Some(mode.clone()),
+            worktree: self.args.worktree && resume.is_none(),
+            attended: true,
+            ..OpenSpec::default()
+        };
+        let handle = self
+            .manager
+            .open(spec, OWNER)
+            .await
+            .map_err(internal)?;
+        let model = handle.info().model;
+        let session = Arc::new(AcpSession {
+            id: handle.id().to_string(),
+            waiting: Mutex::new(None),
+            mode: Mutex::new(mode),
+            models: Mutex::new(vec![model.clone()]),
+            model: Mutex::new(model),
+        });
+        lock(&self.sessions).insert(session.id.clone(), session.clone());
+        let events = handle.session.tap(handle.session.last_seq());
+        tokio::spawn(forward(self.clone(), session.clone(), events, cx.clone()));
+        Ok(session)
+    }
+
+    async fn new_session(
+        self: Arc<Self>,
+        request: NewSessionRequest,
+        cx: Connection,
+    ) -> Result<Value, AcpError> {
+        let request = wire(&request);
+        let cwd = request["cwd"].as_str().map(str::to_string);
+        note_mcp_servers(&request);
+        let session = self.open(cwd, None, &cx).await?;
+        let mode = lock(&session.mode).clone();
+        Ok(json!({
+            "sessionId": session.id,
+            "modes": self.modes(&mode),
+            "configOptions": Acp::config_options(&session),
+        }))
+    }
+
+    /// Replays a session's event log as updates, then answers. A session still open in
+    /// this process is replayed as it stands; any other is resumed from its log.
+    async fn load_session(
+        self: Arc<Self>,
+        request: LoadSessionRequest,
+        cx: Connection,
+    ) -> Result<Value, AcpError> {
+        let request = wire(&request);
+        let id = request["sessionId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if !crate::session::is_valid_id(&id) {
+            return Err(not_found(&id));
+        }
+        note_mcp_servers(&request);
+        let dir = agents_dir().map_err(internal)?;
+        let history = crate::session::read_log(&crate::session::log_path(&dir, &id))
+            .map_err(|_| not_found(&id))?;
+        let live = self
+            .manager
+            .get(&id)
+            .is_some_and(|h| h.session.status() != Status::Dead);
+        let session = match self.session(&id) {
+            Ok(session) if live => session,
+            _ => {
+                let cwd = request["cwd"].as_str().map(str::to_string);
+                self.open(cwd, Some(id.clone()), &cx).await?
+            }
+        };
+        let mut projection = Projection::default();
+        for envelope in &history {
+            for update in projection.updates(envelope, true) {
+                notify(&cx, &session.id, update)?;
+            }
+        }
+        let mode = lock(&session.mode).clone();
+        Ok(json!({"modes": self.modes(&mode), "configOptions": Acp::config_options(&session)}))
+    }
+
+    fn prompt(
+        self: Arc<Self>,
+        request: PromptRequest,
+        responder: Responder<PromptResponse>,
+        cx: Connection,
+    ) -> Result<(), AcpError> {
+        let request = wire(&request);
+        let id = request["sessionId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let session = match self.session(&id) {
+            Ok(session) => session,
+            Err(e) => return responder.respond_with_error(e),
+        };
+        let (text, images) = match prompt::from_blocks(&request["prompt"]) {
+            Ok(parts) => parts,
+            Err(e) => return responder.respond_with_error(invalid(e)),
+        };
+        let (done, answer) = oneshot::channel();
+        *lock(&session.waiting) = Some(done);
+        if let Err(e) = self
+            .manager
+            .send_with_images(&id, &text, images, TurnMode::Normal)
+        {
+            lock(&session.waiting).take();
+            return responder
+                .respond_with_error(AcpError::new(ErrorCode::INVALID_REQUEST, e.to_string()));
+        }
+        cx.spawn(async move {
+            let reply = match answer.await.ok().flatten() {
+                Some(result) => match stop_reason(&result) {
+                    Ok(reason) => typed(json!({"stopReason": reason})),
+                    Err(message) => Err(internal(message)),
+                },
+                None => Err(internal("the session ended during the turn")),
+            };
+            let _ = responder.respond_with_result(reply);
+            Ok(())
+        })
+    }
+
+    async fn set_mode(
+        self: Arc<Self>,
+        request: SetSessionModeRequest,
+        cx: Connection,
+    ) -> Result<Value, AcpError> {
+        let request = wire(&request);
+        let id = request["sessionId"].as_str().unwrap_or_default();
+        let mode = request["modeId"].as_str().unwrap_or_default().to_string();
+        let session = self.session(id)?;
+        match self.manager.set_preset(id, &mode).await {
+            Ok(true) => {}
+            Ok(false) => return Err(invalid("this session's backend cannot change presets")),
+            Err(e) => return Err(invalid(e)),
+        }
+        *lock(&session.mode) = mode.clone();
+        notify(
+            &cx,
+            id,
+            json!({"sessionUpdate": "current_mode_update", "currentModeId": mode}),
+        )?;
+        Ok(json!({}))
+    }
+
+    async fn set_config_option(
+        self: Arc<Self>,
+        request: SetSessionConfigOptionRequest,
+    ) -> Result<Value, AcpError> {
+        let request = wire(&request);
+        let id = request["sessionId"].as_str().unwrap_or_default();
+        let session = self.session(id)?;
+        if request["configId"] != "model" {
+            return Err(invalid(format!("no config option {}", request["configId"])));
+        }
+        let Some(model) = request["value"].as_str() else {
+            return Err(invalid("the model option takes a model spec string"));
+        };
+        match self.manager.set_model(id, model).await {
+            Ok(true) => {
+                *lock(&session.model) = model.to_string();
+                let mut models = lock(&session.models);
+                if !models.iter().any(|m| m == model) {
+                    models.push(model.to_string());
+                }
+            }
+            Ok(false) => return Err(invalid("this session's backend cannot switch models")),
+            Err(e) => return Err(invalid(e)),
+        }
+        Ok(json!({"configOptions": Acp::config_options(&session)}))
+    }
+}
+
+/// corral does not attach MCP servers to its sessions; the list is accepted and noted.
+fn note_mcp_servers(request: &Value) {
+    if let Some(servers) = request["mcpServers"].as_array()
+        && !servers.is_empty()
+    {
+        tracing::warn!(
+            count = servers.len(),
+            "MCP servers from the client are not used by corral sessions"
+        );
+    }
+}
+
+fn notify(cx: &Connection, session: &str, update: Value) -> Result<(), AcpError> {
+    let notification: SessionNotification = typed(json!({"sessionId": session, "update": update}))?;
+    cx.send_notification(notification)
+}
+
+/// ACP has no error stop reason: a failed turn answers the prompt with an error.
+fn stop_reason(result: &ResultData) -> Result<&'static str, String> {
+    match result.stop_reason {
+        StopReason::EndTurn => Ok("end_turn"),
+        StopReason::MaxSteps => Ok("max_turn_requests"),
+        StopReason::Cancelled => Ok("cancelled"),
+        StopReason::Error => Err(result
+            .error
+            .clone()
+            .unwrap_or_else(|| "the turn failed".into())),
+    }
+}
+
+/// A session's envelopes, as they come, to the client; permission requests to the client and
+/// its answers back to the gate; the turn's result to the prompt waiting for it.
+async fn forward(
+    acp: Arc<Acp>,
+    session: Arc<AcpSession>,
+    mut events: tokio::sync::mpsc::UnboundedReceiver<crate::event::SharedEvent>,
+    cx: Connection,
+) {
+    let mut projection = Projection::default();
+    while let Some(event) = events.recv().await {
+        let envelope = &event.envelope;
+        for update in projection.updates(envelope, false) {
+            if let Err(e) = notify(&cx, &session.id, update) {
+                tracing::debug!(error = %e, "the ACP client is gone");
+                return;
+            }
+        }
+        match &envelope.payload {
+            Payload::Permission(request) if request.get("resolved").is_none() => {
+                let diff = request["toolCall"]["toolCallId"]
+                    .as_str()
+                    .and_then(|id| projection.diff_of(id));
+                ask_client(&acp, &session.id, request, diff, &cx);
+            }
+            Payload::Result(result) => {
+                if let Some(done) = lock(&session.waiting).take() {
+                    let _ = done.send(Some(result.clone()));
+                }
+            }
+            Payload::Status(s) if s.status == Status::Dead => {
+                if let Some(done) = lock(&session.waiting).take() {
+                    let _ = done.send(None);
+                }
+                return;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Sends a gate question to the client; its choice is applied like a terminal answer.
+fn ask_client(
+    acp: &Arc<Acp>,
+    session: &str,
+    request: &Value,
+    diff: Option<Value>,
+    cx: &Connection,
+) {
+    let Some(request_id) = request["requestId"].as_str().map(str::to_string) else {
+        return;
+    };
+    let mut tool_call = request["toolCall"].clone();
+    if let Some(diff) = diff {
+        tool_call["content"] = json!([diff]);
+    }
+    let question: Result<RequestPermissionRequest, _> = typed(json!({
+        "sessionId": session,
+        "toolCall": tool_call,
+        "options": permission_options(),
+    }));
+    let question = match question {
+        Ok(question) => question,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot ask the client");
+            return;
+        }
+    };
+    let (acp, session, cx2) = (acp.clone(), session.to_string(), cx.clone());
+    let asked = cx.spawn(async move {
+        let decision = match cx2.send_request(question).block_task().await {
+            Ok(answer) => decision_of(&answer),
+            Err(e) => {
+                tracing::warn!(error = %e, "permission request failed; denying");
+                Decision::Deny
+            }
+        };
+        // Already resolved (a cancel, a timeout) is fine: the answer is simply late.
+        let _ = acp.manager.answer(&session, &request_id, decision);
+        Ok(())
+    });
+    if let Err(e) = asked {
+        tracing::error!(error = %e, "cannot ask the client");
+    }
+}
+
+fn decision_of(answer: &RequestPermissionResponse) -> Decision {
+    let answer = wire(answer);
+    match (
+        answer["outcome"]["outcome"].as_str(),
+        answer["outcome"]["optionId"].as_str(),
+    ) {
+        (Some("selected"), Some("allow")) => Decision::Allow,
+        (Some("selected"), Some("allow_all")) => Decision::AllowAll,
+        (Some("selected"), Some("disable")) => Decision::Disable,
+        (Some("selected"), _) => Decision::Deny,
+        _ => Decision::Cancel,
+    }
+}
+
+/// Serves ACP on stdin/stdout until the client closes stdin; then closes every session.
+/// Logs go to stderr only: stdout is the protocol.
+pub async fn acp(args: AcpArgs) -> Result<Exit, RunError> {
+    let config = load_config(args.config_path.as_ref())?;
+    let manager = SessionManager::new(config, agents_dir()?, KEEP_DEAD);
+    let state = Arc::new(Acp {
+        manager: manager.clone(),
+        args,
+        sessions: Mutex::new(HashMap::new()),
+    });
+    let transport = ByteStreams::new(
+        tokio::io::stdout().compat_write(),
+        tokio::io::stdin().compat(),
+    );
+    let served = handlers(state).connect_to(transport).await;
+    manager.shutdown().await;
+    served
+        .map(|()| Exit::Ok)
+        .map_err(|e| RunError::Runtime(format!("ACP connection failed: {e}")))
+}
+
+/// Every ACP method corral answers. Handlers that wait (opening a session, a model switch)
+/// hold the dispatch loop only for that; a turn runs in a spawned task.
+fn handlers(
+    state: Arc<Acp>,
+) -> agent_client_protocol::v1::Builder<Agent, impl agent_client_protocol::HandleDispatchFrom<Client>>
+{
+    let (s1, s2, s3, s4, s5, s6) = (
+        state.clone(),
+        state.clone(),
+        state.clone(),
+        state.clone(),
+        state.clone(),
+        state,
+    );
+    Agent
+        .v1()
+        .name("corral")
+        .on_receive_request(
+            async move |request: InitializeRequest, responder: Responder<InitializeResponse>, _cx| {
+                let _ = &request;
+                responder.respond_with_result(typed(json!({
+                    "protocolVersion": 1,
+                    "agentInfo": {"name": "corral", "version": env!("CARGO_PKG_VERSION")},
+                    "agentCapabilities": {
+                        "loadSession": true,
+                        "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
+                        "mcpCapabilities": {"http": false, "sse": false},
+                    },
+                    "authMethods": [],
+                })))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: NewSessionRequest, responder: Responder<NewSessionResponse>, cx: Connection| {
+                let reply = s1.clone().new_session(request, cx).await.and_then(typed);
+                responder.respond_with_result(reply)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: LoadSessionRequest, responder: Responder<LoadSessionResponse>, cx: Connection| {
+                let reply = s2.clone().load_session(request, cx).await.and_then(typed);
+                responder.respond_with_result(reply)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: PromptRequest, responder: Responder<PromptResponse>, cx: Connection| {
+                s3.clone().prompt(request, responder, cx)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionModeRequest, responder: Responder<SetSessionModeResponse>, cx: Connection| {
+                let reply = s4.clone().set_mode(request, cx).await.and_then(typed);
+                responder.respond_with_result(reply)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionConfigOptionRequest,
+                        responder: Responder<SetSessionConfigOptionResponse>,
+                        _cx: Connection| {
+                let reply = s5.clone().set_config_option(request).await.and_then(typed);
+                responder.respond_with_result(reply)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |notification: CancelNotification, _cx: Connection| {
+                let id = wire(&notification)["sessionId"].as_str().unwrap_or_default().to_string();
+                if let Err(e) = s6.manager.cancel(&id) {
+                    tracing::debug!(error = %e, "session/cancel for an unknown session");
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+}

@@ -1,0 +1,241 @@
+//! `corral acp` end to end, driven by the official ACP TypeScript SDK (npm
+//! `@agentclientprotocol/sdk`, installed by scripts/install-agent-clis): initialize,
+//! session/new, a prompt with a permission round-trip, a cancel while a permission question
+//! is open, modes and the model option, and session/load replaying the session in a new
+//! process. The SDK validates every update it receives against the schema.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{FakeModel, Harness, Reply};
+
+/// Where scripts/install-agent-clis puts the npm packages (CORRAL_AGENT_CLIS overrides).
+pub fn agent_clis() -> PathBuf {
+    std::env::var_os("CORRAL_AGENT_CLIS").map_or_else(
+        || {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME"))
+                .join(".cache/corral-ci/agent-clis")
+        },
+        PathBuf::from,
+    )
+}
+
+async fn drive(h: &Harness, model: &FakeModel) -> Value {
+    let sdk = agent_clis().join("node_modules/@agentclientprotocol/sdk/dist/v1/stable/acp.js");
+    assert!(
+        sdk.exists(),
+        "{} is missing: run scripts/install-agent-clis (scripts/setup does)",
+        sdk.display()
+    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/acp/client.mjs");
+    let cfg = json!({
+        "corral": env!("CARGO_BIN_EXE_corral"),
+        "sdk": sdk,
+        "cwd": h.work(),
+        "base_url": model.openai_base(),
+    });
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let run = tokio::process::Command::new("node")
+        .arg(script)
+        .arg(cfg.to_string())
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", h.home_dir())
+        .env("XDG_CACHE_HOME", h.cache_dir())
+        .env("XDG_CONFIG_HOME", h.config_dir())
+        .env("XDG_DATA_HOME", h.data_dir())
+        .env("NO_COLOR", "1")
+        .current_dir(h.work())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(90), run)
+        .await
+        .expect("the ACP client finished in time")
+        .expect("node runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "client failed: {stderr}");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("client output is JSON ({e}): {stderr}"))
+}
+
+fn of_kind<'a>(updates: &'a Value, kind: &str) -> Vec<&'a Value> {
+    updates
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["sessionUpdate"] == kind)
+        .collect()
+}
+
+fn text_of(updates: &[&Value]) -> String {
+    updates
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_acp_client_drives_a_session_through_permission_cancel_modes_and_load() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    model.push(Reply::new().tool_call("c1", "write_file", r#"{"path":"x.txt","content":"hi"}"#));
+    model.push(Reply::new().text("Written."));
+    model.push(Reply::new().tool_call("c2", "write_file", r#"{"path":"y.txt","content":"no"}"#));
+    let r = drive(&h, &model).await;
+
+    let init = &r["initialize"];
+    assert_eq!(init["protocolVersion"], 1);
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
+    assert_eq!(
+        init["agentCapabilities"]["promptCapabilities"]["image"],
+        true
+    );
+    assert_eq!(init["agentInfo"]["name"], "corral");
+
+    let new = &r["new"];
+    assert_eq!(new["modes"]["currentModeId"], "default");
+    let modes: Vec<&str> = new["modes"]["availableModes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        modes.contains(&"readonly") && modes.contains(&"auto"),
+        "{modes:?}"
+    );
+    let option = &new["configOptions"][0];
+    assert_eq!(option["category"], "model");
+    assert_eq!(option["currentValue"], "llamacpp:fake-model");
+
+    // The first prompt: permission asked with the four kinds, allowed, the write shown as
+    // a diff, the file written, the answer streamed.
+    assert_eq!(r["first"]["stopReason"], "end_turn");
+    let first = &r["permissions"][0];
+    let kinds: Vec<&str> = first["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["allow_once", "allow_always", "reject_once", "reject_always"]
+    );
+    assert_eq!(first["toolCall"]["toolCallId"], "c1");
+    assert_eq!(first["toolCall"]["content"][0]["type"], "diff");
+    assert_eq!(first["toolCall"]["content"][0]["newText"], "hi");
+    assert_eq!(
+        std::fs::read_to_string(h.work().join("x.txt")).unwrap(),
+        "hi"
+    );
+    let updates = &r["updates"];
+    let calls = of_kind(updates, "tool_call");
+    assert_eq!(calls[0]["toolCallId"], "c1");
+    assert_eq!(calls[0]["kind"], "edit");
+    let done: Vec<&Value> = of_kind(updates, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["toolCallId"] == "c1" && u["status"] == "completed")
+        .collect();
+    assert_eq!(done.len(), 1, "{updates}");
+    assert_eq!(done[0]["content"][0]["type"], "diff");
+    assert_eq!(
+        text_of(&of_kind(updates, "agent_message_chunk")),
+        "Written."
+    );
+
+    // The second: cancelled while asking; nothing written, never an error.
+    assert_eq!(r["second"]["stopReason"], "cancelled");
+    assert_eq!(r["permissions"][1]["toolCall"]["toolCallId"], "c2");
+    assert!(!h.work().join("y.txt").exists());
+
+    assert_eq!(r["set_mode"], json!({}));
+    assert!(
+        of_kind(updates, "current_mode_update")
+            .iter()
+            .any(|u| u["currentModeId"] == "readonly"),
+        "{updates}"
+    );
+    assert_eq!(r["bad_mode"]["code"], -32602, "{}", r["bad_mode"]);
+    assert_eq!(
+        r["set_model"]["configOptions"][0]["currentValue"],
+        "llamacpp:other-model"
+    );
+    assert_eq!(
+        r["unknown_session"]["code"], -32002,
+        "{}",
+        r["unknown_session"]
+    );
+    assert_eq!(r["first_exit"], 0);
+
+    // session/load in a new process replays the conversation from the event log.
+    let replayed = &r["replayed"];
+    let user = text_of(&of_kind(replayed, "user_message_chunk"));
+    assert!(
+        user.contains("write x") && user.contains("run ls"),
+        "{replayed}"
+    );
+    assert_eq!(
+        text_of(&of_kind(replayed, "agent_message_chunk")),
+        "Written."
+    );
+    assert_eq!(of_kind(replayed, "tool_call")[0]["toolCallId"], "c1");
+    assert_eq!(r["load"]["modes"]["currentModeId"], "default");
+}
+
+/// A published ACP client nobody here wrote (npm `acpx`) runs a one-shot prompt through
+/// `corral acp`, approving the write it asks for.
+#[tokio::test]
+async fn acpx_runs_a_prompt_through_corral_acp() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    model.push(Reply::new().tool_call("c1", "write_file", r#"{"path":"x.txt","content":"hi"}"#));
+    model.push(Reply::new().text("Written by corral."));
+    let acpx = agent_clis().join("node_modules/.bin/acpx");
+    assert!(
+        acpx.exists(),
+        "{} is missing: run scripts/install-agent-clis (scripts/setup does)",
+        acpx.display()
+    );
+    let agent = format!(
+        "{} acp -m llamacpp:fake-model --base-url {}",
+        env!("CARGO_BIN_EXE_corral"),
+        model.openai_base()
+    );
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let run = tokio::process::Command::new(&acpx)
+        .args([
+            "--agent",
+            &agent,
+            "--approve-all",
+            "--format",
+            "json",
+            "--cwd",
+        ])
+        .arg(h.work())
+        .args(["exec", "write x"])
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", h.home_dir())
+        .env("XDG_CACHE_HOME", h.cache_dir())
+        .env("XDG_CONFIG_HOME", h.config_dir())
+        .env("XDG_DATA_HOME", h.data_dir())
+        .env("NO_COLOR", "1")
+        .current_dir(h.work())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(90), run)
+        .await
+        .expect("acpx finished in time")
+        .expect("acpx runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "acpx failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("Written by corral."), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(h.work().join("x.txt")).unwrap(),
+        "hi"
+    );
+}
