@@ -62,6 +62,13 @@ pub struct OpenParams {
     pub allowed_tools: Option<Vec<String>>,
     /// Tools the agent may not call at all.
     pub disallowed_tools: Option<Vec<String>>,
+    /// The only tools the agent is offered; every other is denied.
+    pub only: Option<Vec<String>>,
+    /// Reasoning effort (low, medium, high). corral's own loop has no effort setting: it is
+    /// accepted and a note says so.
+    pub effort: Option<String>,
+    /// An external agent (claude, acp:…, codex) gets a private HOME and config directory.
+    pub hermetic: Option<bool>,
     /// Instructions appended to the agent's system prompt.
     pub system_prompt: Option<String>,
     /// Caller-chosen agent id; reopening a dead id reuses its slot.
@@ -173,6 +180,32 @@ impl McpServer {
             .config()
             .approval_timeout_secs
             .map_or(DEFAULT_APPROVAL_TIMEOUT, Duration::from_secs);
+        let mut deny = p.disallowed_tools.unwrap_or_default();
+        if let Some(only) = &p.only {
+            let tools = match crate::tool::ToolRegistry::builtin() {
+                Ok(tools) => tools,
+                Err(e) => return fail(e),
+            };
+            if let Some(unknown) = only.iter().find(|name| tools.get(name).is_none()) {
+                let known: Vec<&str> = tools.names().collect();
+                return fail(format!(
+                    "unknown tool {unknown:?} in only; tools: {}",
+                    known.join(", ")
+                ));
+            }
+            deny.extend(
+                tools
+                    .names()
+                    .filter(|name| !only.iter().any(|o| o == name))
+                    .map(str::to_string),
+            );
+        }
+        let mut notes = Vec::new();
+        if let Some(effort) = &p.effort {
+            notes.push(format!(
+                "effort {effort:?} is not applied: corral's sessions have no effort setting"
+            ));
+        }
         let spec = OpenSpec {
             id: p.id,
             cwd: Some(cwd),
@@ -181,8 +214,9 @@ impl McpServer {
             system: p.system_prompt,
             permission: p.permission,
             allow: p.allowed_tools.unwrap_or_default(),
-            deny: p.disallowed_tools.unwrap_or_default(),
+            deny,
             worktree: p.worktree.unwrap_or(false),
+            hermetic: p.hermetic.unwrap_or(false),
             approval_timeout: Some(approval_timeout),
             ..OpenSpec::default()
         };
@@ -206,7 +240,11 @@ impl McpServer {
                 }
             }
         });
-        ok(json!({"agent_id": handle.id()}))
+        let mut opened = json!({"agent_id": handle.id()});
+        if !notes.is_empty() {
+            opened["notes"] = json!(notes);
+        }
+        ok(opened)
     }
 
     #[tool(

@@ -86,6 +86,9 @@ async fn the_official_python_client_opens_approves_reads_and_closes_an_agent() {
     model.push(Reply::new().text("Written."));
     model.push(Reply::new().text("Second answer."));
     model.push(Reply::new().text("Third, from another model."));
+    // The reopened agent may only read: its write is refused without asking anyone.
+    model.push(Reply::new().tool_call("c9", "write_file", r#"{"path":"z.txt","content":"no"}"#));
+    model.push(Reply::new().text("Could not write."));
     let r = drive(&h, &model, "approve").await;
 
     assert_eq!(r["server"], "corral");
@@ -171,7 +174,11 @@ async fn the_official_python_client_opens_approves_reads_and_closes_an_agent() {
         r["run_switched"],
         json!({"text": "Third, from another model."})
     );
-    let last = model.chat_requests().pop().unwrap();
+    let last = model
+        .chat_requests()
+        .into_iter()
+        .find(|r| r["messages"].to_string().contains("third"))
+        .unwrap();
     assert_eq!(last["model"], "other-model");
     let history = last["messages"].to_string();
     assert!(history.contains("Second answer."), "{history}");
@@ -182,4 +189,14 @@ async fn the_official_python_client_opens_approves_reads_and_closes_an_agent() {
     let agents = r["list"]["agents"].as_array().unwrap();
     let agent = agents.iter().find(|a| a["id"] == "mcp-one").unwrap();
     assert_eq!(agent["status"], "dead");
+
+    assert_eq!(r["reopen"]["agent_id"], "mcp-one", "{}", r["reopen"]);
+    assert!(r["reopen"]["notes"][0].as_str().unwrap().contains("effort"));
+    assert_eq!(r["reopen_run"], json!({"text": "Could not write."}));
+    assert!(!h.work().join("z.txt").exists());
+    assert_eq!(r["bad_only"]["isError"], true);
+    let agents = r["list_after"]["agents"].as_array().unwrap();
+    let same: Vec<&Value> = agents.iter().filter(|a| a["id"] == "mcp-one").collect();
+    assert_eq!(same.len(), 1, "one slot for the reopened id: {agents:?}");
+    assert_eq!(same[0]["status"], "idle");
 }

@@ -107,6 +107,25 @@ async def main():
             out["close"] = await call("agent_close", {"agent_id": aid})
             out["list"] = await call("agent_list", {})
             out["unknown_agent"] = await call("agent_status", {"agent_id": "nope"})
+            # A dead id reopens in its slot; `only` narrows the tools, `effort` is noted.
+            out["reopen"] = await call(
+                "agent_open",
+                {
+                    "cwd": cfg["cwd"],
+                    "model": "llamacpp:fake-model",
+                    "base_url": cfg["base_url"],
+                    "id": "mcp-one",
+                    "only": ["read_file"],
+                    "effort": "high",
+                },
+            )
+            out["reopen_run"] = await call(
+                "agent_run", {"agent_id": "mcp-one", "text": "write again", "timeout": 30}
+            )
+            out["bad_only"] = await call(
+                "agent_open", {"cwd": cfg["cwd"], "only": ["no_such_tool"]}
+            )
+            out["list_after"] = await call("agent_list", {})
             try:
                 res = await s.call_tool("no_such_tool", {})
                 out["unknown_tool"] = "result: " + str(res)
