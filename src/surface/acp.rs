@@ -8,6 +8,7 @@
 //! anything that waits (a turn, a permission round-trip) to spawned tasks: the SDK's
 //! dispatch loop is blocked while a handler runs.
 
+mod editor;
 mod prompt;
 mod updates;
 
@@ -66,6 +67,8 @@ struct AcpSession {
 struct Acp {
     manager: SessionManager,
     args: AcpArgs,
+    /// The client serves `fs/read_text_file` and `fs/write_text_file` (from `initialize`).
+    client_fs: Mutex<(bool, bool)>,
     sessions: Mutex<HashMap<String, Arc<AcpSession>>>,
 }
 
@@ -137,7 +140,10 @@ impl Acp {
             .clone()
             .or_else(|| self.manager.config().permission.clone())
             .unwrap_or_else(|| "default".into());
+        let (reads, writes) = *lock(&self.client_fs);
+        let editor = (reads || writes).then(|| editor::AcpEditor::new(cx.clone(), reads, writes));
         let spec = OpenSpec {
+            editor: editor.as_ref().map(editor::AcpEditor::link),
             cwd: cwd.map(Into::into),
             resume: resume.clone(),
             model: if resume.is_some() {
@@ -151,11 +157,10 @@ impl Acp {
             attended: true,
             ..OpenSpec::default()
         };
-        let handle = self
-            .manager
-            .open(spec, OWNER)
-            .await
-            .map_err(internal)?;
+        let handle = self.manager.open(spec, OWNER).await.map_err(internal)?;
+        if let Some(editor) = &editor {
+            editor.bind(handle.id());
+        }
         let model = handle.info().model;
         let session = Arc::new(AcpSession {
             id: handle.id().to_string(),
@@ -457,6 +462,7 @@ pub async fn acp(args: AcpArgs) -> Result<Exit, RunError> {
     let state = Arc::new(Acp {
         manager: manager.clone(),
         args,
+        client_fs: Mutex::new((false, false)),
         sessions: Mutex::new(HashMap::new()),
     });
     let transport = ByteStreams::new(
@@ -476,7 +482,8 @@ fn handlers(
     state: Arc<Acp>,
 ) -> agent_client_protocol::v1::Builder<Agent, impl agent_client_protocol::HandleDispatchFrom<Client>>
 {
-    let (s1, s2, s3, s4, s5, s6) = (
+    let (s0, s1, s2, s3, s4, s5, s6) = (
+        state.clone(),
         state.clone(),
         state.clone(),
         state.clone(),
@@ -489,7 +496,12 @@ fn handlers(
         .name("corral")
         .on_receive_request(
             async move |request: InitializeRequest, responder: Responder<InitializeResponse>, _cx| {
-                let _ = &request;
+                let request = wire(&request);
+                let fs = &request["clientCapabilities"]["fs"];
+                *lock(&s0.client_fs) = (
+                    fs["readTextFile"].as_bool().unwrap_or(false),
+                    fs["writeTextFile"].as_bool().unwrap_or(false),
+                );
                 responder.respond_with_result(typed(json!({
                     "protocolVersion": 1,
                     "agentInfo": {"name": "corral", "version": env!("CARGO_PKG_VERSION")},

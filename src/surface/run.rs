@@ -113,6 +113,7 @@ fn open_spec(args: &RunArgs) -> OpenSpec {
         tool_choice: args.tool_choice,
         worktree: args.worktree,
         hermetic: args.hermetic,
+        editor: None,
         sandbox: args.sandbox,
         network: args.network,
         attended: args.approve_stdin || (!args.json && approve::terminal_available()),

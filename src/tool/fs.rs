@@ -36,6 +36,10 @@ impl Tool for ReadFile {
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let args: ReadArgs = parse_args(args)?;
+            if let Some(editor) = ctx.settings.editor.as_ref().filter(|e| e.0.reads()) {
+                let range = line_range(&args)?;
+                return super::editor::read(&editor.0, ctx, &args.path, range).await;
+            }
             let text = run_blocking(ctx, move |ctx| read_file(ctx, &args)).await?;
             let cut = cut_head_tail(&text, ctx.max_output_bytes);
             Ok(ToolOutput::text(match cut {
@@ -48,8 +52,9 @@ impl Tool for ReadFile {
     }
 }
 
-fn read_file(ctx: &ToolContext, args: &ReadArgs) -> Result<String, ToolError> {
-    let range = match (args.start_line, args.end_line) {
+/// The 1-based inclusive line range asked for, if any.
+fn line_range(args: &ReadArgs) -> Result<Option<(u64, u64)>, ToolError> {
+    Ok(match (args.start_line, args.end_line) {
         (None, None) => None,
         (start, end) => {
             let (start, end) = (start.unwrap_or(1), end.unwrap_or(i64::MAX));
@@ -60,7 +65,11 @@ fn read_file(ctx: &ToolContext, args: &ReadArgs) -> Result<String, ToolError> {
             }
             Some((start.unsigned_abs(), end.unsigned_abs()))
         }
-    };
+    })
+}
+
+fn read_file(ctx: &ToolContext, args: &ReadArgs) -> Result<String, ToolError> {
+    let range = line_range(args)?;
     let shown = args.path.as_str();
     let io = |e: io::Error| io_error(&e, shown);
     // Opened beneath the root by the kernel; the checks below and the read are all of this

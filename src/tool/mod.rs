@@ -2,6 +2,7 @@
 //! file, looked up through the [`ToolRegistry`].
 
 mod desktop;
+mod editor;
 mod exec;
 mod fs;
 mod manifest;
@@ -12,6 +13,7 @@ mod settings;
 mod write;
 
 pub use desktop::clipboard_helper_main;
+pub use editor::{Editor, EditorFuture, EditorLink};
 pub use manifest::{Danger, ToolManifest, manifests};
 pub use output::cut_head_tail;
 pub use registry::{RegisteredTool, ToolRegistry};

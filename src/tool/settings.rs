@@ -63,6 +63,8 @@ pub struct ToolSettings {
     pub redactor: Redactor,
     /// How shell and python processes are confined; `None`: not at all.
     pub sandbox: Option<SandboxSpec>,
+    /// An editor that serves file reads/writes (an ACP client), else the disk directly.
+    pub editor: Option<super::editor::EditorLink>,
 }
 
 impl Default for ToolSettings {
@@ -78,6 +80,7 @@ impl Default for ToolSettings {
             url_schemes: vec!["http".into(), "https".into()],
             redactor: Redactor::default(),
             sandbox: None,
+            editor: None,
         }
     }
 }

@@ -43,6 +43,12 @@ impl Tool for WriteFile {
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let args: WriteArgs = parse_args(args)?;
+            if let Some(editor) = ctx.settings.editor.as_ref().filter(|e| e.0.writes()) {
+                if args.path.trim().is_empty() {
+                    return Err(ToolError::InvalidArguments("path is empty".into()));
+                }
+                return super::editor::write(&editor.0, ctx, &args.path, args.content).await;
+            }
             run_blocking(ctx, move |ctx| write_file(ctx, &args)).await
         })
     }

@@ -83,6 +83,11 @@ async fn an_acp_client_drives_a_session_through_permission_cancel_modes_and_load
     model.push(Reply::new().tool_call("c1", "write_file", r#"{"path":"x.txt","content":"hi"}"#));
     model.push(Reply::new().text("Written."));
     model.push(Reply::new().tool_call("c2", "write_file", r#"{"path":"y.txt","content":"no"}"#));
+    model.push(Reply::new().tool_call("c3", "read_file", r#"{"path":"notes.txt"}"#));
+    model.push(Reply::new().tool_call("c4", "read_file", r#"{"path":"../outside.txt"}"#));
+    model.push(Reply::new().text("Read."));
+    std::fs::write(h.work().join("notes.txt"), "disk text").unwrap();
+    std::fs::write(h.work().join("../outside.txt"), "secret").unwrap();
     let r = drive(&h, &model).await;
 
     let init = &r["initialize"];
@@ -127,10 +132,19 @@ async fn an_acp_client_drives_a_session_through_permission_cancel_modes_and_load
     assert_eq!(first["toolCall"]["toolCallId"], "c1");
     assert_eq!(first["toolCall"]["content"][0]["type"], "diff");
     assert_eq!(first["toolCall"]["content"][0]["newText"], "hi");
+    // The client offered fs: the write went to its buffer, not to the disk.
+    assert!(!h.work().join("x.txt").exists());
     assert_eq!(
-        std::fs::read_to_string(h.work().join("x.txt")).unwrap(),
-        "hi"
+        r["fs_writes"].as_array().unwrap().len(),
+        1,
+        "{}",
+        r["fs_writes"]
     );
+    assert_eq!(
+        r["fs_writes"][0]["path"],
+        h.work().join("x.txt").to_str().unwrap()
+    );
+    assert_eq!(r["fs_writes"][0]["content"], "hi");
     let updates = &r["updates"];
     let calls = of_kind(updates, "tool_call");
     assert_eq!(calls[0]["toolCallId"], "c1");
@@ -143,7 +157,7 @@ async fn an_acp_client_drives_a_session_through_permission_cancel_modes_and_load
     assert_eq!(done[0]["content"][0]["type"], "diff");
     assert_eq!(
         text_of(&of_kind(updates, "agent_message_chunk")),
-        "Written."
+        "Written.Read."
     );
 
     // The second: cancelled while asking; nothing written, never an error.
@@ -179,7 +193,7 @@ async fn an_acp_client_drives_a_session_through_permission_cancel_modes_and_load
     );
     assert_eq!(
         text_of(&of_kind(replayed, "agent_message_chunk")),
-        "Written."
+        "Written.Read."
     );
     assert_eq!(of_kind(replayed, "tool_call")[0]["toolCallId"], "c1");
     assert_eq!(r["load"]["modes"]["currentModeId"], "default");

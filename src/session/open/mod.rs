@@ -67,6 +67,8 @@ pub struct OpenSpec {
     pub attended: bool,
     /// An external agent gets a private HOME instead of the user's.
     pub hermetic: bool,
+    /// An editor serving file reads/writes for the tools (an ACP client's `fs/*`).
+    pub editor: Option<crate::tool::EditorLink>,
     pub approval_timeout: Option<Duration>,
 }
 
@@ -426,6 +428,7 @@ async fn finish_start(
         .tempdir()
         .map_err(|e| runtime(format!("cannot create the session's temp dir: {e}")))?;
     let mut settings = tool_settings(&config, &policy, tmpdir.path());
+    settings.editor = spec.editor.clone();
     settings.sandbox = sandbox::start(modes, &policy, &root, tmpdir.path(), session).await?;
     let mut agent = Agent::new(
         session.clone(),

@@ -11,7 +11,7 @@ const cfg = JSON.parse(process.argv[2]);
 const acp = await import(cfg.sdk);
 const { client, methods, ndJsonStream } = acp;
 
-const out = { updates: [], permissions: [], replayed: [] };
+const out = { updates: [], permissions: [], replayed: [], fs_reads: [], fs_writes: [] };
 
 function start() {
   const child = spawn(cfg.corral, ["acp", "-m", "llamacpp:fake-model", "--base-url", cfg.base_url], {
@@ -40,11 +40,20 @@ function withTimeout(promise, ms, what) {
     .onRequest(methods.client.session.requestPermission, async ({ params }) => {
       out.permissions.push(params);
       return onPermission(params);
+    })
+    // The editor's buffers: reads answered from memory, writes kept there (not saved).
+    .onRequest(methods.client.fs.readTextFile, async ({ params }) => {
+      out.fs_reads.push(params);
+      return { content: `EDITOR BUFFER of ${params.path.split("/").pop()}` };
+    })
+    .onRequest(methods.client.fs.writeTextFile, async ({ params }) => {
+      out.fs_writes.push(params);
+      return {};
     });
   await app.connectWith(stream, async (agent) => {
     out.initialize = await agent.request(methods.agent.initialize, {
       protocolVersion: 1,
-      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+      clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: false },
     });
     const created = await agent.request(methods.agent.session.new, { cwd: cfg.cwd, mcpServers: [] });
     out.new = created;
@@ -90,6 +99,15 @@ function withTimeout(promise, ms, what) {
       configId: "model",
       value: "llamacpp:other-model",
     });
+    // 4. Reads go through the editor too; a path outside the root never reaches it.
+    out.third = await withTimeout(
+      agent.request(methods.agent.session.prompt, {
+        sessionId,
+        prompt: [{ type: "text", text: "read notes" }],
+      }),
+      30000,
+      "third prompt",
+    );
     try {
       await agent.request(methods.agent.session.prompt, {
         sessionId: "no-such-session",

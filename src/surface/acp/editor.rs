@@ -1,0 +1,99 @@
+//! The ACP client as the tools' editor: `read_file` and `write_file` go through its
+//! `fs/read_text_file` / `fs/write_text_file` when it offers them, so the agent sees unsaved
+//! buffers and its writes land in them. Tools run outside the SDK's dispatch loop, so waiting
+//! for the client's answer here cannot block the connection.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use agent_client_protocol::v1::schema::{ReadTextFileRequest, WriteTextFileRequest};
+use serde_json::json;
+
+use super::{Connection, typed, wire};
+use crate::tool::{Editor, EditorFuture, EditorLink};
+
+pub struct AcpEditor {
+    cx: Connection,
+    /// The session's id, known once it is open (tools run only after that).
+    session: OnceLock<String>,
+    reads: bool,
+    writes: bool,
+}
+
+impl AcpEditor {
+    pub fn new(cx: Connection, reads: bool, writes: bool) -> Arc<AcpEditor> {
+        Arc::new(AcpEditor {
+            cx,
+            session: OnceLock::new(),
+            reads,
+            writes,
+        })
+    }
+
+    pub fn link(self: &Arc<Self>) -> EditorLink {
+        EditorLink(self.clone())
+    }
+
+    pub fn bind(&self, session: &str) {
+        let _ = self.session.set(session.to_string());
+    }
+
+    fn session(&self) -> Result<String, String> {
+        self.session
+            .get()
+            .cloned()
+            .ok_or_else(|| "the session is not open yet".to_string())
+    }
+}
+
+impl Editor for AcpEditor {
+    fn reads(&self) -> bool {
+        self.reads
+    }
+
+    fn writes(&self) -> bool {
+        self.writes
+    }
+
+    fn read_text(
+        &self,
+        path: PathBuf,
+        line: Option<u64>,
+        limit: Option<u64>,
+    ) -> EditorFuture<String> {
+        let (cx, session) = (self.cx.clone(), self.session());
+        Box::pin(async move {
+            let mut request = json!({"sessionId": session?, "path": path});
+            if let Some(line) = line {
+                request["line"] = json!(line);
+            }
+            if let Some(limit) = limit {
+                request["limit"] = json!(limit);
+            }
+            let request: ReadTextFileRequest = typed(request).map_err(|e| e.to_string())?;
+            let answer = cx
+                .send_request(request)
+                .block_task()
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(wire(&answer)["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string())
+        })
+    }
+
+    fn write_text(&self, path: PathBuf, content: String) -> EditorFuture<()> {
+        let (cx, session) = (self.cx.clone(), self.session());
+        Box::pin(async move {
+            let request: WriteTextFileRequest =
+                typed(json!({"sessionId": session?, "path": path, "content": content}))
+                    .map_err(|e| e.to_string())?;
+            cx.send_request(request)
+                .block_task()
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(())
+        })
+    }
+}
