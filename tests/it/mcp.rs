@@ -200,3 +200,91 @@ async fn the_official_python_client_opens_approves_reads_and_closes_an_agent() {
     assert_eq!(same.len(), 1, "one slot for the reopened id: {agents:?}");
     assert_eq!(same[0]["status"], "idle");
 }
+
+/// The stateless revision (2026-07-28): no `initialize`; `server/discover` and every request
+/// carry the protocol version in `_meta`. A whole turn runs that way.
+#[tokio::test]
+async fn the_stateless_protocol_revision_works_without_initialize() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    model.push(Reply::new().text("Stateless hello."));
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_corral"))
+        .arg("mcp")
+        .env("HOME", h.home_dir())
+        .env("XDG_CACHE_HOME", h.cache_dir())
+        .env("XDG_CONFIG_HOME", h.config_dir())
+        .current_dir(h.work())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+    });
+    let mut call = async |id: u64, method: &str, params: Value| -> Value {
+        let mut params = params;
+        params["_meta"] = meta.clone();
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        let reply = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("a reply in time")
+            .unwrap()
+            .expect("a reply line");
+        serde_json::from_str(&reply).unwrap()
+    };
+    let discover = call(1, "server/discover", json!({})).await;
+    let versions = discover["result"]["supportedVersions"].to_string();
+    assert!(versions.contains("2026-07-28"), "{discover}");
+    let tool = |name: &str, arguments: Value| json!({"name": name, "arguments": arguments});
+    let opened = call(
+        2,
+        "tools/call",
+        tool(
+            "agent_open",
+            json!({"cwd": h.work(), "model": "llamacpp:fake-model",
+                   "base_url": model.openai_base()}),
+        ),
+    )
+    .await;
+    assert_eq!(opened["result"]["resultType"], "complete", "{opened}");
+    let text = opened["result"]["content"][0]["text"].as_str().unwrap();
+    let agent_id = serde_json::from_str::<Value>(text).unwrap()["agent_id"].clone();
+    let ran = call(
+        3,
+        "tools/call",
+        tool("agent_run", json!({"agent_id": agent_id, "text": "hi"})),
+    )
+    .await;
+    let text = ran["result"]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(text).unwrap(),
+        json!({"text": "Stateless hello."})
+    );
+    // A version the server does not know is refused with the ones it does.
+    let line = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2099-01-01",
+        "io.modelcontextprotocol/clientCapabilities": {}}}});
+    stdin
+        .write_all(format!("{line}\n").as_bytes())
+        .await
+        .unwrap();
+    let reply: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert!(reply["error"].is_object(), "{reply}");
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success());
+}
