@@ -65,6 +65,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenErr
         stdin: Some(pipes.stdin),
         lines: rx,
         next_request: 0,
+        cost_so_far: 0.0,
     }))
 }
 
@@ -163,6 +164,8 @@ pub struct ClaudeBackend {
     stdin: Option<ChildStdin>,
     lines: mpsc::UnboundedReceiver<Line>,
     next_request: u64,
+    /// claude's running `total_cost_usd` at the end of the last turn.
+    cost_so_far: f64,
 }
 
 impl ClaudeBackend {

@@ -35,6 +35,10 @@ pub(super) struct TurnState {
     context_tokens: Option<u64>,
     /// An interrupt was sent; the deadline for claude's `result`.
     interrupted: Option<tokio::time::Instant>,
+    /// claude's `total_cost_usd` is the process's running total: what it was before this turn.
+    cost_before: f64,
+    /// The running total after this turn.
+    pub(super) cost_total: Option<f64>,
 }
 
 enum Block {
@@ -152,7 +156,10 @@ impl ClaudeBackend {
             tracing::debug!(error = %e, "writing the prompt to claude");
             return End::Died(self.shared.report_crash().await);
         }
-        let mut state = TurnState::default();
+        let mut state = TurnState {
+            cost_before: self.cost_so_far,
+            ..TurnState::default()
+        };
         loop {
             let next = tokio::select! {
                 line = self.lines.recv() => Next::Line(line.unwrap_or(Line::Eof)),
@@ -198,7 +205,9 @@ impl ClaudeBackend {
                 "control_request" => self.on_control_request(&value, cancel, &mut state).await,
                 "result" => {
                     self.record_session_id(&value);
-                    return state.on_result(&session, &value);
+                    let end = state.on_result(&session, &value);
+                    self.cost_so_far = state.cost_total.unwrap_or(self.cost_so_far);
+                    return end;
                 }
                 // control_response to an interrupt, status, rate limits, hooks, and
                 // whatever newer versions add.
@@ -457,7 +466,13 @@ impl TurnState {
             output_tokens: count("output_tokens"),
             cache_read_tokens: count("cache_read_input_tokens"),
             cache_creation_tokens: count("cache_creation_input_tokens"),
-            cost_usd: value["total_cost_usd"].as_f64().unwrap_or_default(),
+            cost_usd: match value["total_cost_usd"].as_f64() {
+                Some(total) => {
+                    self.cost_total = Some(total);
+                    (total - self.cost_before).max(0.0)
+                }
+                None => 0.0,
+            },
         };
         let context_window = value["modelUsage"]
             .as_object()
