@@ -320,6 +320,7 @@ async fn an_interrupt_mid_turn_ends_it_cancelled_and_the_session_goes_on() {
             "turn_started",
             "user_text",
             "assistant_text+delta",
+            "assistant_text",
             "usage",
             "result"
         ],
@@ -331,7 +332,11 @@ async fn an_interrupt_mid_turn_ends_it_cancelled_and_the_session_goes_on() {
     let results = out.of_kind("result");
     assert_eq!(results.len(), 2);
     assert_eq!(results[1]["data"]["stopReason"], "end_turn");
-    assert_eq!(authoritative(&out, "assistant_text"), ["STILL HERE"]);
+    // What streamed before the interrupt stays, as claude's authoritative text.
+    assert_eq!(
+        authoritative(&out, "assistant_text"),
+        ["slow start ", "STILL HERE"]
+    );
     assert_eq!(
         statuses(&out),
         [
