@@ -427,3 +427,77 @@ async fn a_crash_of_claude_mid_turn_is_an_error_with_its_exit_status_and_stderr(
             .contains("wrapper: claude is gone")
     );
 }
+
+#[tokio::test]
+async fn an_api_failure_reported_as_success_with_is_error_is_an_error() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().status(
+        500,
+        r#"{"type":"error","error":{"type":"api_error","message":"fake overload"}}"#,
+    ));
+    let out = claude_run(&h, &server, &["hello"]).run().await;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_well_formed(&out);
+    assert_eq!(
+        shape(&out, 1),
+        [
+            "turn_started",
+            "user_text",
+            "assistant_text",
+            "usage",
+            "error",
+            "result"
+        ],
+        "{:#?}",
+        out.events()
+    );
+    let result = result_of(&out);
+    assert_eq!(result["stopReason"], "error");
+    let error = result["error"].as_str().unwrap();
+    assert!(
+        error.contains("500") || error.contains("fake overload"),
+        "{error}"
+    );
+    assert_eq!(out.of_kind("error")[0]["data"]["message"], error);
+    // claude words the failure as its own reply too; it is shown as such.
+    assert_eq!(authoritative(&out, "assistant_text"), [error]);
+}
+
+#[tokio::test]
+async fn a_resumed_session_continues_claudes_own_conversation() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("OK PAPAYA"));
+    server.push(Reply::new().text("It was PAPAYA."));
+    let first = claude_run(&h, &server, &["remember the word PAPAYA"])
+        .run()
+        .await;
+    assert_eq!(first.code, Some(0), "{first:?}");
+    let id = first.events()[0]["agent"].as_str().unwrap().to_owned();
+    let second = claude_run(&h, &server, &["--resume", &id, "what was the word?"])
+        .run()
+        .await;
+    assert_eq!(second.code, Some(0), "{second:?}");
+    assert_well_formed(&second);
+    assert_eq!(second.events()[0]["agent"], id.as_str());
+    assert_eq!(authoritative(&second, "assistant_text"), ["It was PAPAYA."]);
+    assert_eq!(result_of(&second)["stopReason"], "end_turn");
+    // A new claude process, started with --resume: the history is claude's own, replayed.
+    let requests = message_requests(&server);
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let history = texts(&requests[1]).join("\n");
+    for needle in [
+        "remember the word PAPAYA",
+        "OK PAPAYA",
+        "what was the word?",
+    ] {
+        assert!(history.contains(needle), "{needle:?} not in {history}");
+    }
+    let claude_session = |body: &Value| -> String {
+        let user: Value =
+            serde_json::from_str(body["metadata"]["user_id"].as_str().unwrap()).unwrap();
+        user["session_id"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(claude_session(&requests[0]), claude_session(&requests[1]));
+}
