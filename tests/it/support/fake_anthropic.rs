@@ -393,3 +393,120 @@ impl Translator {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::super::{FakeModel, Reply};
+
+    fn client() -> reqwest::Client {
+        reqwest::Client::builder().no_proxy().build().unwrap()
+    }
+
+    /// `(event name, data)` of every SSE event in a complete body.
+    fn events(body: &str) -> Vec<(String, Value)> {
+        body.split("\n\n")
+            .filter(|e| !e.trim().is_empty())
+            .map(|e| {
+                let (name, data) = e.split_once('\n').unwrap();
+                let name = name.strip_prefix("event: ").unwrap().to_owned();
+                let data = data.strip_prefix("data: ").unwrap();
+                (name, serde_json::from_str(data).unwrap())
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_scripted_reply_streams_as_anthropic_messages_sse() {
+        let fake = FakeModel::start().await;
+        fake.push(
+            Reply::new()
+                .reasoning("hmm")
+                .text("Hel")
+                .text("lo")
+                .tool_call_split("toolu_1", "Bash", &[r#"{"comm"#, r#"and":"ls"}"#])
+                .usage(12, 5),
+        );
+        let url = format!("{}/v1/messages?beta=true", fake.base_url());
+        let body = json!({"model": "m1", "stream": true, "max_tokens": 100,
+            "tools": [{"name": "Bash"}], "messages": [{"role": "user", "content": "hi"}]});
+        let resp = client().post(&url).json(&body).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        let events = events(&resp.text().await.unwrap());
+        let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        assert_eq!(events[0].1["message"]["model"], "m1");
+        assert_eq!(events[1].1["content_block"]["type"], "thinking");
+        assert_eq!(events[2].1["delta"]["thinking"], "hmm");
+        assert_eq!(events[6].1["delta"]["text"], "Hel");
+        assert_eq!(events[9].1["index"], 2);
+        assert_eq!(events[9].1["content_block"]["id"], "toolu_1");
+        let json: String = events[10..12]
+            .iter()
+            .map(|(_, d)| d["delta"]["partial_json"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(json, r#"{"command":"ls"}"#);
+        assert_eq!(events[13].1["delta"]["stop_reason"], "tool_use");
+        assert_eq!(events[13].1["usage"]["output_tokens"], 5);
+        assert_eq!(fake.pending_replies(), 0);
+    }
+
+    #[tokio::test]
+    async fn side_calls_count_tokens_and_head_leave_the_queue_alone() {
+        let fake = FakeModel::start().await;
+        fake.push(Reply::new().text("scripted"));
+        let base = fake.base_url();
+        let head = client().head(format!("{base}/")).send().await.unwrap();
+        assert_eq!(head.status(), 200);
+        let count: Value = client()
+            .post(format!("{base}/v1/messages/count_tokens"))
+            .json(&json!({"model": "m1", "messages": [{"role": "user", "content": "hello"}]}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(count["input_tokens"].as_u64().unwrap() > 0);
+        let schema = json!({"type": "object", "properties": {"title": {"type": "string"},
+            "isNew": {"type": "boolean"}}, "required": ["title"]});
+        let title: Value = client()
+            .post(format!("{base}/v1/messages"))
+            .json(&json!({"model": "m1", "max_tokens": 50, "messages": [],
+                "output_config": {"format": {"type": "json_schema", "schema": schema}}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let text = title["content"][0]["text"].as_str().unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(text).unwrap(),
+            json!({"title": super::SIDE_TITLE, "isNew": false})
+        );
+        assert_eq!(fake.pending_replies(), 1);
+        assert!(super::message_requests(&fake).is_empty());
+    }
+}
