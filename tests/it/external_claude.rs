@@ -151,9 +151,13 @@ fn scripted_tool_call(server: &FakeModel, command: &str) {
 
 /// Runs a Bash call through corral's gate and answers the permission request with `decision`.
 async fn approve_bash(decision: &str) -> (Harness, FakeModel, Outcome, Value) {
+    approve_command("touch made-by-claude.txt", decision).await
+}
+
+async fn approve_command(command: &str, decision: &str) -> (Harness, FakeModel, Outcome, Value) {
     let h = Harness::new();
     let server = FakeModel::start().await;
-    scripted_tool_call(&server, "touch made-by-claude.txt");
+    scripted_tool_call(&server, command);
     let mut running = claude_run(&h, &server, &["--approve-stdin", "make the file"])
         .live_stdin()
         .spawn()
@@ -500,4 +504,17 @@ async fn a_resumed_session_continues_claudes_own_conversation() {
         user["session_id"].as_str().unwrap().to_owned()
     };
     assert_eq!(claude_session(&requests[0]), claude_session(&requests[1]));
+}
+
+#[tokio::test]
+async fn a_read_only_command_claude_would_run_unasked_still_goes_through_the_gate() {
+    // corral's default preset asks before any shell command; claude on its own would not ask
+    // about `ls`.
+    let (_h, server, out, request) = approve_command("ls", "allow").await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(request["data"]["tool"], "shell");
+    assert_eq!(request["data"]["toolCall"]["rawInput"]["command"], "ls");
+    let result = &out.of_kind("tool_result")[0]["data"]["result"];
+    assert_eq!(result["success"], true, "{result}");
+    assert_ne!(tool_result_sent(&server)["is_error"], true);
 }

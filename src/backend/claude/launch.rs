@@ -10,10 +10,13 @@
 //! | a tool not offered (readonly, specialist, `--deny`) | its claude tools in `--disallowedTools` |
 //! | `--allow TOOL`                     | its claude tools in `--allowedTools`                  |
 //! | always (recursion guard)           | `Task`, `Agent` in `--disallowedTools`                |
+//! | any other offered tool (not bypass)| its claude tools in `permissions.ask` (`--settings`)  |
 //!
 //! corral's default preset asks before edits, so it maps to claude's `default` mode rather than
 //! `acceptEdits`: every edit claude would make comes to corral's gate as a `can_use_tool`
-//! request (`--permission-prompt-tool stdio`), exactly like a native `write_file`.
+//! request (`--permission-prompt-tool stdio`), exactly like a native `write_file`. For the same
+//! reason claude's own shortcuts (read-only commands, reads outside the root) are turned off
+//! with `ask` rules: the gate answers those at once when its rules allow them.
 
 use std::path::{Path, PathBuf};
 
@@ -94,6 +97,8 @@ pub struct PermissionFlags {
     pub mode: &'static str,
     pub allowed: Vec<String>,
     pub disallowed: Vec<String>,
+    /// Tools claude must ask about even when it would not (`permissions.ask` in `--settings`).
+    pub ask: Vec<String>,
 }
 
 pub fn permission_flags(policy: &Policy) -> PermissionFlags {
@@ -105,6 +110,7 @@ pub fn permission_flags(policy: &Policy) -> PermissionFlags {
         "default"
     };
     let mut allowed = Vec::new();
+    let mut ask = Vec::new();
     let mut disallowed: Vec<String> = RECURSION_GUARD.iter().map(|t| t.to_string()).collect();
     for (corral, claude) in TOOL_MAP {
         let names = claude.iter().map(|t| t.to_string());
@@ -112,12 +118,17 @@ pub fn permission_flags(policy: &Policy) -> PermissionFlags {
             disallowed.extend(names);
         } else if policy.allowed.iter().any(|a| a == corral) {
             allowed.extend(names);
+        } else if !policy.bypass {
+            // claude runs read-only commands and reads anywhere without asking; corral's gate
+            // has its own rules for them (confinement to the root, say), so claude must ask.
+            ask.extend(names);
         }
     }
     PermissionFlags {
         mode,
         allowed,
         disallowed,
+        ask,
     }
 }
 
@@ -147,6 +158,10 @@ pub fn launch(context: &ExternalContext, program: PathBuf) -> Launch {
     if !flags.disallowed.is_empty() {
         args.push("--disallowedTools".into());
         args.push(flags.disallowed.join(","));
+    }
+    if !flags.ask.is_empty() {
+        args.push("--settings".into());
+        args.push(serde_json::json!({"permissions": {"ask": flags.ask}}).to_string());
     }
     if let Some(model) = &context.spec.model {
         args.push("--model".into());

@@ -23,6 +23,12 @@ fn presets_become_claudes_permission_flags() {
     assert_eq!(default.mode, "default");
     assert!(default.allowed.is_empty());
     assert_eq!(default.disallowed, ["Task", "Agent"]);
+    for tool in [
+        "Bash", "Read", "Write", "Edit", "Glob", "Grep", "LS", "WebFetch",
+    ] {
+        assert!(default.ask.iter().any(|t| t == tool), "{tool}");
+    }
+    assert!(permission_flags(&policy("bypass", &[], &[])).ask.is_empty());
 
     assert_eq!(
         permission_flags(&policy("auto", &[], &[])).mode,
@@ -51,6 +57,7 @@ fn presets_become_claudes_permission_flags() {
 
     let specialist = permission_flags(&policy("specialist", &["shell"], &[]));
     assert_eq!(specialist.allowed, ["Bash"]);
+    assert!(specialist.ask.is_empty());
     assert!(specialist.disallowed.iter().any(|t| t == "Read"));
     assert!(!specialist.disallowed.iter().any(|t| t == "Bash"));
 
