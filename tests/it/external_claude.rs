@@ -349,18 +349,9 @@ async fn an_interrupt_mid_turn_ends_it_cancelled_and_the_session_goes_on() {
     );
 }
 
-#[tokio::test]
-async fn a_crash_of_claude_mid_turn_is_an_error_with_its_exit_status_and_stderr() {
-    let h = Harness::new();
-    let server = FakeModel::start().await;
-    server.push(
-        Reply::new()
-            .text("working on it ")
-            .stall(Duration::from_secs(60))
-            .text("never sent"),
-    );
-    // A wrapper that runs the real claude and reports (on stderr) when it dies.
-    let pid_file = h.home_dir().join("claude.pid");
+/// A wrapper that runs the real claude (its pid in `pid_file`) and, once claude is gone, says so
+/// on stderr and exits 3.
+fn wrapper_script(h: &Harness, pid_file: &Path) -> PathBuf {
     let wrapper = h.home_dir().join("claude-wrapper");
     std::fs::write(
         &wrapper,
@@ -377,6 +368,30 @@ async fn a_crash_of_claude_mid_turn_is_an_error_with_its_exit_status_and_stderr(
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
+    wrapper
+}
+
+fn kill_claude(pid_file: &Path) {
+    let pid = std::fs::read_to_string(pid_file).unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn a_crash_of_claude_mid_turn_is_an_error_with_its_exit_status_and_stderr() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(
+        Reply::new()
+            .text("working on it ")
+            .stall(Duration::from_secs(60))
+            .text("never sent"),
+    );
+    let pid_file = h.home_dir().join("claude.pid");
+    let wrapper = wrapper_script(&h, &pid_file);
     let running = claude_run(&h, &server, &["do some work"])
         .env("CORRAL_CLAUDE", &wrapper)
         .spawn()
@@ -386,12 +401,7 @@ async fn a_crash_of_claude_mid_turn_is_an_error_with_its_exit_status_and_stderr(
             e["kind"] == "assistant_text" && e["data"]["content"]["text"] == "working on it "
         })
         .await;
-    let pid = std::fs::read_to_string(&pid_file).unwrap();
-    let status = std::process::Command::new("kill")
-        .args(["-KILL", pid.trim()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    kill_claude(&pid_file);
     let out = running.wait().await;
     assert_eq!(out.code, Some(1), "{out:?}");
     assert_well_formed(&out);
@@ -517,4 +527,56 @@ async fn a_read_only_command_claude_would_run_unasked_still_goes_through_the_gat
     let result = &out.of_kind("tool_result")[0]["data"]["result"];
     assert_eq!(result["success"], true, "{result}");
     assert_ne!(tool_result_sent(&server)["is_error"], true);
+}
+
+#[tokio::test]
+async fn cancel_answered_to_a_permission_request_interrupts_the_turn() {
+    let (h, _server, out, _request) = approve_command("touch never.txt", "cancel").await;
+    assert_eq!(out.code, Some(130), "{out:?}");
+    assert_well_formed(&out);
+    assert!(!h.work().join("never.txt").exists());
+    let events = out.events();
+    let resolved = position(&events, "permission resolution", |e| {
+        e["kind"] == "permission" && e["data"]["resolved"] == true
+    });
+    assert_eq!(events[resolved]["data"]["decision"], "cancel");
+    let result = result_of(&out);
+    assert_eq!(result["stopReason"], "cancelled", "{result}");
+    assert!(out.of_kind("error").is_empty(), "{events:#?}");
+    // The model was never asked again: the turn ended at the interrupt.
+    assert!(!out.stdout.contains("The command was handled."));
+    assert_eq!(statuses(&out).last().map(String::as_str), Some("dead"));
+}
+
+#[tokio::test]
+async fn a_crash_between_turns_moves_the_session_to_dead_at_once() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("first done"));
+    let pid_file = h.home_dir().join("claude.pid");
+    let wrapper = wrapper_script(&h, &pid_file);
+    let mut running = claude_run(&h, &server, &["-i", "first"])
+        .env("CORRAL_CLAUDE", &wrapper)
+        .live_stdin()
+        .spawn()
+        .await;
+    running.wait_for_event(0, |e| e["kind"] == "result").await;
+    kill_claude(&pid_file);
+    let error = running.wait_for_event(0, |e| e["kind"] == "error").await;
+    running
+        .wait_for_event(0, |e| {
+            e["kind"] == "status" && e["data"]["status"] == "dead"
+        })
+        .await;
+    let message = error["data"]["message"].as_str().unwrap();
+    assert!(message.contains("exit status: 3"), "{message}");
+    assert!(message.contains("wrapper: claude is gone"), "{message}");
+    running.close_stdin();
+    let out = running.wait().await;
+    assert_well_formed(&out);
+    assert_eq!(
+        statuses(&out),
+        ["starting", "idle", "working", "idle", "dead"]
+    );
+    assert_eq!(out.of_kind("result").len(), 1);
 }
