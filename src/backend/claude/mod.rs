@@ -17,6 +17,7 @@
 //! `error` with the exit status and the last stderr lines, and goes `dead`.
 
 mod launch;
+mod stream;
 mod turn;
 
 #[cfg(test)]

@@ -3,7 +3,8 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::launch::{FindError, find_program, map_tool, permission_flags};
-use super::turn::{End, TurnState, tool_ask};
+use super::stream::{End, TurnState};
+use super::turn::tool_ask;
 use crate::event::{Payload, StopReason};
 use crate::policy::{Policy, PolicyOverrides};
 use crate::session::Session;
