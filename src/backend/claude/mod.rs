@@ -47,6 +47,13 @@ const CONTROL_TIMEOUT: Duration = Duration::from_secs(15);
 pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenError> {
     let program = launch::find_program(|name| std::env::var(name).ok())
         .map_err(|e| OpenError::Runtime(e.to_string()))?;
+    start_program(context, program).await
+}
+
+async fn start_program(
+    context: ExternalContext,
+    program: std::path::PathBuf,
+) -> Result<Box<dyn Backend>, OpenError> {
     let launch = launch::launch(&context, program);
     tracing::debug!(args = ?launch.args, "starting claude");
     let (process, pipes) =
@@ -207,8 +214,15 @@ impl ClaudeBackend {
         }
     }
 
-    /// `set_model` control request; claude keeps the conversation.
+    /// `set_model` control request; claude keeps the conversation. Takes `claude:<model>` or
+    /// a bare claude model name.
     async fn switch_model(&mut self, model: &str) -> Result<bool, String> {
+        let model = model.strip_prefix("claude:").unwrap_or(model);
+        if model.is_empty() || model.contains(':') {
+            return Err(format!(
+                "{model:?} is not a claude model: a claude session switches to claude:<model>"
+            ));
+        }
         {
             let mut phase = self.shared.phase();
             if *phase != Phase::Idle {

@@ -300,3 +300,100 @@ fn stream_lines_become_deltas_then_authoritative_blocks() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A stand-in for claude speaking just enough stream-json: it answers `set_model`, and a user
+/// line with an init, a text naming its model, a line that is not JSON, and a result.
+const FAKE_CLAUDE: &str = r#"#!/bin/bash
+model=none
+while IFS= read -r line; do
+  case "$line" in
+    *set_model*)
+      id=$(echo "$line" | sed 's/.*"request_id":"\([^"]*\)".*/\1/')
+      model=$(echo "$line" | sed 's/.*"model":"\([^"]*\)".*/\1/')
+      echo "{\"type\":\"control_response\",\"response\":{\"subtype\":\"success\",\"request_id\":\"$id\",\"response\":{\"model\":\"$model\"}}}";;
+    *'"type":"user"'*)
+      echo '{"type":"system","subtype":"init","session_id":"sess-1"}'
+      echo "{\"type\":\"assistant\",\"parent_tool_use_id\":null,\"message\":{\"id\":\"m\",\"content\":[{\"type\":\"text\",\"text\":\"model=$model\"}]}}"
+      echo 'not json at all'
+      echo '{"type":"result","subtype":"success","is_error":false,"result":"ok","usage":{}}';;
+  esac
+done
+"#;
+
+#[tokio::test]
+async fn set_model_goes_over_the_wire_and_a_bad_line_is_an_error_event() {
+    use std::sync::{Arc, Mutex};
+
+    use crate::backend::external::{Approver, ExternalContext};
+    use crate::event::Status;
+    use crate::tool::ToolRegistry;
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let program = root.join("fake-claude");
+    std::fs::write(&program, FAKE_CLAUDE).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let session = Session::create(None).unwrap();
+    let policy = policy("default", &[], &[]);
+    let approver = Arc::new(Approver::new(
+        session.clone(),
+        policy.clone(),
+        ToolRegistry::builtin().unwrap(),
+        root.clone(),
+        false,
+        None,
+    ));
+    let recorded = Arc::new(Mutex::new(Vec::new()));
+    let sink = recorded.clone();
+    let context = ExternalContext {
+        session: session.clone(),
+        spec: "claude:first".parse().unwrap(),
+        root,
+        policy,
+        approver,
+        resume: None,
+        home: None,
+        stderr_log: None,
+        record_external_id: Box::new(move |id: &str| sink.lock().unwrap().push(id.to_string())),
+    };
+    let mut backend = super::start_program(context, program).await.unwrap();
+    session.transition(Status::Idle).unwrap();
+    assert_eq!(backend.info().kind, "claude");
+    assert!(!backend.info().queues_prompts);
+    assert_eq!(backend.set_model("claude:second").await, Ok(true));
+    assert!(backend.set_model("ollama:qwen3").await.is_err());
+    let mut events = session.tap(session.last_seq());
+    let outcome = backend
+        .run_turn("hi", tokio_util::sync::CancellationToken::new())
+        .await;
+    assert_eq!(outcome.stop_reason, StopReason::EndTurn, "{outcome:?}");
+    assert_eq!(outcome.text, "ok");
+    let payloads = drain(&mut events);
+    let texts: Vec<String> = payloads
+        .iter()
+        .filter_map(|p| match p {
+            Payload::AssistantText(t) => Some(format!("{:?}", t.content)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [format!(
+            "{:?}",
+            crate::event::ContentBlock::text("model=second")
+        )]
+    );
+    let errors: Vec<&str> = payloads
+        .iter()
+        .filter_map(|p| match p {
+            Payload::Error(e) => Some(e.message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors.len(), 1, "{payloads:?}");
+    assert!(errors[0].contains("not json at all"), "{errors:?}");
+    assert_eq!(*recorded.lock().unwrap(), ["sess-1"]);
+    assert_eq!(session.status(), Status::Idle);
+    backend.shutdown().await;
+}
