@@ -580,3 +580,57 @@ async fn a_crash_between_turns_moves_the_session_to_dead_at_once() {
     );
     assert_eq!(out.of_kind("result").len(), 1);
 }
+
+fn offered_tools(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_readonly_preset_takes_claudes_writing_tools_away() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("looked only"));
+    let out = claude_run(&h, &server, &["-p", "readonly", "look around"])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(result_of(&out)["stopReason"], "end_turn");
+    let tools = offered_tools(&message_requests(&server)[0]);
+    assert!(tools.iter().any(|t| t == "Read"), "{tools:?}");
+    for gone in [
+        "Bash",
+        "Write",
+        "Edit",
+        "NotebookEdit",
+        "WebFetch",
+        "Task",
+        "Agent",
+    ] {
+        assert!(
+            !tools.iter().any(|t| t == gone),
+            "{gone} offered: {tools:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_bypass_preset_runs_claudes_tools_without_asking() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    scripted_tool_call(&server, "touch bypassed.txt");
+    // No --approve-stdin: nobody could answer, and nothing asks.
+    let out = claude_run(&h, &server, &["-p", "bypass", "make the file"])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.of_kind("permission").is_empty(), "{:#?}", out.events());
+    let result = &out.of_kind("tool_result")[0]["data"]["result"];
+    assert_eq!(result["success"], true, "{result}");
+    assert!(h.work().join("bypassed.txt").exists());
+    assert_eq!(result_of(&out)["stopReason"], "end_turn");
+}
