@@ -149,7 +149,15 @@ async fn read_stdout(stdout: ChildStdout, tx: mpsc::UnboundedSender<Line>, share
             return;
         }
     }
-    let phase = *shared.phase();
+    // Checked and claimed in one step: a turn starting now must see `Dead`, not race the report.
+    let phase = {
+        let mut phase = shared.phase();
+        let was = *phase;
+        if was == Phase::Idle {
+            *phase = Phase::Dead;
+        }
+        was
+    };
     match phase {
         Phase::Idle => {
             // Between turns nobody would notice: the session goes dead now.
