@@ -634,3 +634,46 @@ async fn the_bypass_preset_runs_claudes_tools_without_asking() {
     assert!(h.work().join("bypassed.txt").exists());
     assert_eq!(result_of(&out)["stopReason"], "end_turn");
 }
+
+#[tokio::test]
+async fn a_crash_while_a_person_is_asked_withdraws_the_question_and_ends_dead() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    scripted_tool_call(&server, "touch never.txt");
+    let pid_file = h.home_dir().join("claude.pid");
+    let wrapper = wrapper_script(&h, &pid_file);
+    let running = claude_run(&h, &server, &["--approve-stdin", "make the file"])
+        .env("CORRAL_CLAUDE", &wrapper)
+        .live_stdin()
+        .spawn()
+        .await;
+    running.wait_for_event(0, is_request).await;
+    kill_claude(&pid_file);
+    // Nobody answers: the question is withdrawn because claude is gone.
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_well_formed(&out);
+    let events = out.events();
+    let resolved = position(&events, "permission withdrawal", |e| {
+        e["kind"] == "permission" && e["data"]["resolved"] == true
+    });
+    assert_eq!(events[resolved]["data"]["decision"], "deny");
+    let error = position(&events, "error", |e| e["kind"] == "error");
+    let end = position(&events, "result", |e| e["kind"] == "result");
+    assert!(resolved < error && error < end, "{events:#?}");
+    let message = events[error]["data"]["message"].as_str().unwrap();
+    assert!(message.contains("exit status: 3"), "{message}");
+    assert_eq!(events[end]["data"]["stopReason"], "error");
+    assert!(!h.work().join("never.txt").exists());
+    assert_eq!(
+        statuses(&out),
+        [
+            "starting",
+            "idle",
+            "working",
+            "waiting_approval",
+            "working",
+            "dead"
+        ]
+    );
+}

@@ -72,6 +72,7 @@ async fn start_program(
         external_id: context.resume,
         stdin: Some(pipes.stdin),
         lines: rx,
+        held: std::collections::VecDeque::new(),
         next_request: 0,
         cost_so_far: 0.0,
     }))
@@ -179,6 +180,8 @@ pub struct ClaudeBackend {
     external_id: Option<String>,
     stdin: Option<ChildStdin>,
     lines: mpsc::UnboundedReceiver<Line>,
+    /// Lines read while a permission question was open, not yet handled.
+    held: std::collections::VecDeque<Line>,
     next_request: u64,
     /// claude's running `total_cost_usd` at the end of the last turn.
     cost_so_far: f64,

@@ -96,7 +96,11 @@ impl ClaudeBackend {
 
     async fn turn_body(&mut self, prompt: &str, cancel: &CancellationToken) -> End {
         // Lines left from an earlier turn (a late control response) mean nothing now.
-        while let Ok(line) = self.lines.try_recv() {
+        let stale: Vec<Line> = self.held.drain(..).collect();
+        for line in stale
+            .into_iter()
+            .chain(std::iter::from_fn(|| self.lines.try_recv().ok()))
+        {
             if matches!(line, Line::Eof) {
                 return End::Died(self.shared.report_crash().await);
             }
@@ -113,10 +117,13 @@ impl ClaudeBackend {
         }
         let mut state = TurnState::new(self.cost_so_far);
         loop {
-            let next = tokio::select! {
-                line = self.lines.recv() => Next::Line(line.unwrap_or(Line::Eof)),
-                () = cancel.cancelled(), if state.interrupted.is_none() => Next::Cancel,
-                () = sleep_until(state.interrupted) => Next::Stuck,
+            let next = match self.held.pop_front() {
+                Some(line) => Next::Line(line),
+                None => tokio::select! {
+                    line = self.lines.recv() => Next::Line(line.unwrap_or(Line::Eof)),
+                    () = cancel.cancelled(), if state.interrupted.is_none() => Next::Cancel,
+                    () = sleep_until(state.interrupted) => Next::Stuck,
+                },
             };
             let value = match next {
                 Next::Cancel => {
@@ -176,6 +183,39 @@ impl ClaudeBackend {
         }
     }
 
+    /// Asks corral's gate while still watching claude: lines that arrive meanwhile are held
+    /// for the turn loop, and if claude dies the question is withdrawn (`None`) instead of
+    /// leaving a person to answer a process that is gone.
+    async fn ask_gate(&mut self, ask: &ToolAsk, cancel: &CancellationToken) -> Option<Answer> {
+        let approver = self.approver.clone();
+        let decide = approver.decide(ask, cancel);
+        tokio::pin!(decide);
+        loop {
+            tokio::select! {
+                answer = &mut decide => return Some(answer),
+                line = self.lines.recv() => {
+                    let line = line.unwrap_or(Line::Eof);
+                    let gone = matches!(line, Line::Eof);
+                    self.held.push_back(line);
+                    if gone {
+                        break;
+                    }
+                }
+            }
+        }
+        let session = self.session().clone();
+        for open in session.pending_permissions() {
+            if let Some(id) = open["requestId"].as_str() {
+                session.resolve_permission(
+                    id,
+                    "deny",
+                    Some("the agent process ended before an answer".into()),
+                );
+            }
+        }
+        None
+    }
+
     async fn on_control_request(
         &mut self,
         value: &Value,
@@ -191,8 +231,11 @@ impl ClaudeBackend {
                     message: "the turn was cancelled".into(),
                 }
             } else {
-                let ask = tool_ask(request, &id);
-                self.approver.decide(&ask, cancel).await
+                match self.ask_gate(&tool_ask(request, &id), cancel).await {
+                    Some(answer) => answer,
+                    // claude is gone; its end of stdout, held, finishes the turn.
+                    None => return,
+                }
             };
             let input = request.get("input").cloned().unwrap_or_else(|| json!({}));
             let behavior = match &answer {
