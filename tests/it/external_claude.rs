@@ -310,3 +310,59 @@ async fn the_bypass_preset_runs_claudes_tools_without_asking() {
     assert!(h.work().join("bypassed.txt").exists());
     assert_eq!(result_of(&out)["stopReason"], "end_turn");
 }
+
+#[tokio::test]
+async fn thinking_streams_as_thought_deltas_then_the_block() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(
+        Reply::new()
+            .reasoning("pondering ")
+            .reasoning("deeply")
+            .text("the answer"),
+    );
+    let out = claude_run(&h, &server, &["think"]).run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(
+        shape(&out, 1),
+        [
+            "turn_started",
+            "user_text",
+            "thought+delta",
+            "thought",
+            "assistant_text+delta",
+            "assistant_text",
+            "usage",
+            "result"
+        ],
+        "{:#?}",
+        out.events()
+    );
+    assert_eq!(deltas(&out, "thought"), "pondering deeply");
+    assert_eq!(authoritative(&out, "thought"), ["pondering deeply"]);
+    assert_eq!(authoritative(&out, "assistant_text"), ["the answer"]);
+}
+
+#[tokio::test]
+async fn a_claude_program_that_is_not_there_is_a_clear_error() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    let out = claude_run(&h, &server, &["hello"])
+        .env("CORRAL_CLAUDE", "/nonexistent/claude")
+        .run()
+        .await;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains("CORRAL_CLAUDE=/nonexistent/claude"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("@anthropic-ai/claude-code"),
+        "{}",
+        out.stderr
+    );
+    let error = &out.of_kind("error")[0]["data"]["message"];
+    assert!(error.as_str().unwrap().contains("claude"), "{error}");
+    assert_eq!(statuses(&out), ["starting", "dead"]);
+}
