@@ -7,6 +7,7 @@ mod acp;
 mod common;
 mod desktop;
 mod exec_tools;
+mod external_claude;
 mod file_tools;
 mod gate;
 mod mcp;

@@ -270,6 +270,11 @@ async fn handle(
         ("GET", "/v1/models") => openai_models(&state),
         ("GET", "/health") => json_response(200, &json!({"status": "ok"})),
         ("GET", "/") => text_response(200, "Ollama is running"),
+        (m, p) if super::fake_anthropic::handles(m, p) => {
+            super::fake_anthropic::respond(m, p, &body, || {
+                chat(&state, Format::OpenAi, &body, arrived)
+            })
+        }
         _ => json_response(
             404,
             &json!({"error": format!("fake model: no route {method} {path}")}),

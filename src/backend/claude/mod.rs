@@ -1,0 +1,322 @@
+//! `claude[:<model>]`: the Claude Code CLI kept alive in stream-json mode, many turns per
+//! process (wire-formats.md §5, external-clis.md §1).
+//!
+//! One line per turn goes to its stdin; its stdout lines become corral's events: partial
+//! messages the `delta` chunks, finished blocks the authoritative copies, `tool_use` /
+//! `tool_result` matched by id, `result` the turn's end with usage. Whatever claude would ask
+//! a person comes as a `can_use_tool` control request (`--permission-prompt-tool stdio`) and
+//! is answered by corral's gate ([`Approver`]), so a claude tool call is approved exactly like
+//! a native one. A cancel is claude's `interrupt` control request.
+//!
+//! Steering: claude takes the next user line only after a `result`, so this backend does not
+//! queue prompts ([`BackendInfo::queues_prompts`] is false) and the session manager refuses a
+//! second message while a turn runs; nothing is ever written into claude's stdin mid-block.
+//!
+//! The process lives in its own process group, tracked for reaping; its stderr goes to the
+//! session's stderr log. When it dies — mid-turn or between turns — the session gets an
+//! `error` with the exit status and the last stderr lines, and goes `dead`.
+
+mod launch;
+mod stream;
+mod turn;
+
+#[cfg(test)]
+mod tests;
+
+use std::os::unix::process::ExitStatusExt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, ChildStdout};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::external::{Approver, ExternalContext};
+use super::process::AgentProcess;
+use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
+use crate::session::Session;
+use crate::session::open::OpenError;
+
+/// How long a `set_model` control request may take.
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Starts claude for a session. Nothing is exchanged yet: claude prints nothing before its
+/// first user line.
+pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenError> {
+    let program = launch::find_program(|name| std::env::var(name).ok())
+        .map_err(|e| OpenError::Runtime(e.to_string()))?;
+    start_program(context, program).await
+}
+
+async fn start_program(
+    context: ExternalContext,
+    program: std::path::PathBuf,
+) -> Result<Box<dyn Backend>, OpenError> {
+    let launch = launch::launch(&context, program);
+    tracing::debug!(args = ?launch.args, "starting claude");
+    let (process, pipes) =
+        AgentProcess::spawn(&launch).map_err(|e| OpenError::Runtime(e.to_string()))?;
+    let shared = Arc::new(Shared {
+        phase: Mutex::new(Phase::Idle),
+        process: tokio::sync::Mutex::new(process),
+        session: context.session.clone(),
+    });
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(read_stdout(pipes.stdout, tx, shared.clone()));
+    Ok(Box::new(ClaudeBackend {
+        shared,
+        approver: context.approver,
+        record_external_id: context.record_external_id,
+        external_id: context.resume,
+        stdin: Some(pipes.stdin),
+        lines: rx,
+        held: std::collections::VecDeque::new(),
+        next_request: 0,
+        cost_so_far: 0.0,
+    }))
+}
+
+/// Who is reading claude's stdout right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Nobody: an end of stdout is a crash the reader reports itself.
+    Idle,
+    /// A turn or a control request: the end of stdout is passed on as [`Line::Eof`].
+    Busy,
+    /// Shutting down: the end is expected.
+    Closing,
+    /// The process died and the session is (being) closed.
+    Dead,
+}
+
+struct Shared {
+    phase: Mutex<Phase>,
+    process: tokio::sync::Mutex<AgentProcess>,
+    session: Arc<Session>,
+}
+
+impl Shared {
+    fn phase(&self) -> MutexGuard<'_, Phase> {
+        self.phase.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The process is gone: one `error` with its exit status and stderr tail. Returns the
+    /// report for the turn's `result`.
+    async fn report_crash(&self) -> String {
+        *self.phase() = Phase::Dead;
+        let mut process = self.process.lock().await;
+        let report = process.crash_report().await;
+        let status = process.try_status();
+        let data = json!({
+            "exitCode": status.and_then(|s| s.code()),
+            "signal": status.and_then(|s| s.signal()),
+            "stderr": process.stderr_tail(),
+        });
+        self.session.emit_error(report.clone(), data);
+        report
+    }
+}
+
+/// One line of claude's stdout.
+#[derive(Debug)]
+enum Line {
+    Json(Value),
+    /// Not a JSON object: shown as an error, never fatal.
+    Malformed(String),
+    Eof,
+}
+
+async fn read_stdout(stdout: ChildStdout, tx: mpsc::UnboundedSender<Line>, shared: Arc<Shared>) {
+    let mut reader = BufReader::new(stdout);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let text = String::from_utf8_lossy(&buf);
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let line = match serde_json::from_str::<Value>(text) {
+            Ok(value) if value.is_object() => Line::Json(value),
+            _ => Line::Malformed(text.to_string()),
+        };
+        if tx.send(line).is_err() {
+            return;
+        }
+    }
+    // Checked and claimed in one step: a turn starting now must see `Dead`, not race the report.
+    let phase = {
+        let mut phase = shared.phase();
+        let was = *phase;
+        if was == Phase::Idle {
+            *phase = Phase::Dead;
+        }
+        was
+    };
+    match phase {
+        Phase::Idle => {
+            // Between turns nobody would notice: the session goes dead now.
+            shared.report_crash().await;
+            shared.session.close();
+        }
+        Phase::Busy => {
+            let _ = tx.send(Line::Eof);
+        }
+        Phase::Closing | Phase::Dead => {}
+    }
+}
+
+pub struct ClaudeBackend {
+    shared: Arc<Shared>,
+    approver: Arc<Approver>,
+    record_external_id: Box<dyn Fn(&str) + Send + Sync>,
+    /// claude's own session id, as last recorded.
+    external_id: Option<String>,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::UnboundedReceiver<Line>,
+    /// Lines read while a permission question was open, not yet handled.
+    held: std::collections::VecDeque<Line>,
+    next_request: u64,
+    /// claude's running `total_cost_usd` at the end of the last turn.
+    cost_so_far: f64,
+}
+
+impl ClaudeBackend {
+    fn session(&self) -> &Arc<Session> {
+        &self.shared.session
+    }
+
+    async fn write_line(&mut self, value: &Value) -> std::io::Result<()> {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return Err(std::io::Error::other("claude's stdin is closed"));
+        };
+        let mut line = value.to_string();
+        line.push('\n');
+        stdin.write_all(line.as_bytes()).await?;
+        stdin.flush().await
+    }
+
+    fn request_id(&mut self) -> String {
+        self.next_request += 1;
+        format!("corral_{}", self.next_request)
+    }
+
+    /// Sends a control request; returns its id.
+    async fn control(&mut self, request: Value) -> std::io::Result<String> {
+        let id = self.request_id();
+        let line = json!({"type": "control_request", "request_id": id, "request": request});
+        self.write_line(&line).await?;
+        Ok(id)
+    }
+
+    fn record_session_id(&mut self, value: &Value) {
+        if let Some(id) = value.get("session_id").and_then(Value::as_str)
+            && !id.is_empty()
+            && self.external_id.as_deref() != Some(id)
+        {
+            (self.record_external_id)(id);
+            self.external_id = Some(id.to_string());
+        }
+    }
+
+    /// `set_model` control request; claude keeps the conversation. Takes `claude:<model>` or
+    /// a bare claude model name.
+    async fn switch_model(&mut self, model: &str) -> Result<bool, String> {
+        let model = model.strip_prefix("claude:").unwrap_or(model);
+        if model.is_empty() || model.contains(':') {
+            return Err(format!(
+                "{model:?} is not a claude model: a claude session switches to claude:<model>"
+            ));
+        }
+        {
+            let mut phase = self.shared.phase();
+            if *phase != Phase::Idle {
+                return Err(format!("cannot switch models while the agent is {phase:?}"));
+            }
+            *phase = Phase::Busy;
+        }
+        let result = self
+            .await_control(json!({"subtype": "set_model", "model": model}))
+            .await;
+        let mut phase = self.shared.phase();
+        if *phase == Phase::Busy {
+            *phase = Phase::Idle;
+        }
+        result.map(|_| true)
+    }
+
+    async fn await_control(&mut self, request: Value) -> Result<Value, String> {
+        let id = match self.control(request).await {
+            Ok(id) => id,
+            Err(e) => return Err(format!("cannot write to claude: {e}")),
+        };
+        let deadline = tokio::time::Instant::now() + CONTROL_TIMEOUT;
+        loop {
+            let line = match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+                Err(_) => return Err("claude did not answer the control request".into()),
+                Ok(line) => line.unwrap_or(Line::Eof),
+            };
+            match line {
+                Line::Eof => {
+                    let report = self.shared.report_crash().await;
+                    self.session().close();
+                    return Err(report);
+                }
+                Line::Json(value) if value["type"] == "control_response" => {
+                    let response = &value["response"];
+                    if response["request_id"].as_str() != Some(id.as_str()) {
+                        continue;
+                    }
+                    if response["subtype"] == "success" {
+                        return Ok(response["response"].clone());
+                    }
+                    return Err(response["error"]
+                        .as_str()
+                        .unwrap_or("claude refused the request")
+                        .to_string());
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl Backend for ClaudeBackend {
+    fn run_turn<'a>(
+        &'a mut self,
+        prompt: &'a str,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, TurnOutcome> {
+        Box::pin(self.turn(prompt, cancel))
+    }
+
+    fn set_model<'a>(&'a mut self, model: &'a str) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(self.switch_model(model))
+    }
+
+    fn shutdown(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            {
+                let mut phase = self.shared.phase();
+                if *phase != Phase::Dead {
+                    *phase = Phase::Closing;
+                }
+            }
+            let stdin = self.stdin.take();
+            self.shared.process.lock().await.stop(stdin).await;
+        })
+    }
+
+    fn info(&self) -> BackendInfo {
+        BackendInfo {
+            kind: "claude",
+            queues_prompts: false,
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! One turn: the user line goes in, claude's stdout lines become corral's events until its
+//! `result`, a cancel, or the end of the process.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::stream::{End, TurnState};
+use super::{ClaudeBackend, Line, Phase, launch};
+use crate::backend::TurnOutcome;
+use crate::backend::external::{Answer, ToolAsk};
+use crate::event::{ContentBlock, Payload, ResultData, Status, StopReason, Usage, UserTextData};
+
+/// How long claude may take to end a turn after an interrupt before it is stopped.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(20);
+
+enum Next {
+    Line(Line),
+    Cancel,
+    Stuck,
+}
+
+impl ClaudeBackend {
+    pub(super) async fn turn(&mut self, prompt: &str, cancel: CancellationToken) -> TurnOutcome {
+        let refused = |error: String| TurnOutcome {
+            stop_reason: StopReason::Error,
+            usage: Usage::default(),
+            error: Some(error),
+            text: String::new(),
+        };
+        {
+            let mut phase = self.shared.phase();
+            if *phase != Phase::Idle {
+                return refused(format!("claude cannot start a turn: it is {phase:?}"));
+            }
+            *phase = Phase::Busy;
+        }
+        if let Err(e) = self.session().begin_turn() {
+            self.set_idle();
+            return refused(format!("cannot start a turn: {e}"));
+        }
+        self.approver.begin_turn();
+        let session = self.session().clone();
+        session.emit(Payload::TurnStarted(Default::default()));
+        session.emit(Payload::UserText(UserTextData {
+            content: ContentBlock::text(prompt),
+        }));
+        let end = self.turn_body(prompt, &cancel).await;
+        let (stop_reason, usage, error, text) = match end {
+            End::Result {
+                stop_reason,
+                usage,
+                error,
+                text,
+            } => {
+                if let Some(message) = &error {
+                    session.emit_error(message.clone(), Value::Null);
+                }
+                (stop_reason, usage, error, text)
+            }
+            End::Died(report) => (
+                StopReason::Error,
+                Usage::default(),
+                Some(report),
+                String::new(),
+            ),
+        };
+        session.emit(Payload::Result(ResultData {
+            stop_reason,
+            usage,
+            error: error.clone(),
+        }));
+        if *self.shared.phase() == Phase::Dead {
+            session.close();
+        } else {
+            if let Err(e) = session.transition(Status::Idle) {
+                tracing::error!(error = %e, "ending a claude turn");
+            }
+            self.set_idle();
+        }
+        TurnOutcome {
+            stop_reason,
+            usage,
+            error,
+            text,
+        }
+    }
+
+    fn set_idle(&self) {
+        let mut phase = self.shared.phase();
+        if *phase == Phase::Busy {
+            *phase = Phase::Idle;
+        }
+    }
+
+    async fn turn_body(&mut self, prompt: &str, cancel: &CancellationToken) -> End {
+        // Lines left from an earlier turn (a late control response) mean nothing now.
+        let stale: Vec<Line> = self.held.drain(..).collect();
+        for line in stale
+            .into_iter()
+            .chain(std::iter::from_fn(|| self.lines.try_recv().ok()))
+        {
+            if matches!(line, Line::Eof) {
+                return End::Died(self.shared.report_crash().await);
+            }
+        }
+        let user = json!({
+            "type": "user",
+            "message": {"role": "user", "content": [{"type": "text", "text": prompt}]},
+            "parent_tool_use_id": null,
+            "session_id": self.external_id.clone().unwrap_or_default(),
+        });
+        if let Err(e) = self.write_line(&user).await {
+            tracing::debug!(error = %e, "writing the prompt to claude");
+            return End::Died(self.shared.report_crash().await);
+        }
+        let mut state = TurnState::new(self.cost_so_far);
+        loop {
+            let next = match self.held.pop_front() {
+                Some(line) => Next::Line(line),
+                None => tokio::select! {
+                    line = self.lines.recv() => Next::Line(line.unwrap_or(Line::Eof)),
+                    () = cancel.cancelled(), if state.interrupted.is_none() => Next::Cancel,
+                    () = sleep_until(state.interrupted) => Next::Stuck,
+                },
+            };
+            let value = match next {
+                Next::Cancel => {
+                    self.interrupt(&mut state).await;
+                    continue;
+                }
+                Next::Stuck => {
+                    self.shared
+                        .process
+                        .lock()
+                        .await
+                        .stop(self.stdin.take())
+                        .await;
+                    let report = self.shared.report_crash().await;
+                    return End::Died(format!(
+                        "claude did not end the turn within {} s of the interrupt; stopped it. \
+                         {report}",
+                        INTERRUPT_GRACE.as_secs()
+                    ));
+                }
+                Next::Line(Line::Eof) => return End::Died(self.shared.report_crash().await),
+                Next::Line(Line::Malformed(text)) => {
+                    let shown: String = text.chars().take(500).collect();
+                    self.session().emit_error(
+                        format!("claude wrote a line that is not a JSON object: {shown}"),
+                        Value::Null,
+                    );
+                    continue;
+                }
+                Next::Line(Line::Json(value)) => value,
+            };
+            let session = self.session().clone();
+            match value["type"].as_str().unwrap_or_default() {
+                "system" if value["subtype"] == "init" => self.record_session_id(&value),
+                "stream_event" => state.on_stream_event(&session, &value),
+                "assistant" => state.on_assistant(&session, &value),
+                "user" => state.on_user(&session, &value),
+                "control_request" => self.on_control_request(&value, cancel, &mut state).await,
+                "result" => {
+                    self.record_session_id(&value);
+                    let end = state.on_result(&session, &value);
+                    self.cost_so_far = state.cost_total.unwrap_or(self.cost_so_far);
+                    return end;
+                }
+                // control_response to an interrupt, status, rate limits, hooks, and
+                // whatever newer versions add.
+                _ => {}
+            }
+        }
+    }
+
+    async fn interrupt(&mut self, state: &mut TurnState) {
+        state.interrupted = Some(tokio::time::Instant::now() + INTERRUPT_GRACE);
+        if let Err(e) = self.control(json!({"subtype": "interrupt"})).await {
+            // The process is going away: its end of stdout finishes the turn.
+            tracing::debug!(error = %e, "sending claude an interrupt");
+        }
+    }
+
+    /// Asks corral's gate while still watching claude: lines that arrive meanwhile are held
+    /// for the turn loop, and if claude dies the question is withdrawn (`None`) instead of
+    /// leaving a person to answer a process that is gone.
+    async fn ask_gate(&mut self, ask: &ToolAsk, cancel: &CancellationToken) -> Option<Answer> {
+        let approver = self.approver.clone();
+        let decide = approver.decide(ask, cancel);
+        tokio::pin!(decide);
+        loop {
+            tokio::select! {
+                answer = &mut decide => return Some(answer),
+                line = self.lines.recv() => {
+                    let line = line.unwrap_or(Line::Eof);
+                    let gone = matches!(line, Line::Eof);
+                    self.held.push_back(line);
+                    if gone {
+                        break;
+                    }
+                }
+            }
+        }
+        let session = self.session().clone();
+        for open in session.pending_permissions() {
+            if let Some(id) = open["requestId"].as_str() {
+                session.resolve_permission(
+                    id,
+                    "deny",
+                    Some("the agent process ended before an answer".into()),
+                );
+            }
+        }
+        None
+    }
+
+    async fn on_control_request(
+        &mut self,
+        value: &Value,
+        cancel: &CancellationToken,
+        state: &mut TurnState,
+    ) {
+        let id = value["request_id"].as_str().unwrap_or_default().to_string();
+        let request = &value["request"];
+        let subtype = request["subtype"].as_str().unwrap_or_default();
+        let response = if subtype == "can_use_tool" {
+            let answer = if state.interrupted.is_some() {
+                Answer::Deny {
+                    message: "the turn was cancelled".into(),
+                }
+            } else {
+                match self.ask_gate(&tool_ask(request, &id), cancel).await {
+                    Some(answer) => answer,
+                    // claude is gone; its end of stdout, held, finishes the turn.
+                    None => return,
+                }
+            };
+            let input = request.get("input").cloned().unwrap_or_else(|| json!({}));
+            let behavior = match &answer {
+                Answer::Allow { .. } => json!({"behavior": "allow", "updatedInput": input}),
+                Answer::Deny { message } => json!({"behavior": "deny", "message": message}),
+                Answer::Cancel => json!({"behavior": "deny",
+                    "message": "the user cancelled the turn", "interrupt": true}),
+            };
+            json!({"subtype": "success", "request_id": id, "response": behavior})
+        } else {
+            json!({"subtype": "error", "request_id": id,
+                "error": format!("corral does not handle {subtype:?} requests")})
+        };
+        let line = json!({"type": "control_response", "response": response});
+        if let Err(e) = self.write_line(&line).await {
+            tracing::debug!(error = %e, "answering claude's control request");
+        }
+        if response["response"]["interrupt"] == true && state.interrupted.is_none() {
+            self.interrupt(state).await;
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A `can_use_tool` request in corral's terms.
+pub(super) fn tool_ask(request: &Value, request_id: &str) -> ToolAsk {
+    let name = request["tool_name"].as_str().unwrap_or("unknown");
+    let input = request.get("input").cloned().unwrap_or_else(|| json!({}));
+    let mapped = launch::map_tool(name, &input);
+    ToolAsk {
+        tool_call_id: request["tool_use_id"]
+            .as_str()
+            .unwrap_or(request_id)
+            .to_string(),
+        agent_tool: name.to_string(),
+        corral_tool: mapped.corral_tool,
+        args: mapped.args,
+        title: mapped.title,
+        kind: mapped.kind,
+        raw_input: input,
+    }
+}
