@@ -364,5 +364,8 @@ impl<'a> TurnState<'a> {
 }
 
 fn changes(item: &Value) -> &[Value] {
-    item["changes"].as_array().map(Vec::as_slice).unwrap_or_default()
+    item["changes"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
 }

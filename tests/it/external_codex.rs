@@ -1,0 +1,379 @@
+//! `codex:<model>`: the real codex CLI (`@openai/codex`, `codex app-server`) driven by corral
+//! against the fake model server's Responses API on 127.0.0.1, with a config that keeps
+//! everything on this machine (external-clis.md §5). Each test asserts corral's event stream.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+use crate::support::{Cmd, FakeModel, Harness, Outcome, Reply, Running};
+
+/// The codex program: `$CORRAL_CODEX`, else the CI install. Missing is a failure, not a skip.
+fn codex_program() -> PathBuf {
+    if let Some(program) = std::env::var_os("CORRAL_CODEX").filter(|p| !p.is_empty()) {
+        return PathBuf::from(program);
+    }
+    let home = std::env::var_os("HOME").expect("HOME");
+    let program = PathBuf::from(home).join(".cache/corral-ci/agent-clis/node_modules/.bin/codex");
+    assert!(
+        program.exists(),
+        "codex is not installed at {}: run scripts/install-agent-clis (or set CORRAL_CODEX)",
+        program.display()
+    );
+    program
+}
+
+/// A CODEX_HOME whose config.toml points codex at the fake and switches off everything that
+/// would leave the machine.
+fn codex_home(h: &Harness, server: &FakeModel) -> PathBuf {
+    let dir = h.home_dir().join("codex-home");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = format!(
+        r#"model = "fake-model"
+model_provider = "fake"
+check_for_update_on_startup = false
+
+[model_providers.fake]
+name = "Fake local"
+base_url = "{}"
+env_key = "FAKE_API_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+
+[features]
+plugins = false
+remote_plugin = false
+apps = false
+in_app_updates = false
+
+[analytics]
+enabled = false
+
+[otel]
+metrics_exporter = "none"
+"#,
+        server.openai_base()
+    );
+    std::fs::write(dir.join("config.toml"), config).unwrap();
+    dir
+}
+
+/// `corral run --json -m codex:fake-model` with codex pointed at the fake.
+fn codex_run(h: &Harness, server: &FakeModel, program: &PathBuf) -> Cmd {
+    h.corral()
+        .env("CORRAL_CODEX", program)
+        .env("CODEX_HOME", codex_home(h, server))
+        .env("FAKE_API_KEY", "dummy")
+        .args(["run", "--json", "-m", "codex:fake-model"])
+        .timeout(Duration::from_secs(90))
+}
+
+fn is_request(e: &Value) -> bool {
+    e["kind"] == "permission" && e["data"].get("resolved").is_none()
+}
+
+/// The kinds of one turn's envelopes, liveness chunks and status changes left out.
+fn turn_kinds(out: &Outcome, turn: u64) -> Vec<String> {
+    out.events()
+        .iter()
+        .filter(|e| e["turn"] == turn && e["kind"] != "status")
+        .filter(|e| e["data"]["delta"] != true && e["kind"] != "tool_output")
+        .map(|e| e["kind"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// Everything codex sent the model in one request, as text.
+fn request_text(server: &FakeModel, n: usize) -> String {
+    server.responses_requests()[n]["input"].to_string()
+}
+
+/// The `function_call_output` codex sent back for a call.
+fn call_output(server: &FakeModel, n: usize, call_id: &str) -> String {
+    let body = &server.responses_requests()[n];
+    body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "function_call_output" && i["call_id"] == call_id)
+        .unwrap_or_else(|| panic!("no output for {call_id} in {body}"))["output"]
+        .to_string()
+}
+
+#[tokio::test]
+async fn two_turns_share_one_codex_thread() {
+    let program = codex_program();
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("FIRST_").text("ANSWER").usage(20, 5));
+    server.push(Reply::new().text("SECOND_ANSWER").usage(40, 7));
+    let out = codex_run(&h, &server, &program)
+        .arg("-i")
+        .stdin_text("first question\nsecond question\n")
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_well_formed(&out);
+    let results = out.of_kind("result");
+    assert_eq!(results.len(), 2, "{out:?}");
+    for result in &results {
+        assert_eq!(result["data"]["stopReason"], "end_turn", "{out:?}");
+    }
+    assert_eq!(
+        authoritative(&out, "assistant_text"),
+        ["FIRST_ANSWER", "SECOND_ANSWER"]
+    );
+    assert!(deltas(&out, "assistant_text").contains("FIRST_ANSWER"));
+    for turn in [1, 2] {
+        let kinds = turn_kinds(&out, turn);
+        assert_eq!(kinds[..2], ["turn_started", "user_text"], "{kinds:?}");
+        assert_eq!(kinds.last().unwrap(), "result", "{kinds:?}");
+        assert!(kinds.contains(&"assistant_text".to_owned()), "{kinds:?}");
+    }
+    assert_eq!(
+        out.of_kind("user_text")[1]["data"]["content"]["text"],
+        "second question"
+    );
+    // Usage is the turn's own, though codex reports thread totals.
+    let usage = &results[1]["data"]["usage"];
+    assert_eq!(usage["inputTokens"], 40, "{out:?}");
+    assert_eq!(usage["outputTokens"], 7, "{out:?}");
+    assert_eq!(
+        statuses(&out),
+        [
+            "starting", "idle", "working", "idle", "working", "idle", "dead"
+        ]
+    );
+    // One thread: the second request carries the first turn.
+    let requests = server.responses_requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert!(request_text(&server, 0).contains("first question"));
+    let second = request_text(&server, 1);
+    assert!(
+        second.contains("first question")
+            && second.contains("FIRST_ANSWER")
+            && second.contains("second question"),
+        "{second}"
+    );
+    assert_eq!(requests[0]["model"], "fake-model");
+    assert!(requests[0]["stream"] == true);
+}
+
+/// A shell call that codex asks about, answered through corral's gate with `decision`.
+async fn shell_call_answered(decision: &str) -> (Harness, FakeModel, Outcome, Value) {
+    let program = codex_program();
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call(
+        "call_touch",
+        "exec_command",
+        r#"{"cmd":"touch made.txt"}"#,
+    ));
+    server.push(Reply::new().text("ALL_DONE"));
+    let mut running: Running = codex_run(&h, &server, &program)
+        .arg("--approve-stdin")
+        .arg("make the file")
+        .live_stdin()
+        .spawn()
+        .await;
+    let request = running.wait_for_event(0, is_request).await;
+    let id = request["data"]["requestId"].as_str().unwrap().to_owned();
+    running
+        .send_line(&json!({"requestId": id, "decision": decision}).to_string())
+        .await;
+    let out = running.wait().await;
+    (h, server, out, request)
+}
+
+fn assert_shell_request(out: &Outcome, request: &Value) {
+    let data = &request["data"];
+    assert_eq!(data["tool"], "shell", "{request}");
+    assert_eq!(data["agentTool"], "commandExecution");
+    assert_eq!(data["command"], "touch made.txt", "{request}");
+    assert_eq!(data["toolCall"]["kind"], "execute");
+    let uses = out.of_kind("tool_use");
+    assert_eq!(uses.len(), 1, "{out:?}");
+    let call = &uses[0]["data"]["call"];
+    assert_eq!(call["kind"], "execute");
+    assert_eq!(call["rawInput"]["command"], "touch made.txt");
+    assert_eq!(data["toolCall"]["toolCallId"], call["toolCallId"]);
+    let kinds = turn_kinds(out, 1);
+    let at = |k: &str| kinds.iter().position(|x| x == k).unwrap_or(usize::MAX);
+    assert!(
+        at("turn_started") < at("tool_use")
+            && at("tool_use") < at("permission")
+            && at("permission") < at("tool_result")
+            && at("tool_result") < at("assistant_text")
+            && at("assistant_text") < at("result"),
+        "{kinds:?}"
+    );
+    assert_eq!(
+        statuses(out),
+        [
+            "starting",
+            "idle",
+            "working",
+            "waiting_approval",
+            "working",
+            "idle",
+            "dead"
+        ]
+    );
+    assert_eq!(authoritative(out, "assistant_text"), ["ALL_DONE"]);
+    assert_eq!(result_of(out)["stopReason"], "end_turn");
+}
+
+#[tokio::test]
+async fn an_allowed_shell_call_runs() {
+    let (h, server, out, request) = shell_call_answered("allow").await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_shell_request(&out, &request);
+    let result = &out.of_kind("tool_result")[0]["data"];
+    assert_eq!(result["result"]["success"], true, "{result}");
+    assert_eq!(result["result"]["tool"], "shell");
+    assert_eq!(result["update"]["status"], "completed");
+    assert!(h.work().join("made.txt").exists());
+    let resolved = out
+        .of_kind("permission")
+        .into_iter()
+        .find(|e| e["data"]["resolved"] == true)
+        .unwrap();
+    assert_eq!(resolved["data"]["decision"], "allow");
+    assert_eq!(server.responses_requests().len(), 2);
+    call_output(&server, 1, "call_touch");
+}
+
+#[tokio::test]
+async fn a_denied_shell_call_does_not_run_and_codex_is_told() {
+    let (h, server, out, request) = shell_call_answered("deny").await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_shell_request(&out, &request);
+    let result = &out.of_kind("tool_result")[0]["data"];
+    assert_eq!(result["result"]["success"], false, "{result}");
+    assert_eq!(result["result"]["error"], "the user denied this call");
+    assert_eq!(result["update"]["status"], "failed");
+    assert!(!h.work().join("made.txt").exists());
+    let told = call_output(&server, 1, "call_touch");
+    assert!(
+        told.to_lowercase().contains("reject")
+            || told.to_lowercase().contains("denied")
+            || told.to_lowercase().contains("declin"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn an_interrupt_mid_turn_cancels_it() {
+    let program = codex_program();
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(
+        Reply::new()
+            .text("PARTIAL")
+            .stall(Duration::from_secs(60))
+            .text(" never"),
+    );
+    let running = codex_run(&h, &server, &program)
+        .arg("a long answer please")
+        .spawn()
+        .await;
+    running
+        .wait_for_event(0, |e| {
+            e["kind"] == "assistant_text" && e["data"]["delta"] == true
+        })
+        .await;
+    running.sigint().await;
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(130), "{out:?}");
+    assert_well_formed(&out);
+    assert_eq!(result_of(&out)["stopReason"], "cancelled", "{out:?}");
+    assert!(out.of_kind("error").is_empty(), "{out:?}");
+    assert_eq!(deltas(&out, "assistant_text"), "PARTIAL");
+    assert_eq!(
+        statuses(&out),
+        ["starting", "idle", "working", "idle", "dead"]
+    );
+    assert!(server.wait_for_cancelled(1, Duration::from_secs(10)).await);
+}
+
+#[tokio::test]
+async fn a_codex_that_dies_mid_turn_kills_the_session() {
+    let real = codex_program();
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(
+        Reply::new()
+            .text("WORKING")
+            .stall(Duration::from_secs(60))
+            .text(" never"),
+    );
+    // A launcher that says something on stderr, so the crash report has a tail to show.
+    let wrapper = h.home_dir().join("codex-wrapper");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho 'codex-wrapper: starting the real codex' >&2\nexec '{}' \"$@\"\n",
+            real.display()
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .args(["+x", wrapper.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let running = codex_run(&h, &server, &wrapper)
+        .arg("work on it")
+        .spawn()
+        .await;
+    running
+        .wait_for_event(0, |e| {
+            e["kind"] == "assistant_text" && e["data"]["delta"] == true
+        })
+        .await;
+    let pids: Vec<Value> = serde_json::from_str(
+        &std::fs::read_to_string(h.cache_dir().join("corral/agents/pids.json")).unwrap(),
+    )
+    .unwrap();
+    let codex = pids
+        .iter()
+        .find(|p| p["kind"] == "codex")
+        .unwrap_or_else(|| panic!("no codex in pids.json: {pids:?}"));
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", codex["pgid"])])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_well_formed(&out);
+    let errors = out.of_kind("error");
+    assert_eq!(errors.len(), 1, "{out:?}");
+    let message = errors[0]["data"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("SIGKILL") || message.contains("signal: 9"),
+        "{message}"
+    );
+    assert!(
+        message.contains("codex-wrapper: starting the real codex"),
+        "{message}"
+    );
+    assert!(
+        errors[0]["data"]["data"]["stderr"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("codex-wrapper"),
+        "{errors:?}"
+    );
+    assert_eq!(
+        errors[0]["data"]["data"]["exitStatus"],
+        "signal: 9 (SIGKILL)"
+    );
+    let result = result_of(&out);
+    assert_eq!(result["stopReason"], "error");
+    assert_eq!(result["error"], message);
+    let kinds = turn_kinds(&out, 1);
+    assert_eq!(kinds[kinds.len() - 2..], ["error", "result"], "{kinds:?}");
+    assert_eq!(statuses(&out), ["starting", "idle", "working", "dead"]);
+}
