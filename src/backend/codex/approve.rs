@@ -63,7 +63,7 @@ pub fn command_ask(params: &Value, item: Option<&Value>) -> ToolAsk {
         agent_tool: "commandExecution".into(),
         corral_tool: Some("shell"),
         args: json!({ "command": inner }),
-        title: inner.clone(),
+        title: inner,
         kind: "execute",
         raw_input: params.clone(),
     }
@@ -138,7 +138,7 @@ pub fn apply_unified(old: &str, diff: &str) -> Option<String> {
     for line in diff.split_inclusive('\n') {
         if let Some(header) = line.strip_prefix("@@ -") {
             let start: usize = header
-                .split(|c: char| c == ',' || c == ' ')
+                .split([',', ' '])
                 .next()?
                 .parse()
                 .ok()?;
