@@ -377,3 +377,154 @@ async fn a_codex_that_dies_mid_turn_kills_the_session() {
     assert_eq!(kinds[kinds.len() - 2..], ["error", "result"], "{kinds:?}");
     assert_eq!(statuses(&out), ["starting", "idle", "working", "dead"]);
 }
+
+#[tokio::test]
+async fn a_model_error_fails_the_turn_and_the_session_goes_on() {
+    let program = codex_program();
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().status(
+        400,
+        r#"{"error":{"message":"FAKE_BAD_REQUEST","type":"invalid_request_error"}}"#,
+    ));
+    server.push(Reply::new().text("RECOVERED"));
+    let out = codex_run(&h, &server, &program)
+        .arg("-i")
+        .stdin_text("this one fails\nthis one works\n")
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_well_formed(&out);
+    let results = out.of_kind("result");
+    assert_eq!(results.len(), 2, "{out:?}");
+    assert_eq!(results[0]["data"]["stopReason"], "error", "{out:?}");
+    let error = results[0]["data"]["error"].as_str().unwrap();
+    let errors = out.of_kind("error");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e["turn"] == 1 && e["data"]["message"] == error),
+        "{errors:?}"
+    );
+    assert_eq!(turn_kinds(&out, 1).last().unwrap(), "result");
+    assert_eq!(results[1]["data"]["stopReason"], "end_turn", "{out:?}");
+    assert_eq!(authoritative(&out, "assistant_text"), ["RECOVERED"]);
+    assert_eq!(
+        statuses(&out),
+        [
+            "starting", "idle", "working", "idle", "working", "idle", "dead"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_resumed_session_continues_the_codex_thread() {
+    let program = codex_program();
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("REMEMBER_ME"));
+    server.push(Reply::new().text("I_REMEMBER"));
+    let first = codex_run(&h, &server, &program)
+        .arg("first visit")
+        .run()
+        .await;
+    assert_eq!(first.code, Some(0), "{first:?}");
+    let id = first.events()[0]["agent"].as_str().unwrap().to_owned();
+    let meta: Value = serde_json::from_str(
+        &std::fs::read_to_string(h.cache_dir().join(format!("corral/agents/{id}.meta.json")))
+            .unwrap(),
+    )
+    .unwrap();
+    let thread = meta["external_id"].as_str().unwrap_or_default().to_owned();
+    assert!(!thread.is_empty(), "{meta}");
+    let second = h
+        .corral()
+        .env("CORRAL_CODEX", &program)
+        .env("CODEX_HOME", h.home_dir().join("codex-home"))
+        .env("FAKE_API_KEY", "dummy")
+        .args(["run", "--json", "--resume", &id, "second visit"])
+        .timeout(Duration::from_secs(90))
+        .run()
+        .await;
+    assert_eq!(second.code, Some(0), "{second:?}");
+    assert_eq!(result_of(&second)["stopReason"], "end_turn");
+    assert_eq!(authoritative(&second, "assistant_text"), ["I_REMEMBER"]);
+    assert_eq!(second.of_kind("turn_started")[0]["turn"], 2);
+    let text = request_text(&server, 1);
+    assert!(
+        text.contains("first visit")
+            && text.contains("REMEMBER_ME")
+            && text.contains("second visit"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn hermetic_codex_gets_its_own_home_with_the_provider_config() {
+    let program = codex_program();
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("HERMETIC_HELLO"));
+    let out = codex_run(&h, &server, &program)
+        .args(["--hermetic", "hello"])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(authoritative(&out, "assistant_text"), ["HERMETIC_HELLO"]);
+    // The provider config reached the private home (the fake was asked); nothing of this
+    // session was written to the user's codex home.
+    assert_eq!(server.responses_requests().len(), 1);
+    let user_home = h.home_dir().join("codex-home");
+    assert!(!user_home.join("sessions").exists());
+    let config = std::fs::read_to_string(user_home.join("config.toml")).unwrap();
+    assert!(!config.contains("[projects"), "{config}");
+}
+
+#[tokio::test]
+async fn a_codex_that_cannot_start_fails_the_run_with_its_stderr() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    let broken = h.home_dir().join("broken-codex");
+    std::fs::write(
+        &broken,
+        "#!/bin/sh\necho 'BROKEN_CODEX: no config' >&2\nexit 3\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .args(["+x", broken.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let out = codex_run(&h, &server, &broken).arg("hi").run().await;
+    assert_ne!(out.code, Some(0), "{out:?}");
+    let errors = out.of_kind("error");
+    assert_eq!(errors.len(), 1, "{out:?}");
+    let message = errors[0]["data"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("exit status: 3") && message.contains("BROKEN_CODEX: no config"),
+        "{message}"
+    );
+    assert!(out.stderr.contains("BROKEN_CODEX"), "{}", out.stderr);
+    assert!(out.of_kind("turn_started").is_empty());
+}
+
+#[tokio::test]
+async fn without_codex_the_error_says_what_to_install() {
+    let h = Harness::new();
+    let out = h
+        .corral()
+        .env("PATH", "/usr/bin:/bin")
+        .args(["run", "--json", "-m", "codex", "hi"])
+        .run()
+        .await;
+    if std::path::Path::new("/usr/bin/codex").exists()
+        || std::path::Path::new("/bin/codex").exists()
+    {
+        return;
+    }
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("codex is not installed") && out.stderr.contains("@openai/codex"),
+        "{}",
+        out.stderr
+    );
+}
