@@ -158,6 +158,8 @@ async fn two_turns_share_one_codex_thread() {
         "{second}"
     );
     assert_eq!(requests[0]["model"], "fake-model");
+    // codex keeps its threads in its home (what --hermetic keeps away from the user's).
+    assert!(h.home_dir().join("codex-home/sessions").is_dir());
     assert!(requests[0]["stream"] == true);
 }
 
@@ -407,6 +409,7 @@ async fn a_model_error_fails_the_turn_and_the_session_goes_on() {
         "{errors:?}"
     );
     assert_eq!(turn_kinds(&out, 1).last().unwrap(), "result");
+    assert!(error.contains("FAKE_BAD_REQUEST"), "{error}");
     assert_eq!(results[1]["data"]["stopReason"], "end_turn", "{out:?}");
     assert_eq!(authoritative(&out, "assistant_text"), ["RECOVERED"]);
     assert_eq!(

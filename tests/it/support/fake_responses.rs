@@ -86,7 +86,9 @@ impl Open {
     fn done(self, out: &mut Vec<Action>, items: &mut Vec<Value>) {
         let item = if self.reasoning {
             json!({"type": "reasoning", "id": self.id,
-                   "summary": [{"type": "summary_text", "text": self.text}]})
+                   "summary": [{"type": "summary_text", "text": self.text}],
+                   "content": [{"type": "reasoning_text", "text": self.text}],
+                   "encrypted_content": null})
         } else {
             json!({"type": "message", "id": self.id, "role": "assistant", "status": "completed",
                    "content": [{"type": "output_text", "text": self.text, "annotations": []}]})
