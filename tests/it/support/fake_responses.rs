@@ -231,3 +231,64 @@ pub(super) fn render(reply: &Reply, model: &str) -> Vec<Action> {
     ));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(reply: &Reply) -> Vec<Value> {
+        render(reply, "m")
+            .into_iter()
+            .filter_map(|a| match a {
+                Action::Send(bytes) => {
+                    let text = String::from_utf8(bytes.to_vec()).unwrap();
+                    let data = text.lines().find_map(|l| l.strip_prefix("data: "))?;
+                    serde_json::from_str(data).ok()
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn text_and_a_call_render_as_items_then_completed_with_usage() {
+        let reply = Reply::new()
+            .text("a")
+            .text("b")
+            .tool_call("call_1", "exec_command", r#"{"cmd":"ls"}"#)
+            .usage(3, 4);
+        let events = events(&reply);
+        let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            types,
+            [
+                "response.created",
+                "response.output_item.added",
+                "response.output_text.delta",
+                "response.output_text.delta",
+                "response.output_item.done",
+                "response.output_item.added",
+                "response.function_call_arguments.delta",
+                "response.output_item.done",
+                "response.completed",
+            ]
+        );
+        assert_eq!(events[4]["item"]["content"][0]["text"], "ab");
+        let call = &events[7]["item"];
+        assert_eq!(call["call_id"], "call_1");
+        assert_eq!(call["arguments"], r#"{"cmd":"ls"}"#);
+        let completed = &events[8]["response"];
+        assert_eq!(completed["usage"]["total_tokens"], 7);
+        assert_eq!(completed["output"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn an_error_fails_the_response_and_truncate_ends_early() {
+        let failed = events(&Reply::new().text("x").error_mid_stream("boom"));
+        let last = failed.last().unwrap();
+        assert_eq!(last["type"], "response.failed");
+        assert_eq!(last["response"]["error"]["message"], "boom");
+        let cut = events(&Reply::new().text("x").truncate());
+        assert!(cut.iter().all(|e| e["type"] != "response.completed"));
+    }
+}
