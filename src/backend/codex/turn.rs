@@ -400,7 +400,7 @@ mod tests {
             "item/commandExecution/outputDelta",
             &json!({"itemId": "c1", "delta": "oops\n"}),
         );
-        let mut done = item.clone();
+        let mut done = item;
         done["status"] = json!("failed");
         done["exitCode"] = json!(1);
         done["aggregatedOutput"] = json!("oops\n");
@@ -427,7 +427,7 @@ mod tests {
         turn.notification("item/started", &json!({"item": item}));
         turn.denials
             .insert("f1".into(), "the user denied this call".into());
-        let mut done = item.clone();
+        let mut done = item;
         done["status"] = json!("declined");
         turn.notification("item/completed", &json!({"item": done}));
         let events = events(&session);
