@@ -531,3 +531,73 @@ async fn without_codex_the_error_says_what_to_install() {
         out.stderr
     );
 }
+
+#[tokio::test]
+async fn cancel_as_the_answer_to_an_approval_cancels_the_turn() {
+    let (h, _server, out, request) = shell_call_answered("cancel").await;
+    assert_eq!(out.code, Some(130), "{out:?}");
+    assert_eq!(request["data"]["tool"], "shell");
+    assert!(!h.work().join("made.txt").exists());
+    assert_eq!(result_of(&out)["stopReason"], "cancelled", "{out:?}");
+    let resolved = out
+        .of_kind("permission")
+        .into_iter()
+        .find(|e| e["data"]["resolved"] == true)
+        .unwrap();
+    assert_eq!(resolved["data"]["decision"], "cancel");
+    assert!(authoritative(&out, "assistant_text").is_empty(), "{out:?}");
+    assert_eq!(
+        statuses(&out),
+        [
+            "starting",
+            "idle",
+            "working",
+            "waiting_approval",
+            "working",
+            "idle",
+            "dead"
+        ]
+    );
+}
+
+/// One shell call under a preset, nobody attending.
+async fn shell_call_under(preset: &str) -> (Harness, Outcome) {
+    let program = codex_program();
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call(
+        "call_touch",
+        "exec_command",
+        r#"{"cmd":"touch made.txt"}"#,
+    ));
+    server.push(Reply::new().text("ALL_DONE"));
+    let out = codex_run(&h, &server, &program)
+        .args(["-p", preset, "make the file"])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(result_of(&out)["stopReason"], "end_turn", "{out:?}");
+    assert!(out.of_kind("permission").is_empty(), "{out:?}");
+    (h, out)
+}
+
+#[tokio::test]
+async fn corrals_preset_refuses_for_codex_without_asking_anyone() {
+    let (h, out) = shell_call_under("readonly").await;
+    let result = &out.of_kind("tool_result")[0]["data"]["result"];
+    assert_eq!(result["success"], false, "{result}");
+    let error = result["error"].as_str().unwrap();
+    assert!(
+        error.contains("refused by corral's policy") && error.contains("shell"),
+        "{error}"
+    );
+    assert!(!h.work().join("made.txt").exists());
+}
+
+#[tokio::test]
+async fn under_bypass_codex_runs_its_commands_unasked() {
+    let (h, out) = shell_call_under("bypass").await;
+    let result = &out.of_kind("tool_result")[0]["data"]["result"];
+    assert_eq!(result["success"], true, "{result}");
+    assert!(h.work().join("made.txt").exists());
+}
