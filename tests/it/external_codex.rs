@@ -102,6 +102,24 @@ fn call_output(server: &FakeModel, n: usize, call_id: &str) -> String {
         .to_string()
 }
 
+/// SIGKILL to codex's whole process group, found in corral's pids.json.
+fn kill_codex(h: &Harness) {
+    let pids: Vec<Value> = serde_json::from_str(
+        &std::fs::read_to_string(h.cache_dir().join("corral/agents/pids.json")).unwrap(),
+    )
+    .unwrap();
+    let codex = pids
+        .iter()
+        .find(|p| p["kind"] == "codex")
+        .unwrap_or_else(|| panic!("no codex in pids.json: {pids:?}"));
+    // `--`: procps kill takes `-<pgid>` for an option otherwise.
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", codex["pgid"])])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 #[tokio::test]
 async fn two_turns_share_one_codex_thread() {
     let program = codex_program();
@@ -334,19 +352,7 @@ async fn a_codex_that_dies_mid_turn_kills_the_session() {
             e["kind"] == "assistant_text" && e["data"]["delta"] == true
         })
         .await;
-    let pids: Vec<Value> = serde_json::from_str(
-        &std::fs::read_to_string(h.cache_dir().join("corral/agents/pids.json")).unwrap(),
-    )
-    .unwrap();
-    let codex = pids
-        .iter()
-        .find(|p| p["kind"] == "codex")
-        .unwrap_or_else(|| panic!("no codex in pids.json: {pids:?}"));
-    let status = std::process::Command::new("kill")
-        .args(["-KILL", "--", &format!("-{}", codex["pgid"])])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    kill_codex(&h);
     let out = running.wait().await;
     assert_eq!(out.code, Some(1), "{out:?}");
     assert_well_formed(&out);
@@ -600,4 +606,52 @@ async fn under_bypass_codex_runs_its_commands_unasked() {
     let result = &out.of_kind("tool_result")[0]["data"]["result"];
     assert_eq!(result["success"], true, "{result}");
     assert!(h.work().join("made.txt").exists());
+}
+
+#[tokio::test]
+async fn a_codex_that_dies_while_a_person_decides_closes_the_question_and_the_session() {
+    let program = codex_program();
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call(
+        "call_touch",
+        "exec_command",
+        r#"{"cmd":"touch made.txt"}"#,
+    ));
+    let running = codex_run(&h, &server, &program)
+        .arg("--approve-stdin")
+        .arg("make the file")
+        .live_stdin()
+        .spawn()
+        .await;
+    running.wait_for_event(0, is_request).await;
+    kill_codex(&h);
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_well_formed(&out);
+    let resolved = out
+        .of_kind("permission")
+        .into_iter()
+        .find(|e| e["data"]["resolved"] == true)
+        .unwrap_or_else(|| panic!("the question stayed open: {out:?}"));
+    assert_eq!(resolved["data"]["decision"], "cancel");
+    let kinds = turn_kinds(&out, 1);
+    assert_eq!(
+        kinds[kinds.len() - 3..],
+        ["permission", "error", "result"],
+        "{kinds:?}"
+    );
+    assert_eq!(result_of(&out)["stopReason"], "error");
+    assert_eq!(
+        statuses(&out),
+        [
+            "starting",
+            "idle",
+            "working",
+            "waiting_approval",
+            "working",
+            "dead"
+        ]
+    );
+    assert!(!h.work().join("made.txt").exists());
 }

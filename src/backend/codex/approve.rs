@@ -137,11 +137,7 @@ pub fn apply_unified(old: &str, diff: &str) -> Option<String> {
     let mut in_hunk = false;
     for line in diff.split_inclusive('\n') {
         if let Some(header) = line.strip_prefix("@@ -") {
-            let start: usize = header
-                .split([',', ' '])
-                .next()?
-                .parse()
-                .ok()?;
+            let start: usize = header.split([',', ' ']).next()?.parse().ok()?;
             let start = start.saturating_sub(1).max(at);
             out.extend(old_lines.get(at..start)?.iter().copied());
             at = start;

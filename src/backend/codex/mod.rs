@@ -233,6 +233,16 @@ impl CodexBackend {
                 (StopReason::Error, Some(message), false)
             }
             Drive::Crashed => {
+                // A question codex can no longer take an answer to is closed first.
+                for request in session.pending_permissions() {
+                    if let Some(id) = request["requestId"].as_str() {
+                        session.resolve_permission(
+                            id,
+                            "cancel",
+                            Some("codex exited before the answer".into()),
+                        );
+                    }
+                }
                 let report = self.process.crash_report().await;
                 let status = self.process.try_status().map(|s| s.to_string());
                 session.emit_error(
@@ -393,8 +403,14 @@ impl CodexBackend {
         };
         // Every path of a change must be allowed; the first refusal decides.
         let mut answer = Answer::Allow { always: true };
+        let approver = self.approver.clone();
         for ask in &asks {
-            match self.approver.decide(ask, cancel).await {
+            // A person may take their time; codex dying meanwhile still ends the turn.
+            let decided = tokio::select! {
+                decided = approver.decide(ask, cancel) => decided,
+                () = exited(&mut self.process) => return Err(RpcError::Closed),
+            };
+            match decided {
                 Answer::Allow { always } => {
                     if let Answer::Allow { always: all } = &mut answer {
                         *all &= always;
@@ -413,6 +429,13 @@ impl CodexBackend {
             .respond(id, json!({"decision": approve::decision(&answer)}))
             .await?;
         Ok(Some(answer))
+    }
+}
+
+/// Resolves once the process has exited.
+async fn exited(process: &mut AgentProcess) {
+    while process.try_status().is_none() {
+        tokio::time::sleep(LIVENESS_TICK).await;
     }
 }
 
