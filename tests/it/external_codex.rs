@@ -655,3 +655,54 @@ async fn a_codex_that_dies_while_a_person_decides_closes_the_question_and_the_se
     );
     assert!(!h.work().join("made.txt").exists());
 }
+
+/// codex edits files with `apply_patch`; a patch to an existing file is asked about as a
+/// `write_file` of its new content, so the person sees corral's diff.
+#[tokio::test]
+async fn a_file_change_is_asked_about_as_a_write_with_its_diff() {
+    let program = codex_program();
+    let h = Harness::new();
+    std::fs::write(h.work().join("notes.txt"), "keep\nold line\n").unwrap();
+    let server = FakeModel::start().await;
+    let patch = "*** Begin Patch\n*** Update File: notes.txt\n@@\n keep\n-old line\n+new line\n*** End Patch\n";
+    let args = json!({"cmd": format!("apply_patch <<'EOF'\n{patch}EOF\n")}).to_string();
+    server.push(Reply::new().tool_call("call_patch", "exec_command", &args));
+    server.push(Reply::new().text("PATCHED"));
+    let mut running = codex_run(&h, &server, &program)
+        .arg("--approve-stdin")
+        .arg("patch it")
+        .live_stdin()
+        .spawn()
+        .await;
+    let request = running.wait_for_event(0, is_request).await;
+    let id = request["data"]["requestId"].as_str().unwrap().to_owned();
+    running
+        .send_line(&json!({"requestId": id, "decision": "allow"}).to_string())
+        .await;
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let data = &request["data"];
+    assert_eq!(data["tool"], "write_file", "{request}");
+    assert_eq!(data["agentTool"], "fileChange");
+    assert_eq!(data["path"], "notes.txt");
+    let diff = data["diff"].as_str().unwrap();
+    assert!(
+        diff.contains("-old line") && diff.contains("+new line"),
+        "{diff}"
+    );
+    let call = &out.of_kind("tool_use")[0]["data"]["call"];
+    assert_eq!(call["kind"], "edit");
+    assert_eq!(call["toolCallId"], "call_patch");
+    let result = &out.of_kind("tool_result")[0]["data"]["result"];
+    assert_eq!(result["success"], true, "{result}");
+    assert_eq!(result["tool"], "write_file");
+    assert!(
+        result["output"].as_str().unwrap().contains("+new line"),
+        "{result}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.work().join("notes.txt")).unwrap(),
+        "keep\nnew line\n"
+    );
+    assert_eq!(result_of(&out)["stopReason"], "end_turn");
+}

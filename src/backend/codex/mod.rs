@@ -307,10 +307,12 @@ impl CodexBackend {
                     return Drive::Crashed;
                 }
             }
+            // What codex said before it exited is handled before its exit is noticed.
             let wake = tokio::select! {
+                biased;
                 _ = cancel.cancelled(), if interrupted.is_none() => Wake::Cancel,
-                _ = tick.tick() => Wake::Tick,
                 message = self.rpc.next() => Wake::Message(message),
+                _ = tick.tick() => Wake::Tick,
             };
             let message = match wake {
                 Wake::Cancel => {
