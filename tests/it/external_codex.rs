@@ -5,13 +5,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::common::*;
-use crate::support::{Cmd, FakeModel, Harness, Outcome, Reply, Running};
+use crate::support::{Cmd, FakeModel, Harness, Outcome, Reply};
+
+mod approvals;
 
 /// The codex program: `$CORRAL_CODEX`, else the CI install. Missing is a failure, not a skip.
-fn codex_program() -> PathBuf {
+pub(super) fn codex_program() -> PathBuf {
     if let Some(program) = std::env::var_os("CORRAL_CODEX").filter(|p| !p.is_empty()) {
         return PathBuf::from(program);
     }
@@ -62,7 +64,7 @@ metrics_exporter = "none"
 }
 
 /// `corral run --json -m codex:fake-model` with codex pointed at the fake.
-fn codex_run(h: &Harness, server: &FakeModel, program: &PathBuf) -> Cmd {
+pub(super) fn codex_run(h: &Harness, server: &FakeModel, program: &PathBuf) -> Cmd {
     h.corral()
         .env("CORRAL_CODEX", program)
         .env("CODEX_HOME", codex_home(h, server))
@@ -71,12 +73,12 @@ fn codex_run(h: &Harness, server: &FakeModel, program: &PathBuf) -> Cmd {
         .timeout(Duration::from_secs(90))
 }
 
-fn is_request(e: &Value) -> bool {
+pub(super) fn is_request(e: &Value) -> bool {
     e["kind"] == "permission" && e["data"].get("resolved").is_none()
 }
 
 /// The kinds of one turn's envelopes, liveness chunks and status changes left out.
-fn turn_kinds(out: &Outcome, turn: u64) -> Vec<String> {
+pub(super) fn turn_kinds(out: &Outcome, turn: u64) -> Vec<String> {
     out.events()
         .iter()
         .filter(|e| e["turn"] == turn && e["kind"] != "status")
@@ -86,12 +88,12 @@ fn turn_kinds(out: &Outcome, turn: u64) -> Vec<String> {
 }
 
 /// Everything codex sent the model in one request, as text.
-fn request_text(server: &FakeModel, n: usize) -> String {
+pub(super) fn request_text(server: &FakeModel, n: usize) -> String {
     server.responses_requests()[n]["input"].to_string()
 }
 
 /// The `function_call_output` codex sent back for a call.
-fn call_output(server: &FakeModel, n: usize, call_id: &str) -> String {
+pub(super) fn call_output(server: &FakeModel, n: usize, call_id: &str) -> String {
     let body = &server.responses_requests()[n];
     body["input"]
         .as_array()
@@ -103,7 +105,7 @@ fn call_output(server: &FakeModel, n: usize, call_id: &str) -> String {
 }
 
 /// SIGKILL to codex's whole process group, found in corral's pids.json.
-fn kill_codex(h: &Harness) {
+pub(super) fn kill_codex(h: &Harness) {
     let pids: Vec<Value> = serde_json::from_str(
         &std::fs::read_to_string(h.cache_dir().join("corral/agents/pids.json")).unwrap(),
     )
@@ -179,109 +181,6 @@ async fn two_turns_share_one_codex_thread() {
     // codex keeps its threads in its home (what --hermetic keeps away from the user's).
     assert!(h.home_dir().join("codex-home/sessions").is_dir());
     assert!(requests[0]["stream"] == true);
-}
-
-/// A shell call that codex asks about, answered through corral's gate with `decision`.
-async fn shell_call_answered(decision: &str) -> (Harness, FakeModel, Outcome, Value) {
-    let program = codex_program();
-    let h = Harness::new();
-    let server = FakeModel::start().await;
-    server.push(Reply::new().tool_call(
-        "call_touch",
-        "exec_command",
-        r#"{"cmd":"touch made.txt"}"#,
-    ));
-    server.push(Reply::new().text("ALL_DONE"));
-    let mut running: Running = codex_run(&h, &server, &program)
-        .arg("--approve-stdin")
-        .arg("make the file")
-        .live_stdin()
-        .spawn()
-        .await;
-    let request = running.wait_for_event(0, is_request).await;
-    let id = request["data"]["requestId"].as_str().unwrap().to_owned();
-    running
-        .send_line(&json!({"requestId": id, "decision": decision}).to_string())
-        .await;
-    let out = running.wait().await;
-    (h, server, out, request)
-}
-
-fn assert_shell_request(out: &Outcome, request: &Value) {
-    let data = &request["data"];
-    assert_eq!(data["tool"], "shell", "{request}");
-    assert_eq!(data["agentTool"], "commandExecution");
-    assert_eq!(data["command"], "touch made.txt", "{request}");
-    assert_eq!(data["toolCall"]["kind"], "execute");
-    let uses = out.of_kind("tool_use");
-    assert_eq!(uses.len(), 1, "{out:?}");
-    let call = &uses[0]["data"]["call"];
-    assert_eq!(call["kind"], "execute");
-    assert_eq!(call["rawInput"]["command"], "touch made.txt");
-    assert_eq!(data["toolCall"]["toolCallId"], call["toolCallId"]);
-    let kinds = turn_kinds(out, 1);
-    let at = |k: &str| kinds.iter().position(|x| x == k).unwrap_or(usize::MAX);
-    assert!(
-        at("turn_started") < at("tool_use")
-            && at("tool_use") < at("permission")
-            && at("permission") < at("tool_result")
-            && at("tool_result") < at("assistant_text")
-            && at("assistant_text") < at("result"),
-        "{kinds:?}"
-    );
-    assert_eq!(
-        statuses(out),
-        [
-            "starting",
-            "idle",
-            "working",
-            "waiting_approval",
-            "working",
-            "idle",
-            "dead"
-        ]
-    );
-    assert_eq!(authoritative(out, "assistant_text"), ["ALL_DONE"]);
-    assert_eq!(result_of(out)["stopReason"], "end_turn");
-}
-
-#[tokio::test]
-async fn an_allowed_shell_call_runs() {
-    let (h, server, out, request) = shell_call_answered("allow").await;
-    assert_eq!(out.code, Some(0), "{out:?}");
-    assert_shell_request(&out, &request);
-    let result = &out.of_kind("tool_result")[0]["data"];
-    assert_eq!(result["result"]["success"], true, "{result}");
-    assert_eq!(result["result"]["tool"], "shell");
-    assert_eq!(result["update"]["status"], "completed");
-    assert!(h.work().join("made.txt").exists());
-    let resolved = out
-        .of_kind("permission")
-        .into_iter()
-        .find(|e| e["data"]["resolved"] == true)
-        .unwrap();
-    assert_eq!(resolved["data"]["decision"], "allow");
-    assert_eq!(server.responses_requests().len(), 2);
-    call_output(&server, 1, "call_touch");
-}
-
-#[tokio::test]
-async fn a_denied_shell_call_does_not_run_and_codex_is_told() {
-    let (h, server, out, request) = shell_call_answered("deny").await;
-    assert_eq!(out.code, Some(0), "{out:?}");
-    assert_shell_request(&out, &request);
-    let result = &out.of_kind("tool_result")[0]["data"];
-    assert_eq!(result["result"]["success"], false, "{result}");
-    assert_eq!(result["result"]["error"], "the user denied this call");
-    assert_eq!(result["update"]["status"], "failed");
-    assert!(!h.work().join("made.txt").exists());
-    let told = call_output(&server, 1, "call_touch");
-    assert!(
-        told.to_lowercase().contains("reject")
-            || told.to_lowercase().contains("denied")
-            || told.to_lowercase().contains("declin"),
-        "{told}"
-    );
 }
 
 #[tokio::test]
@@ -536,173 +435,4 @@ async fn without_codex_the_error_says_what_to_install() {
         "{}",
         out.stderr
     );
-}
-
-#[tokio::test]
-async fn cancel_as_the_answer_to_an_approval_cancels_the_turn() {
-    let (h, _server, out, request) = shell_call_answered("cancel").await;
-    assert_eq!(out.code, Some(130), "{out:?}");
-    assert_eq!(request["data"]["tool"], "shell");
-    assert!(!h.work().join("made.txt").exists());
-    assert_eq!(result_of(&out)["stopReason"], "cancelled", "{out:?}");
-    let resolved = out
-        .of_kind("permission")
-        .into_iter()
-        .find(|e| e["data"]["resolved"] == true)
-        .unwrap();
-    assert_eq!(resolved["data"]["decision"], "cancel");
-    assert!(authoritative(&out, "assistant_text").is_empty(), "{out:?}");
-    assert_eq!(
-        statuses(&out),
-        [
-            "starting",
-            "idle",
-            "working",
-            "waiting_approval",
-            "working",
-            "idle",
-            "dead"
-        ]
-    );
-}
-
-/// One shell call under a preset, nobody attending.
-async fn shell_call_under(preset: &str) -> (Harness, Outcome) {
-    let program = codex_program();
-    let h = Harness::new();
-    let server = FakeModel::start().await;
-    server.push(Reply::new().tool_call(
-        "call_touch",
-        "exec_command",
-        r#"{"cmd":"touch made.txt"}"#,
-    ));
-    server.push(Reply::new().text("ALL_DONE"));
-    let out = codex_run(&h, &server, &program)
-        .args(["-p", preset, "make the file"])
-        .run()
-        .await;
-    assert_eq!(out.code, Some(0), "{out:?}");
-    assert_eq!(result_of(&out)["stopReason"], "end_turn", "{out:?}");
-    assert!(out.of_kind("permission").is_empty(), "{out:?}");
-    (h, out)
-}
-
-#[tokio::test]
-async fn corrals_preset_refuses_for_codex_without_asking_anyone() {
-    let (h, out) = shell_call_under("readonly").await;
-    let result = &out.of_kind("tool_result")[0]["data"]["result"];
-    assert_eq!(result["success"], false, "{result}");
-    let error = result["error"].as_str().unwrap();
-    assert!(
-        error.contains("refused by corral's policy") && error.contains("shell"),
-        "{error}"
-    );
-    assert!(!h.work().join("made.txt").exists());
-}
-
-#[tokio::test]
-async fn under_bypass_codex_runs_its_commands_unasked() {
-    let (h, out) = shell_call_under("bypass").await;
-    let result = &out.of_kind("tool_result")[0]["data"]["result"];
-    assert_eq!(result["success"], true, "{result}");
-    assert!(h.work().join("made.txt").exists());
-}
-
-#[tokio::test]
-async fn a_codex_that_dies_while_a_person_decides_closes_the_question_and_the_session() {
-    let program = codex_program();
-    let h = Harness::new();
-    let server = FakeModel::start().await;
-    server.push(Reply::new().tool_call(
-        "call_touch",
-        "exec_command",
-        r#"{"cmd":"touch made.txt"}"#,
-    ));
-    let running = codex_run(&h, &server, &program)
-        .arg("--approve-stdin")
-        .arg("make the file")
-        .live_stdin()
-        .spawn()
-        .await;
-    running.wait_for_event(0, is_request).await;
-    kill_codex(&h);
-    let out = running.wait().await;
-    assert_eq!(out.code, Some(1), "{out:?}");
-    assert_well_formed(&out);
-    let resolved = out
-        .of_kind("permission")
-        .into_iter()
-        .find(|e| e["data"]["resolved"] == true)
-        .unwrap_or_else(|| panic!("the question stayed open: {out:?}"));
-    assert_eq!(resolved["data"]["decision"], "cancel");
-    let kinds = turn_kinds(&out, 1);
-    assert_eq!(
-        kinds[kinds.len() - 3..],
-        ["permission", "error", "result"],
-        "{kinds:?}"
-    );
-    assert_eq!(result_of(&out)["stopReason"], "error");
-    assert_eq!(
-        statuses(&out),
-        [
-            "starting",
-            "idle",
-            "working",
-            "waiting_approval",
-            "working",
-            "dead"
-        ]
-    );
-    assert!(!h.work().join("made.txt").exists());
-}
-
-/// codex edits files with `apply_patch`; a patch to an existing file is asked about as a
-/// `write_file` of its new content, so the person sees corral's diff.
-#[tokio::test]
-async fn a_file_change_is_asked_about_as_a_write_with_its_diff() {
-    let program = codex_program();
-    let h = Harness::new();
-    std::fs::write(h.work().join("notes.txt"), "keep\nold line\n").unwrap();
-    let server = FakeModel::start().await;
-    let patch = "*** Begin Patch\n*** Update File: notes.txt\n@@\n keep\n-old line\n+new line\n*** End Patch\n";
-    let args = json!({"cmd": format!("apply_patch <<'EOF'\n{patch}EOF\n")}).to_string();
-    server.push(Reply::new().tool_call("call_patch", "exec_command", &args));
-    server.push(Reply::new().text("PATCHED"));
-    let mut running = codex_run(&h, &server, &program)
-        .arg("--approve-stdin")
-        .arg("patch it")
-        .live_stdin()
-        .spawn()
-        .await;
-    let request = running.wait_for_event(0, is_request).await;
-    let id = request["data"]["requestId"].as_str().unwrap().to_owned();
-    running
-        .send_line(&json!({"requestId": id, "decision": "allow"}).to_string())
-        .await;
-    let out = running.wait().await;
-    assert_eq!(out.code, Some(0), "{out:?}");
-    let data = &request["data"];
-    assert_eq!(data["tool"], "write_file", "{request}");
-    assert_eq!(data["agentTool"], "fileChange");
-    assert_eq!(data["path"], "notes.txt");
-    let diff = data["diff"].as_str().unwrap();
-    assert!(
-        diff.contains("-old line") && diff.contains("+new line"),
-        "{diff}"
-    );
-    let call = &out.of_kind("tool_use")[0]["data"]["call"];
-    assert_eq!(call["kind"], "edit");
-    assert_eq!(call["toolCallId"], "call_patch");
-    let result = &out.of_kind("tool_result")[0]["data"]["result"];
-    assert_eq!(result["success"], true, "{result}");
-    assert_eq!(result["tool"], "write_file");
-    assert!(
-        result["output"].as_str().unwrap().contains("+new line"),
-        "{result}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(h.work().join("notes.txt")).unwrap(),
-        "keep\nnew line\n"
-    );
-    assert_eq!(result_of(&out)["stopReason"], "end_turn");
 }

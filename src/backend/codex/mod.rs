@@ -223,7 +223,8 @@ impl CodexBackend {
         session.emit(Payload::UserText(UserTextData {
             content: ContentBlock::text(prompt),
         }));
-        let mut state = TurnState::new(&session, self.thread_total);
+        let root = self.root.clone();
+        let mut state = TurnState::new(&session, &root, self.thread_total);
         let drive = self.drive(prompt, &cancel, &mut state).await;
         self.thread_total = state.thread_total;
         let (stop_reason, error, crashed) = match drive {
