@@ -436,3 +436,100 @@ async fn without_codex_the_error_says_what_to_install() {
         out.stderr
     );
 }
+
+/// One MCP tool call on `corral mcp`'s stdin; its result's JSON text, parsed.
+async fn mcp_call(
+    running: &mut crate::support::Running,
+    id: u64,
+    tool: &str,
+    args: Value,
+) -> Value {
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                                  "params": {"name": tool, "arguments": args}});
+    running.send_line(&call.to_string()).await;
+    let answer = running.wait_for_event(0, |m| m["id"] == id).await;
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{tool}: {answer}"));
+    assert_ne!(answer["result"]["isError"], true, "{tool}: {text}");
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
+#[tokio::test]
+async fn a_model_switch_reaches_codex_on_the_next_turn() {
+    let program = codex_program();
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("FROM_FAKE_MODEL"));
+    server.push(Reply::new().text("FROM_OTHER_MODEL"));
+    let mut running = h
+        .corral()
+        .env("CORRAL_CODEX", &program)
+        .env("CODEX_HOME", codex_home(&h, &server))
+        .env("FAKE_API_KEY", "dummy")
+        .arg("mcp")
+        .live_stdin()
+        .timeout(Duration::from_secs(90))
+        .spawn()
+        .await;
+    running
+        .send_line(
+            &serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "external_codex", "version": "0"}}})
+            .to_string(),
+        )
+        .await;
+    running.wait_for_event(0, |m| m["id"] == 0).await;
+    running
+        .send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    let work = h.work().display().to_string();
+    let opened = mcp_call(
+        &mut running,
+        1,
+        "agent_open",
+        serde_json::json!({"cwd": work, "model": "codex:fake-model"}),
+    )
+    .await;
+    let agent = opened["agent_id"].as_str().unwrap().to_owned();
+    let first = mcp_call(
+        &mut running,
+        2,
+        "agent_run",
+        serde_json::json!({"agent_id": agent, "text": "first"}),
+    )
+    .await;
+    assert_eq!(first["text"], "FROM_FAKE_MODEL");
+    let switched = mcp_call(
+        &mut running,
+        3,
+        "agent_set_model",
+        serde_json::json!({"agent_id": agent, "model": "codex:other-model"}),
+    )
+    .await;
+    assert_eq!(switched["switched"], true, "{switched}");
+    let refused = mcp_call(
+        &mut running,
+        4,
+        "agent_set_model",
+        serde_json::json!({"agent_id": agent, "model": "ollama:qwen3"}),
+    )
+    .await;
+    assert_eq!(refused["switched"], false, "{refused}");
+    let second = mcp_call(
+        &mut running,
+        5,
+        "agent_run",
+        serde_json::json!({"agent_id": agent, "text": "second"}),
+    )
+    .await;
+    assert_eq!(second["text"], "FROM_OTHER_MODEL");
+    let requests = server.responses_requests();
+    assert_eq!(requests[0]["model"], "fake-model");
+    assert_eq!(requests[1]["model"], "other-model");
+    assert!(requests[1]["input"].to_string().contains("FROM_FAKE_MODEL"));
+    running.close_stdin();
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+}

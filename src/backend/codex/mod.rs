@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::external::{Answer, Approver, ExternalContext};
+use super::external::{Answer, Approver, ExternalContext, ExternalKind, ExternalSpec};
 use super::process::{AgentProcess, Launch};
 use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
 use crate::event::{ContentBlock, Payload, ResultData, Status, StopReason, Usage, UserTextData};
@@ -435,6 +435,32 @@ impl CodexBackend {
     }
 }
 
+/// The codex model a `set_model` names: `codex:<model>` or a bare model name. `None`: it
+/// names another agent or a model of corral's own, which a codex thread cannot switch to.
+fn codex_model(text: &str) -> Result<Option<String>, String> {
+    let text = text.trim();
+    if ExternalSpec::is_external(text) {
+        return match text.parse::<ExternalSpec>() {
+            Ok(ExternalSpec {
+                kind: ExternalKind::Codex,
+                model: Some(model),
+                ..
+            }) => Ok(Some(model)),
+            Ok(ExternalSpec {
+                kind: ExternalKind::Codex,
+                ..
+            }) => Err("name the model to switch to: codex:<model>".into()),
+            Ok(_) => Ok(None),
+            Err(e) => Err(e),
+        };
+    }
+    if text.is_empty() {
+        return Err("name the model to switch to: codex:<model>".into());
+    }
+    // `ollama:…`, `openai:…`: a model corral would talk to itself.
+    Ok((!text.contains(':')).then(|| text.to_string()))
+}
+
 /// Resolves once the process has exited.
 async fn exited(process: &mut AgentProcess) {
     while process.try_status().is_none() {
@@ -452,9 +478,16 @@ impl Backend for CodexBackend {
     }
 
     fn set_model<'a>(&'a mut self, model: &'a str) -> BoxFuture<'a, Result<bool, String>> {
-        // turn/start takes a model that holds for that turn and the ones after it.
-        self.next_model = Some(model.to_string());
-        Box::pin(async { Ok(true) })
+        let switched = match codex_model(model) {
+            Ok(Some(name)) => {
+                // turn/start takes a model that holds for that turn and the ones after it.
+                self.next_model = Some(name);
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(e) => Err(e),
+        };
+        Box::pin(async move { switched })
     }
 
     fn shutdown(&mut self) -> BoxFuture<'_, ()> {
@@ -469,5 +502,33 @@ impl Backend for CodexBackend {
             kind: "codex",
             queues_prompts: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_switch_names_a_codex_model() {
+        assert_eq!(codex_model("codex:gpt-5"), Ok(Some("gpt-5".into())));
+        assert_eq!(codex_model("o4-mini"), Ok(Some("o4-mini".into())));
+        assert_eq!(codex_model("claude:sonnet"), Ok(None));
+        assert_eq!(codex_model("ollama:qwen3"), Ok(None));
+        assert!(codex_model("codex").is_err());
+        assert!(codex_model(" ").is_err());
+    }
+
+    #[test]
+    fn presets_map_to_codex_policies() {
+        let load = |name: &str| {
+            Policy::load(name, None, &Default::default()).unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        assert_eq!(
+            codex_policy(&load("default")),
+            ("untrusted", "workspace-write")
+        );
+        assert_eq!(codex_policy(&load("readonly")), ("untrusted", "read-only"));
+        assert_eq!(codex_policy(&load("bypass")), ("never", "workspace-write"));
     }
 }
