@@ -283,6 +283,15 @@ async fn a_codex_that_dies_mid_turn_kills_the_session() {
     let kinds = turn_kinds(&out, 1);
     assert_eq!(kinds[kinds.len() - 2..], ["error", "result"], "{kinds:?}");
     assert_eq!(statuses(&out), ["starting", "idle", "working", "dead"]);
+    // codex's stderr is kept beside the session's event log.
+    let id = out.events()[0]["agent"].as_str().unwrap().to_owned();
+    let kept =
+        std::fs::read_to_string(h.cache_dir().join(format!("corral/agents/{id}.stderr.log")))
+            .unwrap();
+    assert!(
+        kept.contains("codex-wrapper: starting the real codex"),
+        "{kept}"
+    );
 }
 
 #[tokio::test]
@@ -532,4 +541,64 @@ async fn a_model_switch_reaches_codex_on_the_next_turn() {
     running.close_stdin();
     let out = running.wait().await;
     assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+/// A stand-in for `codex app-server` that answers the handshake, then writes a line that is
+/// not JSON-RPC in the middle of a turn.
+const GARBLED_CODEX: &str = r#"import json, sys
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    method, id = m.get("method"), m.get("id")
+    if method == "initialize":
+        send({"id": id, "result": {"userAgent": "fake"}})
+    elif method == "thread/start":
+        send({"id": id, "result": {"thread": {"id": "thr_fake"}}})
+    elif method == "turn/start":
+        send({"id": id, "result": {"turn": {"id": "turn_1", "status": "inProgress"}}})
+        sys.stdout.write("this is not json\n"); sys.stdout.flush()
+        send({"method": "brand/newThing", "params": {}})
+        send({"method": "item/completed", "params": {"item":
+             {"type": "agentMessage", "id": "m1", "text": "STILL_HERE"}}})
+        send({"method": "turn/completed", "params": {"turn": {"id": "turn_1", "status": "completed"}}})
+"#;
+
+#[tokio::test]
+async fn a_line_that_is_not_json_rpc_is_reported_and_the_turn_goes_on() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    let script = h.home_dir().join("garbled.py");
+    std::fs::write(&script, GARBLED_CODEX).unwrap();
+    let launcher = h.home_dir().join("garbled-codex");
+    std::fs::write(
+        &launcher,
+        format!("#!/bin/sh\nexec python3 '{}'\n", script.display()),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .args(["+x", launcher.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let out = codex_run(&h, &server, &launcher).arg("hi").run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let kinds = turn_kinds(&out, 1);
+    assert_eq!(
+        kinds,
+        [
+            "turn_started",
+            "user_text",
+            "error",
+            "assistant_text",
+            "result"
+        ],
+        "{out:?}"
+    );
+    let error = &out.of_kind("error")[0]["data"]["message"];
+    assert!(
+        error.as_str().unwrap().contains("this is not json"),
+        "{error}"
+    );
+    assert_eq!(authoritative(&out, "assistant_text"), ["STILL_HERE"]);
+    assert_eq!(result_of(&out)["stopReason"], "end_turn");
 }
