@@ -8,6 +8,7 @@ mod common;
 mod desktop;
 mod exec_tools;
 mod external_claude;
+mod external_codex;
 mod file_tools;
 mod gate;
 mod mcp;

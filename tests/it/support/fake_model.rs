@@ -268,6 +268,7 @@ async fn handle(
         ("POST", "/api/show") => show(&state, &body),
         ("GET", "/api/tags") => tags(&state),
         ("GET", "/v1/models") => openai_models(&state),
+        ("POST", "/v1/responses") => responses::respond(&state, &body, arrived),
         ("GET", "/health") => json_response(200, &json!({"status": "ok"})),
         ("GET", "/") => text_response(200, "Ollama is running"),
         (m, p) if super::fake_anthropic::handles(m, p) => {
@@ -480,5 +481,7 @@ fn set_header(resp: &mut Response, name: &str, value: &str) {
     resp.headers_mut().insert(name, value);
 }
 
+#[path = "fake_responses.rs"]
+mod responses;
 #[cfg(test)]
 mod tests;

@@ -19,7 +19,7 @@ pub enum Format {
 }
 
 #[derive(Clone, Debug)]
-enum Step {
+pub(super) enum Step {
     Text(String),
     Reasoning(String),
     ToolCall {
@@ -364,5 +364,16 @@ impl Reply {
         }
         m.insert("eval_duration".into(), json!(4_535_599_000_u64));
         Value::Object(m)
+    }
+}
+
+/// For renderers of other wire formats (fake_responses.rs).
+impl Reply {
+    pub(super) fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    pub(super) fn usage_counts(&self) -> Option<(u64, u64)> {
+        self.usage
     }
 }

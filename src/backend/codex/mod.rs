@@ -1,0 +1,416 @@
+//! `codex[:<model>]`: OpenAI's codex CLI driven through `codex app-server`, JSON-RPC over
+//! stdio. One codex thread per corral session (`thread/start`, or `thread/resume` with the
+//! recorded thread id); one `turn/start` per turn, its `item/*` notifications turned into
+//! corral's envelopes; codex's approval requests answered by corral's gate; a cancel is a
+//! `turn/interrupt`. A codex that dies takes the session with it (status `dead`).
+
+mod approve;
+mod rpc;
+mod setup;
+mod turn;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::external::{Answer, Approver, ExternalContext};
+use super::process::{AgentProcess, Launch};
+use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
+use crate::event::{ContentBlock, Payload, ResultData, Status, StopReason, Usage, UserTextData};
+use crate::session::Session;
+use crate::session::open::OpenError;
+use rpc::{Incoming, Rpc, RpcError};
+use setup::{codex_model, codex_policy, find_program, private_home};
+use turn::{Ended, TurnState};
+
+/// Each handshake request; codex answers in well under a second.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an interrupted turn may take to say it stopped before it is given up on.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
+/// How often a running turn checks that codex is still alive: its stdout can outlive it when a
+/// wrapper (the npm launcher) dies and leaves the binary behind.
+const LIVENESS_TICK: Duration = Duration::from_millis(250);
+
+pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenError> {
+    let program = find_program()?;
+    let env = match &context.home {
+        Some(home) => private_home(home)?,
+        None => Vec::new(),
+    };
+    let launch = Launch {
+        program,
+        args: vec!["app-server".into()],
+        cwd: context.root.clone(),
+        env,
+        env_remove: Vec::new(),
+        stderr_log: context.stderr_log.clone(),
+        kind: "codex",
+    };
+    let (process, pipes) =
+        AgentProcess::spawn(&launch).map_err(|e| OpenError::Runtime(e.to_string()))?;
+    let mut backend = CodexBackend {
+        session: context.session.clone(),
+        approver: context.approver.clone(),
+        root: context.root.clone(),
+        rpc: Rpc::new(pipes.stdin, pipes.stdout),
+        process,
+        thread_id: String::new(),
+        next_model: None,
+        thread_total: Usage::default(),
+    };
+    match backend.handshake(&context).await {
+        Ok(thread_id) => {
+            (context.record_external_id)(&thread_id);
+            backend.thread_id = thread_id;
+            Ok(Box::new(backend))
+        }
+        Err(e) => {
+            let message = match e {
+                RpcError::Closed | RpcError::Write(_) => format!(
+                    "codex stopped while starting: {}",
+                    backend.process.crash_report().await
+                ),
+                other => format!("codex did not start: {other}"),
+            };
+            let stdin = backend.rpc.take_stdin();
+            backend.process.stop(stdin).await;
+            Err(OpenError::Runtime(message))
+        }
+    }
+}
+
+struct CodexBackend {
+    session: Arc<Session>,
+    approver: Arc<Approver>,
+    root: PathBuf,
+    rpc: Rpc,
+    process: AgentProcess,
+    thread_id: String,
+    /// A model switched to, sent with the next `turn/start` (codex keeps it from then on).
+    next_model: Option<String>,
+    /// codex reports token usage as thread totals; a turn's usage is the difference.
+    thread_total: Usage,
+}
+
+/// How driving a turn ended.
+enum Drive {
+    Ended(Ended),
+    /// codex is gone (its output closed, it exited, or it stopped reading).
+    Crashed,
+}
+
+/// What woke the turn loop.
+enum Wake {
+    Cancel,
+    Tick,
+    Message(Option<Incoming>),
+}
+
+impl CodexBackend {
+    async fn handshake(&mut self, context: &ExternalContext) -> Result<String, RpcError> {
+        let client = json!({"clientInfo": {
+            "name": "corral", "title": "corral", "version": env!("CARGO_PKG_VERSION")}});
+        self.rpc
+            .call("initialize", client, HANDSHAKE_TIMEOUT)
+            .await?;
+        self.rpc.notify("initialized", None).await?;
+        let (approval, sandbox) = codex_policy(&context.policy);
+        let mut params = json!({
+            "cwd": context.root.display().to_string(),
+            "approvalPolicy": approval,
+            "sandbox": sandbox,
+        });
+        if let Some(model) = &context.spec.model {
+            params["model"] = Value::String(model.clone());
+        }
+        let method = match &context.resume {
+            Some(thread_id) => {
+                params["threadId"] = Value::String(thread_id.clone());
+                "thread/resume"
+            }
+            None => "thread/start",
+        };
+        let result = self.rpc.call(method, params, HANDSHAKE_TIMEOUT).await?;
+        result["thread"]["id"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| RpcError::Remote {
+                method: method.to_string(),
+                code: 0,
+                message: format!("its answer names no thread: {result}"),
+            })
+    }
+
+    async fn turn(&mut self, prompt: &str, cancel: CancellationToken) -> TurnOutcome {
+        if let Err(e) = self.session.begin_turn() {
+            return TurnOutcome {
+                stop_reason: StopReason::Error,
+                usage: Usage::default(),
+                error: Some(format!("cannot start a turn: {e}")),
+                text: String::new(),
+            };
+        }
+        self.approver.begin_turn();
+        let session = self.session.clone();
+        session.emit(Payload::TurnStarted(Default::default()));
+        session.emit(Payload::UserText(UserTextData {
+            content: ContentBlock::text(prompt),
+        }));
+        let root = self.root.clone();
+        let mut state = TurnState::new(&session, &root, self.thread_total);
+        let drive = self.drive(prompt, &cancel, &mut state).await;
+        self.thread_total = state.thread_total;
+        let (stop_reason, error, crashed) = match drive {
+            Drive::Ended(Ended::Stop(reason)) => (reason, None, false),
+            Drive::Ended(Ended::Error(message)) => {
+                session.emit_error(message.clone(), Value::Null);
+                (StopReason::Error, Some(message), false)
+            }
+            Drive::Crashed => {
+                // A question codex can no longer take an answer to is closed first.
+                for request in session.pending_permissions() {
+                    if let Some(id) = request["requestId"].as_str() {
+                        session.resolve_permission(
+                            id,
+                            "cancel",
+                            Some("codex exited before the answer".into()),
+                        );
+                    }
+                }
+                let report = self.process.crash_report().await;
+                let status = self.process.try_status().map(|s| s.to_string());
+                session.emit_error(
+                    report.clone(),
+                    json!({"exitStatus": status, "stderr": self.process.stderr_tail()}),
+                );
+                (StopReason::Error, Some(report), true)
+            }
+        };
+        session.emit(Payload::Result(ResultData {
+            stop_reason,
+            usage: state.usage,
+            error: error.clone(),
+        }));
+        if crashed {
+            let stdin = self.rpc.take_stdin();
+            self.process.stop(stdin).await;
+            session.close();
+        } else if let Err(e) = session.transition(Status::Idle) {
+            tracing::error!(error = %e, "ending a codex turn");
+        }
+        TurnOutcome {
+            stop_reason,
+            usage: state.usage,
+            error,
+            text: state.text,
+        }
+    }
+
+    async fn drive(
+        &mut self,
+        prompt: &str,
+        cancel: &CancellationToken,
+        state: &mut TurnState<'_>,
+    ) -> Drive {
+        let mut params = json!({
+            "threadId": self.thread_id,
+            "input": [{"type": "text", "text": prompt}],
+        });
+        if let Some(model) = self.next_model.take() {
+            params["model"] = Value::String(model);
+        }
+        let Ok(start_id) = self.rpc.send_request("turn/start", params).await else {
+            return Drive::Crashed;
+        };
+        let mut tick = tokio::time::interval(LIVENESS_TICK);
+        let mut interrupted: Option<tokio::time::Instant> = None;
+        let mut interrupt_sent = false;
+        loop {
+            if interrupted.is_some()
+                && !interrupt_sent
+                && let Some(turn_id) = state.turn_id.clone()
+            {
+                interrupt_sent = true;
+                let params = json!({"threadId": self.thread_id, "turnId": turn_id});
+                if self
+                    .rpc
+                    .send_request("turn/interrupt", params)
+                    .await
+                    .is_err()
+                {
+                    return Drive::Crashed;
+                }
+            }
+            // What codex said before it exited is handled before its exit is noticed.
+            let wake = tokio::select! {
+                biased;
+                _ = cancel.cancelled(), if interrupted.is_none() => Wake::Cancel,
+                message = self.rpc.next() => Wake::Message(message),
+                _ = tick.tick() => Wake::Tick,
+            };
+            let message = match wake {
+                Wake::Cancel => {
+                    interrupted = Some(tokio::time::Instant::now());
+                    continue;
+                }
+                Wake::Tick => {
+                    if self.process.try_status().is_some() {
+                        return Drive::Crashed;
+                    }
+                    if interrupted.is_some_and(|at| at.elapsed() > INTERRUPT_GRACE) {
+                        tracing::warn!("codex did not confirm the interrupt; ending the turn");
+                        return Drive::Ended(Ended::Stop(StopReason::Cancelled));
+                    }
+                    continue;
+                }
+                Wake::Message(None) => return Drive::Crashed,
+                Wake::Message(Some(message)) => message,
+            };
+            match message {
+                Incoming::Response { id, result } if id == json!(start_id) => match result {
+                    Ok(value) => {
+                        if state.turn_id.is_none() {
+                            state.turn_id = value["turn"]["id"].as_str().map(str::to_string);
+                        }
+                    }
+                    Err(e) => {
+                        return Drive::Ended(Ended::Error(format!(
+                            "codex refused the turn: {} (code {})",
+                            e.message, e.code
+                        )));
+                    }
+                },
+                Incoming::Response { id, result } => {
+                    tracing::debug!(%id, ?result, "codex answered an earlier request");
+                }
+                Incoming::Notification { method, params } => {
+                    if let Some(ended) = state.notification(&method, &params) {
+                        return Drive::Ended(ended);
+                    }
+                }
+                Incoming::Request { id, method, params } => {
+                    match self.answer(id, &method, &params, cancel, state).await {
+                        Ok(Some(Answer::Cancel)) if interrupted.is_none() => {
+                            interrupted = Some(tokio::time::Instant::now());
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::debug!(error = %e, "answering codex");
+                            return Drive::Crashed;
+                        }
+                    }
+                }
+                Incoming::Malformed(line) => {
+                    let shown: String = line.chars().take(300).collect();
+                    self.session.emit_error(
+                        format!("codex sent a line that is not JSON-RPC: {shown}"),
+                        Value::Null,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Answers one of codex's requests: approvals through corral's gate, anything else
+    /// refused as unsupported.
+    async fn answer(
+        &mut self,
+        id: Value,
+        method: &str,
+        params: &Value,
+        cancel: &CancellationToken,
+        state: &mut TurnState<'_>,
+    ) -> Result<Option<Answer>, RpcError> {
+        let item_id = params["itemId"].as_str().unwrap_or_default().to_string();
+        let item = state.items.get(&item_id);
+        let asks = match method {
+            "item/commandExecution/requestApproval" => vec![approve::command_ask(params, item)],
+            "item/fileChange/requestApproval" => approve::file_asks(params, item, &self.root),
+            other => {
+                tracing::debug!(
+                    method = other,
+                    "codex asked for something corral does not do"
+                );
+                self.rpc
+                    .respond_error(id, -32601, &format!("corral does not handle {other}"))
+                    .await?;
+                return Ok(None);
+            }
+        };
+        // Every path of a change must be allowed; the first refusal decides.
+        let mut answer = Answer::Allow { always: true };
+        let approver = self.approver.clone();
+        for ask in &asks {
+            // A person may take their time; codex dying meanwhile still ends the turn.
+            let decided = tokio::select! {
+                decided = approver.decide(ask, cancel) => decided,
+                () = exited(&mut self.process) => return Err(RpcError::Closed),
+            };
+            match decided {
+                Answer::Allow { always } => {
+                    if let Answer::Allow { always: all } = &mut answer {
+                        *all &= always;
+                    }
+                }
+                refused => {
+                    answer = refused;
+                    break;
+                }
+            }
+        }
+        if let Answer::Deny { message } = &answer {
+            state.denials.insert(item_id, message.clone());
+        }
+        self.rpc
+            .respond(id, json!({"decision": approve::decision(&answer)}))
+            .await?;
+        Ok(Some(answer))
+    }
+}
+
+/// Resolves once the process has exited.
+async fn exited(process: &mut AgentProcess) {
+    while process.try_status().is_none() {
+        tokio::time::sleep(LIVENESS_TICK).await;
+    }
+}
+
+impl Backend for CodexBackend {
+    fn run_turn<'a>(
+        &'a mut self,
+        prompt: &'a str,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, TurnOutcome> {
+        Box::pin(self.turn(prompt, cancel))
+    }
+
+    fn set_model<'a>(&'a mut self, model: &'a str) -> BoxFuture<'a, Result<bool, String>> {
+        let switched = match codex_model(model) {
+            Ok(Some(name)) => {
+                // turn/start takes a model that holds for that turn and the ones after it.
+                self.next_model = Some(name);
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(e) => Err(e),
+        };
+        Box::pin(async move { switched })
+    }
+
+    fn shutdown(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let stdin = self.rpc.take_stdin();
+            self.process.stop(stdin).await;
+        })
+    }
+
+    fn info(&self) -> BackendInfo {
+        BackendInfo {
+            kind: "codex",
+            queues_prompts: false,
+        }
+    }
+}
