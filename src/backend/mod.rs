@@ -52,6 +52,13 @@ pub trait Backend: Send {
         self.run_turn(prompt, cancel)
     }
 
+    /// Where messages sent while a turn runs go (steering): the backend writes them to its
+    /// agent at a safe boundary and they belong to the running turn. `None`: a second
+    /// message while a turn runs is refused.
+    fn steering(&self) -> Option<tokio::sync::mpsc::UnboundedSender<String>> {
+        None
+    }
+
     /// Switches the model, keeping the conversation. `Ok(false)`: this backend cannot.
     fn set_model<'a>(&'a mut self, model: &'a str) -> BoxFuture<'a, Result<bool, String>>;
 

@@ -108,6 +108,8 @@ pub struct Handle {
     pub owner: String,
     pub meta: SessionMeta,
     backend: BackendInfo,
+    /// Messages sent while a turn runs, for a backend that steers.
+    steer: Option<mpsc::UnboundedSender<String>>,
     /// The model in use: the opening one until `set_model` switches it.
     model: Mutex<String>,
     created_at: Timestamp,
@@ -238,6 +240,7 @@ impl SessionManager {
             owner: owner.to_string(),
             meta: opened.meta.clone(),
             backend: opened.backend.info(),
+            steer: opened.backend.steering(),
             model: Mutex::new(opened.meta.model.clone()),
             created_at: Timestamp::now(),
             commands,
@@ -335,6 +338,16 @@ impl SessionManager {
         // even before the session's task has wound that turn down (the command waits in the
         // queue). Until then, and until the turn it sends has its result, it is refused.
         let sent = handle.sent_turn.load(Ordering::SeqCst);
+        // A backend that steers takes the message into the running turn (held until a safe
+        // boundary); it is part of that turn.
+        if handle.is_busy()
+            && images.is_empty()
+            && let Some(steer) = &handle.steer
+            && steer.send(text.to_string()).is_ok()
+        {
+            lock(&handle.stats).last_activity = Timestamp::now();
+            return Ok(sent.max(handle.session.turn()));
+        }
         let next = handle.session.turn().max(sent) + 1;
         if handle.is_busy()
             || handle

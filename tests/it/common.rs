@@ -95,3 +95,33 @@ pub fn messages(server: &FakeModel, n: usize) -> Vec<Value> {
         .cloned()
         .unwrap_or_default()
 }
+
+/// The MCP handshake on a running `corral mcp`.
+pub async fn mcp_initialize(running: &mut crate::support::Running) {
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "corral-tests", "version": "0"}}});
+    running.send_line(&init.to_string()).await;
+    running.wait_for_event(0, |m| m["id"] == 0).await;
+    running
+        .send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+}
+
+/// One MCP tool call on `corral mcp`'s stdin; its result's JSON text, parsed.
+pub async fn mcp_call(
+    running: &mut crate::support::Running,
+    id: u64,
+    tool: &str,
+    args: Value,
+) -> Value {
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                                  "params": {"name": tool, "arguments": args}});
+    running.send_line(&call.to_string()).await;
+    let answer = running.wait_for_event(0, |m| m["id"] == id).await;
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{tool}: {answer}"));
+    assert_ne!(answer["result"]["isError"], true, "{tool}: {text}");
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}

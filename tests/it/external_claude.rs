@@ -13,6 +13,7 @@ use crate::support::{Cmd, FakeModel, Harness, Outcome, Reply};
 
 mod approval;
 mod lifecycle;
+mod steering;
 
 /// The claude program: `$CORRAL_CLAUDE`, the CI install, or `claude` on PATH. Missing is a
 /// failure, not a skip.

@@ -446,24 +446,6 @@ async fn without_codex_the_error_says_what_to_install() {
     );
 }
 
-/// One MCP tool call on `corral mcp`'s stdin; its result's JSON text, parsed.
-async fn mcp_call(
-    running: &mut crate::support::Running,
-    id: u64,
-    tool: &str,
-    args: Value,
-) -> Value {
-    let call = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                                  "params": {"name": tool, "arguments": args}});
-    running.send_line(&call.to_string()).await;
-    let answer = running.wait_for_event(0, |m| m["id"] == id).await;
-    let text = answer["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{tool}: {answer}"));
-    assert_ne!(answer["result"]["isError"], true, "{tool}: {text}");
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
-}
-
 #[tokio::test]
 async fn a_model_switch_reaches_codex_on_the_next_turn() {
     let program = codex_program();
@@ -481,18 +463,7 @@ async fn a_model_switch_reaches_codex_on_the_next_turn() {
         .timeout(Duration::from_secs(90))
         .spawn()
         .await;
-    running
-        .send_line(
-            &serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "external_codex", "version": "0"}}})
-            .to_string(),
-        )
-        .await;
-    running.wait_for_event(0, |m| m["id"] == 0).await;
-    running
-        .send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .await;
+    mcp_initialize(&mut running).await;
     let work = h.work().display().to_string();
     let opened = mcp_call(
         &mut running,

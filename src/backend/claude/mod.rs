@@ -8,9 +8,11 @@
 //! is answered by corral's gate ([`Approver`]), so a claude tool call is approved exactly like
 //! a native one. A cancel is claude's `interrupt` control request.
 //!
-//! Steering: claude takes the next user line only after a `result`, so this backend does not
-//! queue prompts ([`BackendInfo::queues_prompts`] is false) and the session manager refuses a
-//! second message while a turn runs; nothing is ever written into claude's stdin mid-block.
+//! Steering: a message sent while a turn runs comes through [`Backend::steering`] and is held
+//! until a safe boundary — no message being streamed and no tool use without its result — so
+//! nothing is ever written into claude's stdin mid-block. claude answers such a line after the
+//! running request with a `result` of its own; the corral turn goes on until the last written
+//! message has its result (usage summed).
 //!
 //! The process lives in its own process group, tracked for reaping; its stderr goes to the
 //! session's stderr log. When it dies — mid-turn or between turns — the session gets an
@@ -65,7 +67,10 @@ async fn start_program(
     });
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(read_stdout(pipes.stdout, tx, shared.clone()));
+    let (steer_tx, steer_rx) = mpsc::unbounded_channel();
     Ok(Box::new(ClaudeBackend {
+        steer_tx,
+        steer_rx,
         shared,
         approver: context.approver,
         record_external_id: context.record_external_id,
@@ -185,6 +190,9 @@ pub struct ClaudeBackend {
     next_request: u64,
     /// claude's running `total_cost_usd` at the end of the last turn.
     cost_so_far: f64,
+    /// Messages sent while a turn runs ([`Backend::steering`]).
+    steer_tx: mpsc::UnboundedSender<String>,
+    steer_rx: mpsc::UnboundedReceiver<String>,
 }
 
 impl ClaudeBackend {
@@ -311,6 +319,10 @@ impl Backend for ClaudeBackend {
             let stdin = self.stdin.take();
             self.shared.process.lock().await.stop(stdin).await;
         })
+    }
+
+    fn steering(&self) -> Option<mpsc::UnboundedSender<String>> {
+        Some(self.steer_tx.clone())
     }
 
     fn info(&self) -> BackendInfo {

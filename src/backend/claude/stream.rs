@@ -19,6 +19,8 @@ use crate::session::Session;
 pub(super) struct TurnState {
     /// Blocks of the message being streamed, by index.
     blocks: HashMap<u64, Block>,
+    /// Between a streamed message's start and its stop: nothing may be written to claude.
+    streaming: bool,
     /// Tool calls of the turn: claude's tool name, and when the authoritative call came.
     tools: HashMap<String, (String, Instant)>,
     /// Authoritative blocks already emitted (claude may repeat a message's blocks).
@@ -98,7 +100,11 @@ impl TurnState {
         let event = &value["event"];
         let index = event["index"].as_u64().unwrap_or_default();
         match event["type"].as_str().unwrap_or_default() {
-            "message_start" => self.blocks.clear(),
+            "message_start" => {
+                self.blocks.clear();
+                self.streaming = true;
+            }
+            "message_stop" => self.streaming = false,
             "content_block_start" => {
                 let block = &event["content_block"];
                 let kind = match block["type"].as_str().unwrap_or_default() {
@@ -139,6 +145,12 @@ impl TurnState {
             }
             _ => {}
         }
+    }
+
+    /// A line may be written to claude now: no message is being streamed and every tool use
+    /// has its result.
+    pub(super) fn at_safe_boundary(&self) -> bool {
+        !self.streaming && self.tools.is_empty()
     }
 
     pub(super) fn on_assistant(&mut self, session: &Session, value: &Value) {

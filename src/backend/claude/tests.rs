@@ -397,3 +397,34 @@ async fn set_model_goes_over_the_wire_and_a_bad_line_is_an_error_event() {
     assert_eq!(session.status(), Status::Idle);
     backend.shutdown().await;
 }
+
+#[test]
+fn steering_waits_for_the_end_of_a_streamed_message_and_for_tool_results() {
+    let session = Session::create(None).unwrap();
+    let mut state = TurnState::default();
+    let stream = |event: Value| {
+        json!({"type": "stream_event", "event": event,
+                                       "parent_tool_use_id": null})
+    };
+    assert!(state.at_safe_boundary());
+    state.on_stream_event(
+        &session,
+        &stream(json!({"type": "message_start",
+                                                    "message": {"id": "m"}})),
+    );
+    assert!(!state.at_safe_boundary(), "mid-message");
+    state.on_assistant(
+        &session,
+        &json!({"type": "assistant", "parent_tool_use_id": null, "message": {"id": "m",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Bash",
+                         "input": {"command": "ls"}}]}}),
+    );
+    state.on_stream_event(&session, &stream(json!({"type": "message_stop"})));
+    assert!(!state.at_safe_boundary(), "a tool use without its result");
+    state.on_user(
+        &session,
+        &json!({"type": "user", "parent_tool_use_id": null, "message": {"content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}}),
+    );
+    assert!(state.at_safe_boundary());
+}

@@ -17,8 +17,19 @@ const INTERRUPT_GRACE: Duration = Duration::from_secs(20);
 
 enum Next {
     Line(Line),
+    Steer(String),
     Cancel,
     Stuck,
+}
+
+/// Messages sent while the turn runs: those not written yet, and how many written ones still
+/// owe their `result`.
+#[derive(Default)]
+struct Steering {
+    pending: std::collections::VecDeque<String>,
+    awaiting: usize,
+    /// Usage of the results already in.
+    usage: Usage,
 }
 
 impl ClaudeBackend {
@@ -105,27 +116,46 @@ impl ClaudeBackend {
                 return End::Died(self.shared.report_crash().await);
             }
         }
-        let user = json!({
-            "type": "user",
-            "message": {"role": "user", "content": [{"type": "text", "text": prompt}]},
-            "parent_tool_use_id": null,
-            "session_id": self.external_id.clone().unwrap_or_default(),
-        });
-        if let Err(e) = self.write_line(&user).await {
+        if let Err(e) = self.write_user(prompt).await {
             tracing::debug!(error = %e, "writing the prompt to claude");
             return End::Died(self.shared.report_crash().await);
         }
+        // Messages that came in just as the last turn ended belong to this one.
+        let mut steering = Steering::default();
+        while let Ok(text) = self.steer_rx.try_recv() {
+            steering.pending.push_back(text);
+        }
         let mut state = TurnState::new(self.cost_so_far);
         loop {
+            if !steering.pending.is_empty()
+                && state.at_safe_boundary()
+                && state.interrupted.is_none()
+                && let Err(e) = self.flush_steering(&mut steering).await
+            {
+                tracing::debug!(error = %e, "writing a steering message to claude");
+                return End::Died(self.shared.report_crash().await);
+            }
             let next = match self.held.pop_front() {
                 Some(line) => Next::Line(line),
                 None => tokio::select! {
                     line = self.lines.recv() => Next::Line(line.unwrap_or(Line::Eof)),
+                    Some(text) = self.steer_rx.recv() => Next::Steer(text),
                     () = cancel.cancelled(), if state.interrupted.is_none() => Next::Cancel,
                     () = sleep_until(state.interrupted) => Next::Stuck,
                 },
             };
             let value = match next {
+                Next::Steer(text) => {
+                    if state.interrupted.is_some() {
+                        self.session().emit_error(
+                            "the turn is being cancelled; the message sent meanwhile is dropped",
+                            json!({"text": text}),
+                        );
+                    } else {
+                        steering.pending.push_back(text);
+                    }
+                    continue;
+                }
                 Next::Cancel => {
                     self.interrupt(&mut state).await;
                     continue;
@@ -166,13 +196,69 @@ impl ClaudeBackend {
                     self.record_session_id(&value);
                     let end = state.on_result(&session, &value);
                     self.cost_so_far = state.cost_total.unwrap_or(self.cost_so_far);
-                    return end;
+                    // A result is a safe boundary: what is still held goes now.
+                    while let Ok(text) = self.steer_rx.try_recv() {
+                        steering.pending.push_back(text);
+                    }
+                    let more = steering.awaiting > 0
+                        || (!steering.pending.is_empty() && state.interrupted.is_none());
+                    match end {
+                        End::Result { usage, .. } if more => {
+                            steering.awaiting = steering.awaiting.saturating_sub(1);
+                            steering.usage.add(&usage);
+                            let interrupted = state.interrupted;
+                            state = TurnState::new(self.cost_so_far);
+                            state.interrupted = interrupted;
+                            if interrupted.is_some() {
+                                // A message written before the cancel runs next: stop it too.
+                                self.interrupt(&mut state).await;
+                            }
+                        }
+                        End::Result {
+                            stop_reason,
+                            mut usage,
+                            error,
+                            text,
+                        } => {
+                            usage.add(&steering.usage);
+                            return End::Result {
+                                stop_reason,
+                                usage,
+                                error,
+                                text,
+                            };
+                        }
+                        died => return died,
+                    }
                 }
                 // control_response to an interrupt, status, rate limits, hooks, and
                 // whatever newer versions add.
                 _ => {}
             }
         }
+    }
+
+    async fn write_user(&mut self, text: &str) -> std::io::Result<()> {
+        let user = json!({
+            "type": "user",
+            "message": {"role": "user", "content": [{"type": "text", "text": text}]},
+            "parent_tool_use_id": null,
+            "session_id": self.external_id.clone().unwrap_or_default(),
+        });
+        self.write_line(&user).await
+    }
+
+    /// Writes the held messages; each shows in the session as the user's text and owes a
+    /// `result`.
+    async fn flush_steering(&mut self, steering: &mut Steering) -> std::io::Result<()> {
+        while let Some(text) = steering.pending.pop_front() {
+            self.write_user(&text).await?;
+            self.session().emit(Payload::UserText(UserTextData {
+                content: ContentBlock::text(text),
+            }));
+            steering.awaiting += 1;
+        }
+        Ok(())
     }
 
     async fn interrupt(&mut self, state: &mut TurnState) {
