@@ -6,6 +6,7 @@
 mod common;
 mod desktop;
 mod exec_tools;
+mod external_acp;
 mod file_tools;
 mod gate;
 mod mcp;

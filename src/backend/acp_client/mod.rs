@@ -330,13 +330,8 @@ impl AcpBackend {
                 self.agent_name
             ));
         }
-        if !available.iter().any(|m| m == model) {
-            return Err(format!(
-                "{} has no model {model:?}; it offers: {}",
-                self.agent_name,
-                shorten(&available)
-            ));
-        }
+        // This older list is a curated subset (gemini takes any model id its API serves),
+        // so a model not in it is tried, and only the agent's refusal is an error.
         self.shared
             .rpc
             .request(
@@ -344,7 +339,13 @@ impl AcpBackend {
                 json!({"sessionId": self.session_id, "modelId": model}),
             )
             .await
-            .map_err(|e| format!("{} refused the model {model:?}: {e}", self.agent_name))?;
+            .map_err(|e| {
+                format!(
+                    "{} refused the model {model:?}: {e}; it lists: {}",
+                    self.agent_name,
+                    shorten(&available)
+                )
+            })?;
         self.models["currentModelId"] = Value::String(model.to_owned());
         Ok(true)
     }

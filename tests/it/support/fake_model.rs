@@ -262,6 +262,9 @@ async fn handle(
             .collect(),
         body: body.clone(),
     });
+    if super::fake_gemini::is_gemini_path(&path) {
+        return super::fake_gemini::handle(&path, &body, || lock(&state).queue.pop_front());
+    }
     match (method.as_str(), path.as_str()) {
         ("POST", "/api/chat") => chat(&state, Format::Ollama, &body, arrived),
         ("POST", "/v1/chat/completions") => chat(&state, Format::OpenAi, &body, arrived),

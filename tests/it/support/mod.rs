@@ -4,6 +4,7 @@
 // items are expected.
 #![allow(dead_code, unused_imports)]
 
+pub mod fake_gemini;
 pub mod fake_model;
 pub mod harness;
 pub mod host;
