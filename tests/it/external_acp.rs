@@ -149,3 +149,180 @@ async fn gemini_text_turn_streams_text_and_ends_the_turn() {
         server.requests().iter().map(|r| &r.path).collect::<Vec<_>>()
     );
 }
+
+/// A shell call by gemini, approved or refused through `--approve-stdin`.
+async fn gemini_shell(decision: &str) -> (Harness, FakeModel, Outcome, Value) {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call(
+        "call_1",
+        "run_shell_command",
+        r#"{"command":"touch made.txt"}"#,
+    ));
+    server.push(Reply::new().text("Finished."));
+    let mut running = gemini_run(&h, &server, "make a file")
+        .arg("--approve-stdin")
+        .live_stdin()
+        .spawn()
+        .await;
+    let request = answer(&mut running, 0, decision).await;
+    let out = running.wait().await;
+    (h, server, out, request)
+}
+
+#[tokio::test]
+async fn gemini_shell_call_allowed_through_the_gate_runs() {
+    let (h, server, out, request) = gemini_shell("allow").await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_well_formed(&out);
+    let data = &request["data"];
+    assert_eq!(data["tool"], "shell", "{request}");
+    assert_eq!(data["toolCall"]["kind"], "execute");
+    assert!(
+        data["toolCall"]["title"]
+            .as_str()
+            .unwrap()
+            .contains("touch made.txt"),
+        "{request}"
+    );
+    let id = data["toolCall"]["toolCallId"].as_str().unwrap();
+    let resolved = out
+        .of_kind("permission")
+        .into_iter()
+        .find(|e| e["data"]["resolved"] == true)
+        .expect("resolved");
+    assert_eq!(resolved["data"]["decision"], "allow");
+    let uses = out.of_kind("tool_use");
+    assert!(
+        uses.iter().any(|u| u["data"]["call"]["toolCallId"] == id),
+        "{out:?}"
+    );
+    let results = out.of_kind("tool_result");
+    assert_eq!(results.len(), 1, "{out:?}");
+    assert_eq!(results[0]["data"]["update"]["toolCallId"], id);
+    assert_eq!(results[0]["data"]["update"]["status"], "completed");
+    assert_eq!(results[0]["data"]["result"]["success"], true);
+    assert!(h.work().join("made.txt").exists(), "the command ran");
+    assert_eq!(result_of(&out)["stopReason"], "end_turn");
+    assert_eq!(authoritative(&out, "assistant_text"), ["Finished."]);
+    assert!(statuses(&out).contains(&"waiting_approval".to_owned()));
+    assert_eq!(gemini_turns(&server).len(), 2);
+}
+
+#[tokio::test]
+async fn gemini_shell_call_denied_through_the_gate_does_not_run() {
+    let (h, server, out, _) = gemini_shell("deny").await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(!h.work().join("made.txt").exists(), "the command must not run");
+    let results = out.of_kind("tool_result");
+    assert_eq!(results.len(), 1, "{out:?}");
+    assert_eq!(results[0]["data"]["result"]["success"], false);
+    assert!(
+        results[0]["data"]["result"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("denied"),
+        "{out:?}"
+    );
+    // gemini told its model the call did not run.
+    assert!(
+        function_responses(&server).contains("error"),
+        "{}",
+        function_responses(&server)
+    );
+    assert_eq!(result_of(&out)["stopReason"], "end_turn");
+}
+
+#[tokio::test]
+async fn gemini_files_go_through_corrals_fs_callbacks() {
+    let h = Harness::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "TOP SECRET").unwrap();
+    // Inside the root by name, outside by target.
+    std::os::unix::fs::symlink(outside.path(), h.work().join("link")).unwrap();
+    std::fs::write(h.work().join("data.txt"), "apple pie\n").unwrap();
+    let root = h.work().canonicalize().unwrap();
+    let notes = root.join("notes.txt");
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call(
+        "w1",
+        "write_file",
+        &json!({"file_path": notes, "content": "written via corral\n"}).to_string(),
+    ));
+    server.push(Reply::new().tool_call(
+        "r1",
+        "read_file",
+        &json!({ "file_path": root.join("data.txt") }).to_string(),
+    ));
+    server.push(Reply::new().tool_call(
+        "r2",
+        "read_file",
+        &json!({ "file_path": root.join("link/secret.txt") }).to_string(),
+    ));
+    server.push(Reply::new().text("Done."));
+    let mut running = gemini_run(&h, &server, "write notes, read data and the secret")
+        .env("RUST_LOG", "corral::acp=debug")
+        .arg("--approve-stdin")
+        .live_stdin()
+        .spawn()
+        .await;
+    let request = answer(&mut running, 0, "allow").await;
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(request["data"]["tool"], "write_file", "{request}");
+    assert!(request["data"]["diff"].as_str().is_some(), "{request}");
+    // Approved once: the fs/write_text_file that follows is not asked about again.
+    let asked = out.of_kind("permission").into_iter().filter(is_request).count();
+    assert_eq!(asked, 1, "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "written via corral\n"
+    );
+    // corral wrote the file (fs/write_text_file). gemini 0.61's read_file tool reads on its
+    // own, not through fs/* (the advisory at spawn says as much); its write_file checks the
+    // file through fs/read_text_file first.
+    let served = |what: &str, path: &str| {
+        out.stderr
+            .lines()
+            .any(|l| l.contains(what) && l.contains(path))
+    };
+    assert!(served("fs/write_text_file served", "notes.txt"), "{}", out.stderr);
+    assert!(served("fs/read_text_file", "notes.txt"), "{}", out.stderr);
+    let responses = function_responses(&server);
+    assert!(responses.contains("apple pie"), "{responses}");
+    // The link leads out of the root: refused (gemini resolves it itself, corral would too).
+    assert!(!responses.contains("TOP SECRET"), "{responses}");
+    assert!(!served("served", "secret.txt"), "{}", out.stderr);
+    let results = out.of_kind("tool_result");
+    assert_eq!(results.len(), 3, "{out:?}");
+    let ok: Vec<bool> = results
+        .iter()
+        .map(|r| r["data"]["result"]["success"].as_bool().unwrap())
+        .collect();
+    assert_eq!(ok, [true, true, false], "{out:?}");
+    assert_eq!(result_of(&out)["stopReason"], "end_turn");
+}
+
+#[tokio::test]
+async fn gemini_turn_cancelled_mid_reply_sends_session_cancel() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(
+        Reply::new()
+            .text("Working on it")
+            .stall(Duration::from_secs(60))
+            .text(" never sent"),
+    );
+    let running = gemini_run(&h, &server, "take your time").spawn().await;
+    running
+        .wait_for_event(0, |e| e["kind"] == "assistant_text")
+        .await;
+    running.sigint().await;
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(130), "{out:?}");
+    assert_eq!(result_of(&out)["stopReason"], "cancelled");
+    assert_eq!(deltas(&out, "assistant_text"), "Working on it");
+    assert!(!out.stdout.contains("never sent"));
+    assert!(turn_errors(&out).is_empty(), "{out:?}");
+    assert_eq!(statuses(&out).last().unwrap(), "dead");
+}

@@ -25,6 +25,8 @@ const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
 const INVALID_PARAMS: i64 = -32602;
 const REFUSED: i64 = -32603;
 const METHOD_NOT_FOUND: i64 = -32601;
+/// ACP's "resource not found", for a file that does not exist.
+const NOT_FOUND: i64 = -32002;
 
 /// What the dispatcher, the callbacks and the turn share.
 pub(crate) struct Shared {
@@ -40,6 +42,10 @@ pub(crate) struct Shared {
     allowed_writes: Mutex<HashSet<PathBuf>>,
     /// The session's `configOptions` as the agent last sent them.
     pub(crate) config_options: Mutex<Value>,
+    /// Answer a read of a missing file with empty content instead of an error. gemini 0.61
+    /// reads a file before writing it and, because its ACP layer rejects with a plain object
+    /// its not-found check never matches, fails to create any new file otherwise.
+    pub(crate) missing_reads_empty: bool,
 }
 
 impl Shared {
@@ -59,6 +65,7 @@ impl Shared {
             turn_cancel: Mutex::new(CancellationToken::new()),
             allowed_writes: Mutex::default(),
             config_options: Mutex::new(Value::Null),
+            missing_reads_empty: false,
         }
     }
 
@@ -249,9 +256,19 @@ fn fs_ask(tool: &'static str, kind: &'static str, path: &str, args: Value, raw: 
 /// `fs/read_text_file {path, line?, limit?}` → `{content}`, opened beneath the root.
 async fn read_text_file(shared: &Shared, params: &Value) -> Result<Value, RpcError> {
     let path = path_param(params)?;
-    confine(shared, &path)?;
+    let resolved = confine(shared, &path)?;
     let ask = fs_ask("read_file", "read", &path, json!({ "path": path }), params);
     gate(shared, ask).await?;
+    if !resolved.exists() {
+        tracing::debug!(target: "corral::acp", %path, "fs/read_text_file: no such file");
+        if shared.missing_reads_empty {
+            return Ok(json!({ "content": "" }));
+        }
+        return Err(RpcError::remote(
+            NOT_FOUND,
+            format!("Resource not found: {path}"),
+        ));
+    }
     let root = shared.root.clone();
     let line = params["line"].as_u64().unwrap_or(1).max(1);
     let limit = params["limit"].as_u64();
@@ -276,6 +293,7 @@ async fn read_text_file(shared: &Shared, params: &Value) -> Result<Value, RpcErr
     .await
     .map_err(|e| RpcError::remote(REFUSED, e.to_string()))?
     .map_err(|e| RpcError::remote(REFUSED, e))?;
+    tracing::debug!(target: "corral::acp", %path, bytes = text.len(), "fs/read_text_file served");
     Ok(json!({ "content": lines(&text, line, limit) }))
 }
 
@@ -314,7 +332,10 @@ async fn write_text_file(shared: &Shared, params: &Value) -> Result<Value, RpcEr
     };
     let ctx = ToolContext::new(shared.root.clone(), "acp_fs_write");
     match tool.tool.call(args, &ctx).await {
-        Ok(_) => Ok(Value::Null),
+        Ok(_) => {
+            tracing::debug!(target: "corral::acp", %path, bytes = content.len(), "fs/write_text_file served");
+            Ok(Value::Null)
+        }
         Err(e) => Err(RpcError::remote(REFUSED, format!("refused by corral: {e}"))),
     }
 }

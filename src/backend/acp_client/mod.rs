@@ -78,13 +78,15 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenErr
     }
     let tools = crate::tool::ToolRegistry::builtin()
         .map_err(|e| OpenError::Runtime(format!("corral's tools: {e}")))?;
-    let shared = Arc::new(Shared::new(
+    let mut shared = Shared::new(
         rpc,
         context.approver.clone(),
         context.root.clone(),
         calls::Calls::new(context.session.clone()),
         tools,
-    ));
+    );
+    shared.missing_reads_empty = context.spec.agent.as_deref() == Some("gemini");
+    let shared = Arc::new(shared);
     shared.set_config_options(&ready.config_options);
     let (updates_tx, updates) = mpsc::unbounded_channel();
     tokio::spawn(callbacks::dispatch(shared.clone(), incoming, updates_tx));
