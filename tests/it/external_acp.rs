@@ -326,3 +326,135 @@ async fn gemini_turn_cancelled_mid_reply_sends_session_cancel() {
     assert!(turn_errors(&out).is_empty(), "{out:?}");
     assert_eq!(statuses(&out).last().unwrap(), "dead");
 }
+
+/// A scripted ACP agent for `acp:cmd=`: each prompt is `;`-separated commands — `say <text>`,
+/// `read <path>`, `write <path> <content>` (the fs/* answers are said back as text),
+/// `crash` (a stderr line, then exit 3).
+const SCRIPTED_AGENT: &str = r#"
+import json, sys
+
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+next_id = [100]
+
+def request(method, params):
+    next_id[0] += 1
+    rid = next_id[0]
+    send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+    for line in sys.stdin:
+        message = json.loads(line)
+        if message.get("id") == rid and "method" not in message:
+            return message
+    sys.exit(0)
+
+def say(sid, text):
+    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid,
+          "update": {"sessionUpdate": "agent_message_chunk",
+                     "content": {"type": "text", "text": text}}}})
+
+for line in sys.stdin:
+    message = json.loads(line)
+    method, mid = message.get("method"), message.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1,
+              "agentCapabilities": {"loadSession": False}, "authMethods": []}})
+    elif method == "session/new":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "scripted-1"}})
+    elif method == "session/prompt":
+        sid = message["params"]["sessionId"]
+        for command in message["params"]["prompt"][0]["text"].split(";"):
+            command = command.strip()
+            if command == "crash":
+                sys.stderr.write("scripted agent: out of cheese\n")
+                sys.stderr.flush()
+                sys.exit(3)
+            elif command.startswith("say "):
+                say(sid, command[4:])
+            elif command.startswith("read "):
+                answer = request("fs/read_text_file", {"sessionId": sid, "path": command[5:]})
+                say(sid, "READ " + json.dumps(answer.get("result", answer.get("error"))) + "\n")
+            elif command.startswith("write "):
+                path, content = command[6:].split(" ", 1)
+                answer = request("fs/write_text_file",
+                                 {"sessionId": sid, "path": path, "content": content})
+                say(sid, "WRITE " + json.dumps(answer.get("result", answer.get("error"))) + "\n")
+        send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+    elif mid is not None:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": method}})
+"#;
+
+/// `corral run --json -m acp:cmd=python3 <scripted agent>`.
+fn scripted_run(h: &Harness, prompt: &str) -> Cmd {
+    let script = h.home_dir().join("scripted_agent.py");
+    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
+    h.corral().args([
+        "run",
+        "--json",
+        "-m",
+        &format!("acp:cmd=python3 {}", script.display()),
+        prompt,
+    ])
+}
+
+#[tokio::test]
+async fn a_crashed_agent_ends_the_turn_with_its_exit_status_and_stderr() {
+    let h = Harness::new();
+    let out = scripted_run(&h, "say starting; crash").run().await;
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert_eq!(deltas(&out, "assistant_text"), "starting");
+    let errors = turn_errors(&out);
+    assert_eq!(errors.len(), 1, "{out:?}");
+    let message = errors[0]["data"]["message"].as_str().unwrap();
+    assert!(message.contains("exit status: 3"), "{message}");
+    assert!(message.contains("scripted agent: out of cheese"), "{message}");
+    let result = result_of(&out);
+    assert_eq!(result["stopReason"], "error");
+    assert!(result["error"].as_str().unwrap().contains("out of cheese"));
+    assert_eq!(statuses(&out).last().unwrap(), "dead");
+    // The agent's stderr is also kept beside the event log.
+    let logs = std::fs::read_dir(h.cache_dir().join("corral/agents"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".stderr.log"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect::<String>();
+    assert!(logs.contains("out of cheese"), "{logs:?}");
+}
+
+#[tokio::test]
+async fn fs_callbacks_are_confined_to_the_root_and_gated() {
+    let h = Harness::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "TOP SECRET").unwrap();
+    let root = h.work().canonicalize().unwrap();
+    let prompt = format!(
+        "write {inside} hello; write {out_file} nope; read {secret}; read {inside}; \
+         write {git} x",
+        inside = root.join("in.txt").display(),
+        out_file = outside.path().join("out.txt").display(),
+        secret = outside.path().join("secret.txt").display(),
+        git = root.join(".git/config").display(),
+    );
+    let out = scripted_run(&h, &prompt)
+        .args(["--allow", "write_file"])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(std::fs::read_to_string(root.join("in.txt")).unwrap(), "hello");
+    assert!(!outside.path().join("out.txt").exists());
+    assert!(!root.join(".git/config").exists(), "the preset's deny rule holds");
+    let text = authoritative(&out, "assistant_text").concat();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    assert_eq!(lines[0], "WRITE null");
+    assert!(lines[1].contains("outside the session root"), "{text}");
+    assert!(lines[2].contains("outside the session root"), "{text}");
+    assert!(!text.contains("TOP SECRET"), "{text}");
+    assert_eq!(lines[3], r#"READ {"content": "hello"}"#);
+    assert!(lines[4].contains(".git"), "{text}");
+    // Nobody to ask and --allow write_file: no permission requests at all.
+    assert!(out.of_kind("permission").is_empty(), "{out:?}");
+    assert_eq!(result_of(&out)["stopReason"], "end_turn");
+}
