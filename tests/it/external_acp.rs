@@ -53,7 +53,13 @@ fn gemini_run(h: &Harness, server: &FakeModel, prompt: &str) -> Cmd {
         .env("GEMINI_API_KEY", "dummy")
         .env("GOOGLE_GEMINI_BASE_URL", server.base_url())
         .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
-        .args(["run", "--json", "-m", &format!("acp:gemini:{GEMINI_MODEL}"), prompt])
+        .args([
+            "run",
+            "--json",
+            "-m",
+            &format!("acp:gemini:{GEMINI_MODEL}"),
+            prompt,
+        ])
         .timeout(AGENT_TIMEOUT)
 }
 
@@ -117,7 +123,12 @@ fn turn_errors(out: &Outcome) -> Vec<Value> {
 async fn gemini_text_turn_streams_text_and_ends_the_turn() {
     let h = Harness::new();
     let server = FakeModel::start().await;
-    server.push(Reply::new().text("Hello from ").text("fake gemini.").usage(12, 4));
+    server.push(
+        Reply::new()
+            .text("Hello from ")
+            .text("fake gemini.")
+            .usage(12, 4),
+    );
     let out = gemini_run(&h, &server, "say hello").run().await;
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_well_formed(&out);
@@ -146,7 +157,11 @@ async fn gemini_text_turn_streams_text_and_ends_the_turn() {
             .iter()
             .any(|r| r.path.contains(&format!("models/{GEMINI_MODEL}:"))),
         "{:?}",
-        server.requests().iter().map(|r| &r.path).collect::<Vec<_>>()
+        server
+            .requests()
+            .iter()
+            .map(|r| &r.path)
+            .collect::<Vec<_>>()
     );
 }
 
@@ -213,7 +228,10 @@ async fn gemini_shell_call_allowed_through_the_gate_runs() {
 async fn gemini_shell_call_denied_through_the_gate_does_not_run() {
     let (h, server, out, _) = gemini_shell("deny").await;
     assert_eq!(out.code, Some(0), "{out:?}");
-    assert!(!h.work().join("made.txt").exists(), "the command must not run");
+    assert!(
+        !h.work().join("made.txt").exists(),
+        "the command must not run"
+    );
     let results = out.of_kind("tool_result");
     assert_eq!(results.len(), 1, "{out:?}");
     assert_eq!(results[0]["data"]["result"]["success"], false);
@@ -272,7 +290,11 @@ async fn gemini_files_go_through_corrals_fs_callbacks() {
     assert_eq!(request["data"]["tool"], "write_file", "{request}");
     assert!(request["data"]["diff"].as_str().is_some(), "{request}");
     // Approved once: the fs/write_text_file that follows is not asked about again.
-    let asked = out.of_kind("permission").into_iter().filter(is_request).count();
+    let asked = out
+        .of_kind("permission")
+        .into_iter()
+        .filter(is_request)
+        .count();
     assert_eq!(asked, 1, "{out:?}");
     assert_eq!(
         std::fs::read_to_string(&notes).unwrap(),
@@ -286,7 +308,11 @@ async fn gemini_files_go_through_corrals_fs_callbacks() {
             .lines()
             .any(|l| l.contains(what) && l.contains(path))
     };
-    assert!(served("fs/write_text_file served", "notes.txt"), "{}", out.stderr);
+    assert!(
+        served("fs/write_text_file served", "notes.txt"),
+        "{}",
+        out.stderr
+    );
     assert!(served("fs/read_text_file", "notes.txt"), "{}", out.stderr);
     let responses = function_responses(&server);
     assert!(responses.contains("apple pie"), "{responses}");
@@ -408,7 +434,10 @@ async fn a_crashed_agent_ends_the_turn_with_its_exit_status_and_stderr() {
     assert_eq!(errors.len(), 1, "{out:?}");
     let message = errors[0]["data"]["message"].as_str().unwrap();
     assert!(message.contains("exit status: 3"), "{message}");
-    assert!(message.contains("scripted agent: out of cheese"), "{message}");
+    assert!(
+        message.contains("scripted agent: out of cheese"),
+        "{message}"
+    );
     let result = result_of(&out);
     assert_eq!(result["stopReason"], "error");
     assert!(result["error"].as_str().unwrap().contains("out of cheese"));
@@ -442,9 +471,15 @@ async fn fs_callbacks_are_confined_to_the_root_and_gated() {
         .run()
         .await;
     assert_eq!(out.code, Some(0), "{out:?}");
-    assert_eq!(std::fs::read_to_string(root.join("in.txt")).unwrap(), "hello");
+    assert_eq!(
+        std::fs::read_to_string(root.join("in.txt")).unwrap(),
+        "hello"
+    );
     assert!(!outside.path().join("out.txt").exists());
-    assert!(!root.join(".git/config").exists(), "the preset's deny rule holds");
+    assert!(
+        !root.join(".git/config").exists(),
+        "the preset's deny rule holds"
+    );
     let text = authoritative(&out, "assistant_text").concat();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 5, "{text}");

@@ -88,7 +88,10 @@ impl Shared {
 
     pub(crate) fn set_config_options(&self, options: &Value) {
         if options.is_array() {
-            *self.config_options.lock().unwrap_or_else(|p| p.into_inner()) = options.clone();
+            *self
+                .config_options
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = options.clone();
         }
     }
 }
@@ -103,7 +106,10 @@ pub(crate) async fn dispatch(
     while let Some(message) = incoming.recv().await {
         match message {
             Incoming::Notification { method, mut params } if method == "session/update" => {
-                let update = params.get_mut("update").map(Value::take).unwrap_or_default();
+                let update = params
+                    .get_mut("update")
+                    .map(Value::take)
+                    .unwrap_or_default();
                 match update["sessionUpdate"].as_str() {
                     Some("tool_call" | "tool_call_update") => {
                         shared.calls.merge(&update);
@@ -228,9 +234,8 @@ fn path_param(params: &Value) -> Result<String, RpcError> {
 
 /// Confinement first, before anyone is asked: a path outside the root is never served.
 fn confine(shared: &Shared, path: &str) -> Result<PathBuf, RpcError> {
-    resolve_in_root(&shared.root, path).map_err(|e| {
-        RpcError::remote(INVALID_PARAMS, format!("refused by corral: {e}"))
-    })
+    resolve_in_root(&shared.root, path)
+        .map_err(|e| RpcError::remote(INVALID_PARAMS, format!("refused by corral: {e}")))
 }
 
 async fn gate(shared: &Shared, ask: ToolAsk) -> Result<(), RpcError> {
@@ -244,7 +249,14 @@ async fn gate(shared: &Shared, ask: ToolAsk) -> Result<(), RpcError> {
 fn fs_ask(tool: &'static str, kind: &'static str, path: &str, args: Value, raw: &Value) -> ToolAsk {
     ToolAsk {
         tool_call_id: format!("fs_{:08x}", fastrand::u32(..)),
-        agent_tool: format!("fs/{}", if tool == "read_file" { "read_text_file" } else { "write_text_file" }),
+        agent_tool: format!(
+            "fs/{}",
+            if tool == "read_file" {
+                "read_text_file"
+            } else {
+                "write_text_file"
+            }
+        ),
         corral_tool: Some(tool),
         args,
         title: format!("{tool} {path}"),

@@ -189,7 +189,10 @@ fn output_text(merged: &Value) -> String {
                 }
             }
             Some("diff") => {
-                parts.push(format!("edited {}", item["path"].as_str().unwrap_or("a file")));
+                parts.push(format!(
+                    "edited {}",
+                    item["path"].as_str().unwrap_or("a file")
+                ));
             }
             _ => {}
         }
@@ -238,16 +241,18 @@ pub(crate) fn tool_ask(merged: &Value) -> ToolAsk {
     let path = call_path(merged).or_else(|| raw_text(&["file_path", "filePath", "path"]));
     let (corral_tool, args) = match kind {
         "execute" => {
-            let command = match raw.get("command").or_else(|| raw.get("cmd")) {
-                Some(Value::String(c)) => c.clone(),
-                // codex-style argv arrays
-                Some(Value::Array(words)) => words
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                _ => title.clone(),
-            };
+            let command: std::borrow::Cow<'_, str> =
+                match raw.get("command").or_else(|| raw.get("cmd")) {
+                    Some(Value::String(c)) => c.into(),
+                    // codex-style argv arrays
+                    Some(Value::Array(words)) => words
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                        .into(),
+                    _ => title.as_str().into(),
+                };
             (Some("shell"), json!({ "command": command }))
         }
         "edit" => match &path {
@@ -255,7 +260,10 @@ pub(crate) fn tool_ask(merged: &Value) -> ToolAsk {
                 let content = diff_new_text(merged)
                     .or_else(|| raw_text(&["content", "new_string", "newText"]))
                     .unwrap_or_default();
-                (Some("write_file"), json!({"path": path, "content": content}))
+                (
+                    Some("write_file"),
+                    json!({"path": path, "content": content}),
+                )
             }
             None => (None, Value::Null),
         },
@@ -312,11 +320,15 @@ mod tests {
         let shell = tool_ask(&json!({"toolCallId": "c1", "title": "touch x", "kind": "execute"}));
         assert_eq!(shell.corral_tool, Some("shell"));
         assert_eq!(shell.args, json!({"command": "touch x"}));
-        let shell = tool_ask(&json!({"toolCallId": "c1", "title": "Bash", "kind": "execute",
-            "rawInput": {"command": "ls -l"}}));
+        let shell = tool_ask(
+            &json!({"toolCallId": "c1", "title": "Bash", "kind": "execute",
+            "rawInput": {"command": "ls -l"}}),
+        );
         assert_eq!(shell.args, json!({"command": "ls -l"}));
-        let edit = tool_ask(&json!({"toolCallId": "c2", "kind": "edit", "title": "Write a.txt",
-            "content": [{"type": "diff", "path": "/r/a.txt", "oldText": null, "newText": "hi"}]}));
+        let edit = tool_ask(
+            &json!({"toolCallId": "c2", "kind": "edit", "title": "Write a.txt",
+            "content": [{"type": "diff", "path": "/r/a.txt", "oldText": null, "newText": "hi"}]}),
+        );
         assert_eq!(edit.corral_tool, Some("write_file"));
         assert_eq!(edit.args, json!({"path": "/r/a.txt", "content": "hi"}));
         let read = tool_ask(&json!({"toolCallId": "c3", "kind": "read",
@@ -328,9 +340,13 @@ mod tests {
 
     #[test]
     fn output_comes_from_content_or_raw_output() {
-        let merged = json!({"content": [{"type": "content", "content": {"type": "text", "text": "ok"}}]});
+        let merged =
+            json!({"content": [{"type": "content", "content": {"type": "text", "text": "ok"}}]});
         assert_eq!(output_text(&merged), "ok");
-        assert_eq!(output_text(&json!({"rawOutput": {"output": "(no output)"}})), "(no output)");
+        assert_eq!(
+            output_text(&json!({"rawOutput": {"output": "(no output)"}})),
+            "(no output)"
+        );
         assert_eq!(output_text(&json!({})), "");
     }
 }

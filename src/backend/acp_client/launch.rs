@@ -30,7 +30,10 @@ pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, OpenError>
     let usage = |m: String| OpenError::Usage(m);
     let (program, args): (PathBuf, Vec<String>) = match context.spec.agent.as_deref() {
         Some("opencode") => (find_program("opencode", "opencode-ai")?, vec!["acp".into()]),
-        Some("gemini") => (find_program("gemini", "@google/gemini-cli")?, vec!["--acp".into()]),
+        Some("gemini") => (
+            find_program("gemini", "@google/gemini-cli")?,
+            vec!["--acp".into()],
+        ),
         Some("claude") => (
             find_program("claude-agent-acp", "@agentclientprotocol/claude-agent-acp")?,
             Vec::new(),
@@ -46,9 +49,8 @@ pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, OpenError>
             let program = if program.contains('/') {
                 PathBuf::from(program)
             } else {
-                on_path(&program).ok_or_else(|| {
-                    usage(format!("acp:cmd=: {program} is not on PATH"))
-                })?
+                on_path(&program)
+                    .ok_or_else(|| usage(format!("acp:cmd=: {program} is not on PATH")))?
             };
             (program, words.collect())
         }

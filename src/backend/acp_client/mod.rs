@@ -11,8 +11,8 @@
 //! claude-agent-acp adds `name`), so messages are read as plain JSON and merged leniently, and
 //! an update's order against the prompt's answer is kept by construction.
 
-mod calls;
 mod callbacks;
+mod calls;
 mod launch;
 mod rpc;
 mod turn;
@@ -148,7 +148,10 @@ async fn call(
         .unwrap_or_else(|_| {
             Err(RpcError::remote(
                 -32603,
-                format!("no answer to {method} within {} s", HANDSHAKE_TIMEOUT.as_secs()),
+                format!(
+                    "no answer to {method} within {} s",
+                    HANDSHAKE_TIMEOUT.as_secs()
+                ),
             ))
         })
 }
@@ -191,7 +194,9 @@ async fn handshake(
                     session_id = Some(resume.clone());
                 }
                 Err(e) => context.session.emit_error(
-                    format!("the agent could not resume its session {resume}: {e}; starting a new one"),
+                    format!(
+                        "the agent could not resume its session {resume}: {e}; starting a new one"
+                    ),
                     Value::Null,
                 ),
             }

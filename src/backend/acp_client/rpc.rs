@@ -110,7 +110,8 @@ impl Rpc {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id, tx);
-        let sent = self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let sent =
+            self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         if !sent
             && let Some(tx) = self
                 .pending
@@ -171,7 +172,11 @@ async fn write_lines(mut stdin: ChildStdin, mut lines: mpsc::UnboundedReceiver<S
     let _ = stdin.shutdown().await;
 }
 
-async fn read_lines(stdout: ChildStdout, incoming: mpsc::UnboundedSender<Incoming>, pending: Pending) {
+async fn read_lines(
+    stdout: ChildStdout,
+    incoming: mpsc::UnboundedSender<Incoming>,
+    pending: Pending,
+) {
     let mut reader = BufReader::new(stdout);
     let mut line = Vec::new();
     loop {
@@ -212,8 +217,14 @@ async fn read_lines(stdout: ChildStdout, incoming: mpsc::UnboundedSender<Incomin
 }
 
 fn dispatch(mut message: Value, incoming: &mpsc::UnboundedSender<Incoming>, pending: &Pending) {
-    let method = message.get("method").and_then(Value::as_str).map(str::to_owned);
-    let params = message.get_mut("params").map(Value::take).unwrap_or(Value::Null);
+    let method = message
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let params = message
+        .get_mut("params")
+        .map(Value::take)
+        .unwrap_or(Value::Null);
     match (method, message.get("id").cloned()) {
         (Some(method), Some(id)) if !id.is_null() => {
             let _ = incoming.send(Incoming::Request { id, method, params });
@@ -237,7 +248,10 @@ fn dispatch(mut message: Value, incoming: &mpsc::UnboundedSender<Incoming>, pend
                 Some(error) if !error.is_null() => Err(RpcError::Remote {
                     code: error["code"].as_i64().unwrap_or(-32603),
                     message: error["message"].as_str().unwrap_or("error").to_owned(),
-                    data: error.get_mut("data").map(Value::take).unwrap_or(Value::Null),
+                    data: error
+                        .get_mut("data")
+                        .map(Value::take)
+                        .unwrap_or(Value::Null),
                 }),
                 _ => Ok(message
                     .get_mut("result")

@@ -31,7 +31,10 @@ pub fn is_turn_request(path: &str, body: &Value) -> bool {
 /// Answers one request; `next` takes the next scripted reply.
 pub fn handle(path: &str, body: &Value, next: impl FnOnce() -> Option<Reply>) -> Response {
     let Some((_, action)) = path.rsplit_once(':') else {
-        return json_response(404, &json!({"error": {"message": format!("no route {path}")}}));
+        return json_response(
+            404,
+            &json!({"error": {"message": format!("no route {path}")}}),
+        );
     };
     let model = path
         .trim_start_matches("/v1beta/models/")
@@ -53,7 +56,12 @@ pub fn handle(path: &str, body: &Value, next: impl FnOnce() -> Option<Reply>) ->
     if wants_json(body) {
         let schema = schema_of(body);
         let text = fill_schema(&schema).to_string();
-        let chunk = chunk(&model, vec![json!({"text": text})], Some("STOP"), Some((10, 5)));
+        let chunk = chunk(
+            &model,
+            vec![json!({"text": text})],
+            Some("STOP"),
+            Some((10, 5)),
+        );
         return if stream {
             sse(vec![Piece::Send(chunk)])
         } else {
@@ -99,7 +107,10 @@ fn schema_of(body: &Value) -> Value {
 /// A value that fits `schema`. The router's fields get what routes to the simple model;
 /// an enum takes its first value (the next-speaker check's "user": the turn ends).
 fn fill_schema(schema: &Value) -> Value {
-    let kind = schema["type"].as_str().unwrap_or("object").to_ascii_lowercase();
+    let kind = schema["type"]
+        .as_str()
+        .unwrap_or("object")
+        .to_ascii_lowercase();
     if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
         return first.clone();
     }
@@ -135,17 +146,13 @@ enum Piece {
     Fail,
 }
 
-fn chunk(
-    model: &str,
-    parts: Vec<Value>,
-    finish: Option<&str>,
-    usage: Option<(u64, u64)>,
-) -> Value {
+fn chunk(model: &str, parts: Vec<Value>, finish: Option<&str>, usage: Option<(u64, u64)>) -> Value {
     let mut candidate = json!({"content": {"role": "model", "parts": parts}, "index": 0});
     if let Some(finish) = finish {
         candidate["finishReason"] = json!(finish);
     }
-    let mut c = json!({"candidates": [candidate], "modelVersion": model, "responseId": "fake-gemini"});
+    let mut c =
+        json!({"candidates": [candidate], "modelVersion": model, "responseId": "fake-gemini"});
     if let Some((prompt, completion)) = usage {
         c["usageMetadata"] = json!({"promptTokenCount": prompt,
             "candidatesTokenCount": completion, "totalTokenCount": prompt + completion});
@@ -159,7 +166,12 @@ fn render(reply: &Reply, model: &str) -> Vec<Piece> {
     let mut finished = false;
     for step in reply.scripted() {
         match step {
-            Scripted::Text(t) => out.push(Piece::Send(chunk(model, vec![json!({"text": t})], None, None))),
+            Scripted::Text(t) => out.push(Piece::Send(chunk(
+                model,
+                vec![json!({"text": t})],
+                None,
+                None,
+            ))),
             Scripted::Reasoning(t) => out.push(Piece::Send(chunk(
                 model,
                 vec![json!({"text": t, "thought": true})],
@@ -216,7 +228,11 @@ fn merge(pieces: &[Piece], model: &str) -> Value {
     for piece in pieces {
         if let Piece::Send(c) = piece {
             let candidate = &c["candidates"][0];
-            for part in candidate["content"]["parts"].as_array().into_iter().flatten() {
+            for part in candidate["content"]["parts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
                 if part["text"] != "" {
                     parts.push(part.clone());
                 }
@@ -240,7 +256,11 @@ fn sse(pieces: Vec<Piece>) -> Response {
         for piece in pieces {
             match piece {
                 Piece::Send(c) => {
-                    if tx.send(Ok(Bytes::from(format!("data: {c}\r\n\r\n")))).await.is_err() {
+                    if tx
+                        .send(Ok(Bytes::from(format!("data: {c}\r\n\r\n"))))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -251,7 +271,9 @@ fn sse(pieces: Vec<Piece>) -> Response {
                     }
                 }
                 Piece::Fail => {
-                    let _ = tx.send(Err(io::Error::other("fake gemini: scripted disconnect"))).await;
+                    let _ = tx
+                        .send(Err(io::Error::other("fake gemini: scripted disconnect")))
+                        .await;
                     return;
                 }
             }
@@ -261,8 +283,10 @@ fn sse(pieces: Vec<Piece>) -> Response {
         rx.recv().await.map(|item| (item, rx))
     });
     let mut r = Response::new(Body::from_stream(stream));
-    r.headers_mut()
-        .insert("content-type", HeaderValue::from_static("text/event-stream"));
+    r.headers_mut().insert(
+        "content-type",
+        HeaderValue::from_static("text/event-stream"),
+    );
     r
 }
 
