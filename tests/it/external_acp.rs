@@ -279,7 +279,6 @@ async fn gemini_files_go_through_corrals_fs_callbacks() {
     ));
     server.push(Reply::new().text("Done."));
     let mut running = gemini_run(&h, &server, "write notes, read data and the secret")
-        .env("RUST_LOG", "corral::acp=debug")
         .arg("--approve-stdin")
         .live_stdin()
         .spawn()
@@ -287,7 +286,16 @@ async fn gemini_files_go_through_corrals_fs_callbacks() {
     let request = answer(&mut running, 0, "allow").await;
     let out = running.wait().await;
     assert_eq!(out.code, Some(0), "{out:?}");
+    // claude-agent-acp 0.101 writes on its own (not through fs/*), after asking.
     assert_eq!(request["data"]["tool"], "write_file", "{request}");
+    assert_eq!(request["data"]["agentTool"], "Write", "{request}");
+    assert!(
+        request["data"]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("via corral"),
+        "{request}"
+    );
     assert!(request["data"]["diff"].as_str().is_some(), "{request}");
     // Approved once: the fs/write_text_file that follows is not asked about again.
     let asked = out
@@ -491,5 +499,101 @@ async fn fs_callbacks_are_confined_to_the_root_and_gated() {
     assert!(lines[4].contains(".git"), "{text}");
     // Nobody to ask and --allow write_file: no permission requests at all.
     assert!(out.of_kind("permission").is_empty(), "{out:?}");
+    assert_eq!(result_of(&out)["stopReason"], "end_turn");
+}
+
+/// `corral run --json -m acp:claude` (claude-agent-acp) against the fake server's Anthropic
+/// routes, offline (external-clis.md §2).
+fn claude_acp_run(h: &Harness, server: &FakeModel, prompt: &str) -> Cmd {
+    h.corral()
+        .env("PATH", path_with("claude-agent-acp"))
+        .env("ANTHROPIC_BASE_URL", server.base_url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-dummy")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_MAX_RETRIES", "0")
+        // claude refuses to skip its own prompts as root without it; corral's gate still asks.
+        .env("IS_SANDBOX", "1")
+        .args(["run", "--json", "-m", "acp:claude", prompt])
+        .timeout(AGENT_TIMEOUT)
+}
+
+#[tokio::test]
+#[ignore = "needs the fake Anthropic routes (tests/it/support/fake_anthropic.rs from the claude backend's branch)"]
+async fn claude_agent_acp_bash_call_goes_through_the_gate() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call(
+        "toolu_1",
+        "Bash",
+        r#"{"command":"touch made.txt","description":"Make a file"}"#,
+    ));
+    server.push(Reply::new().text("Made it."));
+    let mut running = claude_acp_run(&h, &server, "make a file")
+        .arg("--approve-stdin")
+        .live_stdin()
+        .spawn()
+        .await;
+    let request = answer(&mut running, 0, "allow").await;
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_well_formed(&out);
+    assert_advisory_first(&out);
+    assert_eq!(request["data"]["tool"], "shell", "{request}");
+    assert_eq!(request["data"]["toolCall"]["kind"], "execute");
+    assert!(h.work().join("made.txt").exists(), "the command ran");
+    // Announced first, then once more with the input the agent filled in.
+    let uses = out.of_kind("tool_use");
+    assert_eq!(
+        uses.last().unwrap()["data"]["call"]["rawInput"]["command"],
+        "touch made.txt",
+        "{out:?}"
+    );
+    let results = out.of_kind("tool_result");
+    assert_eq!(results.len(), 1, "{out:?}");
+    assert_eq!(results[0]["data"]["result"]["success"], true);
+    assert_eq!(result_of(&out)["stopReason"], "end_turn");
+    assert!(
+        authoritative(&out, "assistant_text")
+            .concat()
+            .contains("Made it."),
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the fake Anthropic routes (tests/it/support/fake_anthropic.rs from the claude backend's branch)"]
+async fn claude_agent_acp_write_is_asked_about_with_a_diff() {
+    let h = Harness::new();
+    let root = h.work().canonicalize().unwrap();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call(
+        "toolu_2",
+        "Write",
+        &json!({"file_path": root.join("notes.txt"), "content": "via corral\n"}).to_string(),
+    ));
+    server.push(Reply::new().text("Wrote it."));
+    let mut running = claude_acp_run(&h, &server, "write notes")
+        .arg("--approve-stdin")
+        .live_stdin()
+        .spawn()
+        .await;
+    let request = answer(&mut running, 0, "allow").await;
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    // claude-agent-acp 0.101 writes on its own (not through fs/*), after asking.
+    assert_eq!(request["data"]["tool"], "write_file", "{request}");
+    assert_eq!(request["data"]["agentTool"], "Write", "{request}");
+    assert!(
+        request["data"]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("via corral"),
+        "{request}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "via corral\n"
+    );
     assert_eq!(result_of(&out)["stopReason"], "end_turn");
 }

@@ -72,7 +72,11 @@ impl Calls {
             let Some(call) = calls.get_mut(id) else {
                 return;
             };
-            let has_input = call.merged.get("rawInput").is_some_and(|v| !v.is_null());
+            // claude-agent-acp announces with `rawInput: {}` and fills it in later.
+            let has_input = call
+                .merged
+                .get("rawInput")
+                .is_some_and(|v| !v.is_null() && v.as_object().is_none_or(|o| !o.is_empty()));
             if call.finished || (call.announced && (call.input_sent || !has_input)) {
                 return;
             }
