@@ -361,7 +361,9 @@ async fn gemini_turn_cancelled_mid_reply_sends_session_cancel() {
     assert_eq!(statuses(&out).last().unwrap(), "dead");
 }
 
-/// A scripted ACP agent for `acp:cmd=`: each prompt is `;`-separated commands — `say <text>`,
+/// A scripted ACP agent for `acp:cmd=`, offering the models `small` and (grouped) `large` as a
+/// config option and logging each switch to `set_config_option.log` in its cwd. Each prompt is
+/// `;`-separated commands — `say <text>`,
 /// `read <path>`, `write <path> <content>` (the fs/* answers are said back as text),
 /// `crash` (a stderr line, then exit 3).
 const SCRIPTED_AGENT: &str = r#"
@@ -388,6 +390,11 @@ def say(sid, text):
           "update": {"sessionUpdate": "agent_message_chunk",
                      "content": {"type": "text", "text": text}}}})
 
+def options(current):
+    return [{"id": "model", "name": "Model", "category": "model", "type": "select",
+             "currentValue": current, "options": [{"value": "small", "name": "Small"},
+             {"group": "big", "name": "Big", "options": [{"value": "large", "name": "Large"}]}]}]
+
 for line in sys.stdin:
     message = json.loads(line)
     method, mid = message.get("method"), message.get("id")
@@ -395,7 +402,14 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1,
               "agentCapabilities": {"loadSession": False}, "authMethods": []}})
     elif method == "session/new":
-        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "scripted-1"}})
+        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "scripted-1",
+              "configOptions": options("small")}})
+    elif method == "session/set_config_option":
+        params = message["params"]
+        assert params["configId"] == "model", params
+        send({"jsonrpc": "2.0", "id": mid, "result": {"configOptions": options(params["value"])}})
+        with open("set_config_option.log", "a") as log:
+            log.write(params["value"] + "\n")
     elif method == "session/prompt":
         sid = message["params"]["sessionId"]
         for command in message["params"]["prompt"][0]["text"].split(";"):
@@ -596,4 +610,86 @@ async fn claude_agent_acp_write_is_asked_about_with_a_diff() {
         "via corral\n"
     );
     assert_eq!(result_of(&out)["stopReason"], "end_turn");
+}
+
+/// One MCP request to `corral mcp` on its stdin; its answer from stdout.
+async fn mcp(running: &mut Running, id: u64, method: &str, params: Value) -> Value {
+    running
+        .send_line(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        )
+        .await;
+    running.wait_for_event(0, |m| m["id"] == id).await
+}
+
+/// A tool's answer: the JSON text of its first content block.
+async fn mcp_tool(running: &mut Running, id: u64, name: &str, arguments: Value) -> Value {
+    let answer = mcp(
+        running,
+        id,
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+    )
+    .await;
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{name}: {answer}"));
+    serde_json::from_str(text).unwrap()
+}
+
+#[tokio::test]
+async fn agent_set_model_switches_an_acp_agent_through_its_config_option() {
+    let h = Harness::new();
+    let script = h.home_dir().join("scripted_agent.py");
+    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
+    let mut running = h.corral().arg("mcp").live_stdin().spawn().await;
+    mcp(
+        &mut running,
+        0,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "it", "version": "1"}}),
+    )
+    .await;
+    running
+        .send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    let opened = mcp_tool(
+        &mut running,
+        1,
+        "agent_open",
+        json!({"cwd": h.work(), "model": format!("acp:cmd=python3 {}", script.display())}),
+    )
+    .await;
+    let agent = opened["agent_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{opened}"));
+    let status = mcp_tool(&mut running, 2, "agent_status", json!({"agent_id": agent})).await;
+    assert_eq!(status["queues_prompts"], false, "{status}");
+    let switched = mcp_tool(
+        &mut running,
+        3,
+        "agent_set_model",
+        json!({"agent_id": agent, "model": "large"}),
+    )
+    .await;
+    assert_eq!(switched["switched"], true, "{switched}");
+    let unknown = mcp_tool(
+        &mut running,
+        4,
+        "agent_set_model",
+        json!({"agent_id": agent, "model": "huge"}),
+    )
+    .await;
+    let error = unknown["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{unknown}"));
+    assert!(
+        error.contains("huge") && error.contains("small, large"),
+        "{error}"
+    );
+    let log = std::fs::read_to_string(h.work().join("set_config_option.log")).unwrap();
+    assert_eq!(log, "large\n", "only the known model reached the agent");
+    running.close_stdin();
+    running.wait().await;
 }
