@@ -35,6 +35,10 @@ fn path_with(program: &str) -> String {
 
 /// `corral run --json -m acp:gemini:<model>` with gemini pointed at the fake server, offline.
 fn gemini_run(h: &Harness, server: &FakeModel, prompt: &str) -> Cmd {
+    gemini_cmd(h, server, &format!("acp:gemini:{GEMINI_MODEL}"), prompt)
+}
+
+fn gemini_cmd(h: &Harness, server: &FakeModel, spec: &str, prompt: &str) -> Cmd {
     let settings = h.home_dir().join(".gemini");
     std::fs::create_dir_all(&settings).unwrap();
     std::fs::write(
@@ -53,13 +57,7 @@ fn gemini_run(h: &Harness, server: &FakeModel, prompt: &str) -> Cmd {
         .env("GEMINI_API_KEY", "dummy")
         .env("GOOGLE_GEMINI_BASE_URL", server.base_url())
         .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
-        .args([
-            "run",
-            "--json",
-            "-m",
-            &format!("acp:gemini:{GEMINI_MODEL}"),
-            prompt,
-        ])
+        .args(["run", "--json", "-m", spec, prompt])
         .timeout(AGENT_TIMEOUT)
 }
 
@@ -163,6 +161,27 @@ async fn gemini_text_turn_streams_text_and_ends_the_turn() {
             .map(|r| &r.path)
             .collect::<Vec<_>>()
     );
+}
+
+#[tokio::test]
+async fn gemini_router_side_call_gets_schema_json_without_taking_a_reply() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("Routed."));
+    // No model: gemini's "auto" first asks a flash-lite model to rate the prompt.
+    let out = gemini_cmd(&h, &server, "acp:gemini", "route me")
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(authoritative(&out, "assistant_text"), ["Routed."]);
+    assert_eq!(result_of(&out)["stopReason"], "end_turn");
+    let side_calls = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/v1beta/") && !is_turn_request(&r.path, &r.body))
+        .count();
+    assert!(side_calls >= 1, "{:?}", server.requests());
+    assert_eq!(server.pending_replies(), 0);
 }
 
 /// A shell call by gemini, approved or refused through `--approve-stdin`.
