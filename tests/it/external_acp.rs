@@ -65,8 +65,26 @@ fn is_request(e: &Value) -> bool {
     e["kind"] == "permission" && e["data"].get("resolved").is_none()
 }
 
+/// Like `Running::wait_for_event`, with room for a real agent's start-up.
+async fn wait_long(running: &Running, n: usize, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + AGENT_TIMEOUT;
+    while tokio::time::Instant::now() < deadline {
+        if let Some(found) = running
+            .events_so_far()
+            .into_iter()
+            .filter(|e| pred(e))
+            .nth(n)
+        {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Its panic carries the events and stderr so far.
+    running.wait_for_event(n, pred).await
+}
+
 async fn answer(running: &mut Running, n: usize, decision: &str) -> Value {
-    let request = running.wait_for_event(n, is_request).await;
+    let request = wait_long(running, n, is_request).await;
     let id = request["data"]["requestId"].as_str().unwrap().to_owned();
     running
         .send_line(&json!({"requestId": id, "decision": decision}).to_string())
@@ -367,9 +385,7 @@ async fn gemini_turn_cancelled_mid_reply_sends_session_cancel() {
             .text(" never sent"),
     );
     let running = gemini_run(&h, &server, "take your time").spawn().await;
-    running
-        .wait_for_event(0, |e| e["kind"] == "assistant_text")
-        .await;
+    wait_long(&running, 0, |e| e["kind"] == "assistant_text").await;
     running.sigint().await;
     let out = running.wait().await;
     assert_eq!(out.code, Some(130), "{out:?}");
@@ -711,4 +727,83 @@ async fn agent_set_model_switches_an_acp_agent_through_its_config_option() {
     assert_eq!(log, "large\n", "only the known model reached the agent");
     running.close_stdin();
     running.wait().await;
+}
+
+/// `corral run --json -m acp:opencode:fake/fake-model`, opencode's provider pointed at the
+/// fake server's OpenAI route, offline (external-clis.md §3). opencode is slow to start
+/// (13 s on two cores), so its tests are a separate tier:
+/// `cargo test --test integration external_acp::opencode -- --ignored`.
+fn opencode_run(h: &Harness, server: &FakeModel, prompt: &str) -> Cmd {
+    let config = h.home_dir().join("opencode.json");
+    std::fs::write(
+        &config,
+        json!({
+            "$schema": "https://opencode.ai/config.json",
+            "model": "fake/fake-model",
+            "small_model": "fake/fake-model",
+            "autoupdate": false,
+            "share": "disabled",
+            "provider": {"fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "options": {"baseURL": server.openai_base(), "apiKey": "dummy"},
+                "models": {"fake-model": {"tool_call": true,
+                    "limit": {"context": 128_000, "output": 4096}}},
+            }},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    h.corral()
+        .env("PATH", path_with("opencode"))
+        .env("OPENCODE_CONFIG", &config)
+        .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+        .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
+        .env("OPENCODE_DISABLE_LSP_DOWNLOAD", "1")
+        .env("OPENCODE_DISABLE_SHARE", "1")
+        .env("OPENCODE_PERMISSION", r#"{"bash":"ask"}"#)
+        .env("npm_config_registry", "http://127.0.0.1:9/")
+        .args([
+            "run",
+            "--json",
+            "-m",
+            "acp:opencode:fake/fake-model",
+            prompt,
+        ])
+        .timeout(AGENT_TIMEOUT)
+}
+
+#[tokio::test]
+#[ignore = "slow tier (opencode takes ~15 s to start): run with --ignored"]
+async fn opencode_bash_call_goes_through_the_gate() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    // opencode asks for a title first, on the same route.
+    server.push(Reply::new().text("A title"));
+    server.push(Reply::new().tool_call(
+        "call_1",
+        "bash",
+        r#"{"command":"touch made.txt","description":"make"}"#,
+    ));
+    server.push(Reply::new().text("Made it."));
+    let mut running = opencode_run(&h, &server, "make a file")
+        .arg("--approve-stdin")
+        .live_stdin()
+        .spawn()
+        .await;
+    let request = answer(&mut running, 0, "allow").await;
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(request["data"]["tool"], "shell", "{request}");
+    assert!(h.work().join("made.txt").exists(), "the command ran");
+    let results = out.of_kind("tool_result");
+    assert_eq!(results.len(), 1, "{out:?}");
+    assert_eq!(results[0]["data"]["result"]["success"], true);
+    assert_eq!(authoritative(&out, "assistant_text"), ["Made it."]);
+    assert_eq!(result_of(&out)["stopReason"], "end_turn");
+    // The model was chosen over the wire (session/set_config_option) and used.
+    let turns = server.chat_requests();
+    assert!(
+        turns.iter().all(|b| b["model"] == "fake-model"),
+        "{turns:?}"
+    );
 }
