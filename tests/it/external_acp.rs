@@ -398,7 +398,8 @@ async fn gemini_turn_cancelled_mid_reply_sends_session_cancel() {
 
 /// A scripted ACP agent for `acp:cmd=`, offering the models `small` and (grouped) `large` as a
 /// config option and logging each switch to `set_config_option.log` in its cwd. Each prompt is
-/// `;`-separated commands — `say <text>`,
+/// `;`-separated commands (a `session/load` is logged to `session_load.log` and replays a
+/// message) — `say <text>`,
 /// `read <path>`, `write <path> <content>` (the fs/* answers are said back as text),
 /// `crash` (a stderr line, then exit 3).
 const SCRIPTED_AGENT: &str = r#"
@@ -435,7 +436,13 @@ for line in sys.stdin:
     method, mid = message.get("method"), message.get("id")
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1,
-              "agentCapabilities": {"loadSession": False}, "authMethods": []}})
+              "agentCapabilities": {"loadSession": True}, "authMethods": []}})
+    elif method == "session/load":
+        sid = message["params"]["sessionId"]
+        with open("session_load.log", "a") as log:
+            log.write(sid + "\n")
+        say(sid, "REPLAYED")
+        send({"jsonrpc": "2.0", "id": mid, "result": {"configOptions": options("small")}})
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "scripted-1",
               "configOptions": options("small")}})
@@ -806,4 +813,25 @@ async fn opencode_bash_call_goes_through_the_gate() {
         turns.iter().all(|b| b["model"] == "fake-model"),
         "{turns:?}"
     );
+}
+
+#[tokio::test]
+async fn resume_loads_the_agents_own_session_without_replaying_it() {
+    let h = Harness::new();
+    let first = scripted_run(&h, "say first").run().await;
+    assert_eq!(first.code, Some(0), "{first:?}");
+    let id = first.events()[0]["agent"].as_str().unwrap().to_owned();
+    let second = h
+        .corral()
+        .args(["run", "--json", "--resume", &id, "say second"])
+        .run()
+        .await;
+    assert_eq!(second.code, Some(0), "{second:?}");
+    assert_eq!(second.events()[0]["agent"], id.as_str());
+    assert_eq!(second.of_kind("turn_started")[0]["turn"], 2);
+    // The agent's session came back by its own id; its replay is not shown again.
+    let loads = std::fs::read_to_string(h.work().join("session_load.log")).unwrap();
+    assert_eq!(loads, "scripted-1\n");
+    assert_eq!(authoritative(&second, "assistant_text"), ["second"]);
+    assert!(!second.stdout.contains("REPLAYED"), "{second:?}");
 }
