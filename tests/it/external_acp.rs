@@ -398,7 +398,8 @@ async fn gemini_turn_cancelled_mid_reply_sends_session_cancel() {
 
 /// A scripted ACP agent for `acp:cmd=`, offering the models `small` and (grouped) `large` as a
 /// config option and logging each switch to `set_config_option.log` in its cwd. Each prompt is
-/// `;`-separated commands (a `session/load` is logged to `session_load.log` and replays a
+/// `;`-separated commands: also `ask <command>` (a shell call asking permission; the chosen
+/// option is said back) (a `session/load` is logged to `session_load.log` and replays a
 /// message) — `say <text>`,
 /// `read <path>`, `write <path> <content>` (the fs/* answers are said back as text),
 /// `crash` (a stderr line, then exit 3).
@@ -456,10 +457,38 @@ for line in sys.stdin:
         sid = message["params"]["sessionId"]
         for command in message["params"]["prompt"][0]["text"].split(";"):
             command = command.strip()
+            if command == "ask-and-crash":
+                send({"jsonrpc": "2.0", "id": 7, "method": "session/request_permission",
+                      "params": {"sessionId": sid, "toolCall": {"toolCallId": "t9",
+                      "title": "rm -rf /", "kind": "execute"}, "options": []}})
+                sys.stdout.flush()
+                import time
+                time.sleep(0.5)
+                sys.stderr.write("scripted agent: gave up waiting\n")
+                sys.exit(3)
             if command == "crash":
                 sys.stderr.write("scripted agent: out of cheese\n")
                 sys.stderr.flush()
                 sys.exit(3)
+            elif command.startswith("ask "):
+                title = command[4:]
+                update = {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": title,
+                          "kind": "execute", "status": "pending", "rawInput": {"command": title}}
+                send({"jsonrpc": "2.0", "method": "session/update",
+                      "params": {"sessionId": sid, "update": update}})
+                answer = request("session/request_permission", {"sessionId": sid,
+                    "toolCall": {"toolCallId": "t1"}, "options": [
+                        {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                        {"optionId": "always", "name": "Always", "kind": "allow_always"},
+                        {"optionId": "no", "name": "No", "kind": "reject_once"}]})
+                outcome = answer["result"]["outcome"]
+                chosen = outcome.get("optionId", outcome["outcome"])
+                status = "completed" if chosen in ("yes", "always") else "failed"
+                update = {"sessionUpdate": "tool_call_update", "toolCallId": "t1",
+                          "status": status, "rawOutput": chosen}
+                send({"jsonrpc": "2.0", "method": "session/update",
+                      "params": {"sessionId": sid, "update": update}})
+                say(sid, "PERMISSION " + chosen + "\n")
             elif command.startswith("say "):
                 say(sid, command[4:])
             elif command.startswith("read "):
@@ -834,4 +863,71 @@ async fn resume_loads_the_agents_own_session_without_replaying_it() {
     assert_eq!(loads, "scripted-1\n");
     assert_eq!(authoritative(&second, "assistant_text"), ["second"]);
     assert!(!second.stdout.contains("REPLAYED"), "{second:?}");
+}
+
+#[tokio::test]
+async fn permission_answers_pick_the_agents_options_by_kind() {
+    for (decision, chosen, stop) in [
+        ("allow", "yes", "end_turn"),
+        ("allow_all", "always", "end_turn"),
+        ("deny", "no", "end_turn"),
+        ("cancel", "cancelled", "cancelled"),
+    ] {
+        let h = Harness::new();
+        let mut running = scripted_run(&h, "ask rm -rf build")
+            .arg("--approve-stdin")
+            .live_stdin()
+            .spawn()
+            .await;
+        let request = answer(&mut running, 0, decision).await;
+        let out = running.wait().await;
+        assert_eq!(request["data"]["tool"], "shell", "{request}");
+        assert_eq!(
+            request["data"]["toolCall"]["rawInput"]["command"],
+            "rm -rf build"
+        );
+        let text = deltas(&out, "assistant_text");
+        assert_eq!(
+            text,
+            format!("PERMISSION {chosen}\n"),
+            "{decision}: {out:?}"
+        );
+        assert_eq!(result_of(&out)["stopReason"], stop, "{decision}: {out:?}");
+        let results = out.of_kind("tool_result");
+        assert_eq!(results.len(), 1, "{decision}: {out:?}");
+        assert_eq!(
+            results[0]["data"]["result"]["success"],
+            decision.starts_with("allow"),
+            "{decision}: {out:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_crash_while_a_person_is_asked_withdraws_the_question() {
+    let h = Harness::new();
+    let mut running = scripted_run(&h, "ask-and-crash")
+        .arg("--approve-stdin")
+        .live_stdin()
+        .spawn()
+        .await;
+    running.wait_for_event(0, is_request).await;
+    let out = running.wait().await;
+    let resolved: Vec<Value> = out
+        .of_kind("permission")
+        .into_iter()
+        .filter(|e| e["data"]["resolved"] == true)
+        .collect();
+    assert_eq!(resolved.len(), 1, "{out:?}");
+    let errors = turn_errors(&out);
+    assert_eq!(errors.len(), 1, "{out:?}");
+    assert!(
+        errors[0]["data"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("gave up waiting"),
+        "{out:?}"
+    );
+    assert_eq!(result_of(&out)["stopReason"], "error");
+    assert_eq!(statuses(&out).last().unwrap(), "dead");
 }

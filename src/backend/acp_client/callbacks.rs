@@ -79,6 +79,10 @@ impl Shared {
         self.approver.begin_turn();
     }
 
+    pub(crate) fn cancel_turn(&self) {
+        self.turn_cancel().cancel();
+    }
+
     fn turn_cancel(&self) -> CancellationToken {
         self.turn_cancel
             .lock()

@@ -176,6 +176,8 @@ impl AcpBackend {
 
     /// The agent died mid-turn: say how, end the turn, and close the session.
     async fn crashed(&mut self, pending: Pending) -> TurnOutcome {
+        // A question still open for a person is moot: withdraw it before the session dies.
+        self.shared.cancel_turn();
         let report = self.process.crash_report().await;
         let message = format!("the ACP agent stopped mid-turn: {report}");
         self.session
