@@ -316,6 +316,7 @@ async fn gemini_files_go_through_corrals_fs_callbacks() {
     ));
     server.push(Reply::new().text("Done."));
     let mut running = gemini_run(&h, &server, "write notes, read data and the secret")
+        .env("RUST_LOG", "corral::acp=debug")
         .arg("--approve-stdin")
         .live_stdin()
         .spawn()
@@ -323,9 +324,7 @@ async fn gemini_files_go_through_corrals_fs_callbacks() {
     let request = answer(&mut running, 0, "allow").await;
     let out = running.wait().await;
     assert_eq!(out.code, Some(0), "{out:?}");
-    // claude-agent-acp 0.101 writes on its own (not through fs/*), after asking.
     assert_eq!(request["data"]["tool"], "write_file", "{request}");
-    assert_eq!(request["data"]["agentTool"], "Write", "{request}");
     assert!(
         request["data"]["diff"]
             .as_str()
@@ -333,7 +332,6 @@ async fn gemini_files_go_through_corrals_fs_callbacks() {
             .contains("via corral"),
         "{request}"
     );
-    assert!(request["data"]["diff"].as_str().is_some(), "{request}");
     // Approved once: the fs/write_text_file that follows is not asked about again.
     let asked = out
         .of_kind("permission")
@@ -906,7 +904,7 @@ async fn permission_answers_pick_the_agents_options_by_kind() {
 #[tokio::test]
 async fn a_crash_while_a_person_is_asked_withdraws_the_question() {
     let h = Harness::new();
-    let mut running = scripted_run(&h, "ask-and-crash")
+    let running = scripted_run(&h, "ask-and-crash")
         .arg("--approve-stdin")
         .live_stdin()
         .spawn()

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -169,7 +169,8 @@ async fn permission(shared: &Shared, params: &Value) -> Value {
         return cancelled();
     };
     shared.calls.announce(&id);
-    let ask = calls::tool_ask(&merged);
+    let mut ask = calls::tool_ask(&merged);
+    ask.args = relative_args(ask.args, &shared.root);
     let cancel = shared.turn_cancel();
     let answer = shared.approver.decide(&ask, &cancel).await;
     let options = params["options"].as_array().cloned().unwrap_or_default();
@@ -219,6 +220,22 @@ async fn permission(shared: &Shared, params: &Value) -> Value {
             cancelled()
         }
     }
+}
+
+/// Agents name files by absolute path; the gate's rules and the person asked see them as
+/// corral's own tools do, relative to the root.
+fn relative_args(mut args: Value, root: &Path) -> Value {
+    if let Some(path) = args["path"].as_str()
+        && let Ok(rest) = Path::new(path).strip_prefix(root)
+    {
+        let rest = rest.to_string_lossy();
+        args["path"] = Value::String(if rest.is_empty() {
+            ".".into()
+        } else {
+            rest.into_owned()
+        });
+    }
+    args
 }
 
 fn selected(option: &str) -> Value {
@@ -273,7 +290,8 @@ fn fs_ask(tool: &'static str, kind: &'static str, path: &str, args: Value, raw: 
 async fn read_text_file(shared: &Shared, params: &Value) -> Result<Value, RpcError> {
     let path = path_param(params)?;
     let resolved = confine(shared, &path)?;
-    let ask = fs_ask("read_file", "read", &path, json!({ "path": path }), params);
+    let args = relative_args(json!({ "path": path }), &shared.root);
+    let ask = fs_ask("read_file", "read", &path, args, params);
     gate(shared, ask).await?;
     if !resolved.exists() {
         tracing::debug!(target: "corral::acp", %path, "fs/read_text_file: no such file");
@@ -340,7 +358,8 @@ async fn write_text_file(shared: &Shared, params: &Value) -> Result<Value, RpcEr
         .unwrap_or_else(|p| p.into_inner())
         .remove(&resolved);
     if !allowed {
-        let ask = fs_ask("write_file", "edit", &path, args.clone(), params);
+        let relative = relative_args(args.clone(), &shared.root);
+        let ask = fs_ask("write_file", "edit", &path, relative, params);
         gate(shared, ask).await?;
     }
     let Some(tool) = shared.tools.get("write_file") else {
@@ -359,6 +378,16 @@ async fn write_text_file(shared: &Shared, params: &Value) -> Result<Value, RpcEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_in_the_root_are_shown_relative() {
+        let root = Path::new("/r/oot");
+        let args = |p: &str| relative_args(json!({"path": p, "content": "x"}), root);
+        assert_eq!(args("/r/oot/a/b.txt")["path"], "a/b.txt");
+        assert_eq!(args("/r/oot")["path"], ".");
+        assert_eq!(args("/elsewhere/x")["path"], "/elsewhere/x");
+        assert_eq!(args("rel.txt")["path"], "rel.txt");
+    }
 
     #[test]
     fn line_ranges_are_one_based_and_keep_line_ends() {

@@ -128,16 +128,29 @@ async fn call(
     params: Value,
 ) -> Result<Value, RpcError> {
     let mut reply = rpc.start_request(method, params);
+    let refuse = |message: Incoming| {
+        if let Incoming::Request { id, method, .. } = message {
+            rpc.respond(
+                id,
+                Err(RpcError::remote(
+                    -32603,
+                    format!("{method} before the session started"),
+                )),
+            );
+        }
+    };
     let wait = async {
         loop {
             tokio::select! {
-                answer = &mut reply => return answer.unwrap_or(Err(RpcError::Closed)),
+                answer = &mut reply => {
+                    // What came before the answer is queued already: it belongs here too.
+                    while let Ok(message) = incoming.try_recv() {
+                        refuse(message);
+                    }
+                    return answer.unwrap_or(Err(RpcError::Closed));
+                }
                 message = incoming.recv() => match message {
-                    Some(Incoming::Request { id, method, .. }) => rpc.respond(
-                        id,
-                        Err(RpcError::remote(-32603, format!("{method} before the session started"))),
-                    ),
-                    Some(Incoming::Notification { .. }) => {}
+                    Some(message) => refuse(message),
                     None => return (&mut reply).await.unwrap_or(Err(RpcError::Closed)),
                 },
             }
