@@ -396,7 +396,8 @@ async fn gemini_turn_cancelled_mid_reply_sends_session_cancel() {
 
 /// A scripted ACP agent for `acp:cmd=`, offering the models `small` and (grouped) `large` as a
 /// config option and logging each switch to `set_config_option.log` in its cwd. Each prompt is
-/// `;`-separated commands: also `ask <command>` (a shell call asking permission; the chosen
+/// `;`-separated commands: also `think <text>`, `plan`, `usage`, `stop <stopReason>`,
+/// `whoami` (its pid to `agent.pid`, its HOME said back), `ask <command>` (a shell call asking permission; the chosen
 /// option is said back) (a `session/load` is logged to `session_load.log` and replays a
 /// message) — `say <text>`,
 /// `read <path>`, `write <path> <content>` (the fs/* answers are said back as text),
@@ -453,6 +454,7 @@ for line in sys.stdin:
             log.write(params["value"] + "\n")
     elif method == "session/prompt":
         sid = message["params"]["sessionId"]
+        stop = "end_turn"
         for command in message["params"]["prompt"][0]["text"].split(";"):
             command = command.strip()
             if command == "ask-and-crash":
@@ -487,6 +489,26 @@ for line in sys.stdin:
                 send({"jsonrpc": "2.0", "method": "session/update",
                       "params": {"sessionId": sid, "update": update}})
                 say(sid, "PERMISSION " + chosen + "\n")
+            elif command.startswith("stop "):
+                stop = command[5:]
+            elif command.startswith("think "):
+                send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid,
+                      "update": {"sessionUpdate": "agent_thought_chunk",
+                                 "content": {"type": "text", "text": command[6:]}}}})
+            elif command == "plan":
+                entries = [{"content": "look", "priority": "high", "status": "completed"},
+                           {"content": "fix", "priority": "medium", "status": "pending"}]
+                send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid,
+                      "update": {"sessionUpdate": "plan", "entries": entries}}})
+            elif command == "usage":
+                send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid,
+                      "update": {"sessionUpdate": "usage_update", "used": 1200, "size": 200000,
+                                 "cost": {"amount": 0.25, "currency": "USD"}}}})
+            elif command == "whoami":
+                import os
+                with open("agent.pid", "w") as f:
+                    f.write(str(os.getpid()))
+                say(sid, "HOME=" + os.environ.get("HOME", "") + "\n")
             elif command.startswith("say "):
                 say(sid, command[4:])
             elif command.startswith("read "):
@@ -497,7 +519,8 @@ for line in sys.stdin:
                 answer = request("fs/write_text_file",
                                  {"sessionId": sid, "path": path, "content": content})
                 say(sid, "WRITE " + json.dumps(answer.get("result", answer.get("error"))) + "\n")
-        send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+        send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": stop,
+              "usage": {"inputTokens": 30, "outputTokens": 7}}})
     elif mid is not None:
         send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": method}})
 "#;
@@ -928,4 +951,68 @@ async fn a_crash_while_a_person_is_asked_withdraws_the_question() {
     );
     assert_eq!(result_of(&out)["stopReason"], "error");
     assert_eq!(statuses(&out).last().unwrap(), "dead");
+}
+
+#[tokio::test]
+async fn thoughts_plans_usage_and_stop_reasons_map_to_events() {
+    let h = Harness::new();
+    let out = scripted_run(
+        &h,
+        "think pondering; plan; usage; say done; stop max_tokens",
+    )
+    .run()
+    .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(authoritative(&out, "thought"), ["pondering"]);
+    assert_eq!(authoritative(&out, "assistant_text"), ["done"]);
+    let plan = &out.of_kind("plan")[0]["data"]["entries"];
+    assert_eq!(plan[1]["content"], "fix", "{plan}");
+    let usage = out.of_kind("usage");
+    assert_eq!(usage[0]["data"]["contextTokens"], 1200);
+    assert_eq!(usage[0]["data"]["contextWindow"], 200000);
+    assert_eq!(usage[0]["data"]["usage"]["costUsd"], 0.25);
+    // max_tokens: the turn stands, with a note.
+    let result = result_of(&out);
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(result["usage"]["inputTokens"], 30);
+    assert_eq!(result["usage"]["outputTokens"], 7);
+    let notes = turn_errors(&out);
+    assert_eq!(notes.len(), 1, "{out:?}");
+    assert_eq!(notes[0]["data"]["data"]["stopReason"], "max_tokens");
+
+    let refused = scripted_run(&h, "say no; stop refusal").run().await;
+    let result = result_of(&refused);
+    assert_eq!(result["stopReason"], "error", "{refused:?}");
+    assert!(result["error"].as_str().unwrap().contains("refusal"));
+    let limited = scripted_run(&h, "say on; stop max_turn_requests")
+        .run()
+        .await;
+    assert_eq!(
+        result_of(&limited)["stopReason"],
+        "max_steps",
+        "{limited:?}"
+    );
+}
+
+#[tokio::test]
+async fn hermetic_agents_get_a_private_home_and_die_with_the_session() {
+    let h = Harness::new();
+    let out = scripted_run(&h, "whoami").arg("--hermetic").run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let text = authoritative(&out, "assistant_text").concat();
+    let home = text.trim().strip_prefix("HOME=").unwrap();
+    assert!(
+        !home.is_empty() && Path::new(home) != h.home_dir(),
+        "{text}"
+    );
+    // The private home lived in the session's temp dir, gone with it.
+    assert!(!Path::new(home).exists(), "{home}");
+    let pid: i32 = std::fs::read_to_string(h.work().join("agent.pid"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "the agent process {pid} is gone"
+    );
 }
