@@ -37,6 +37,9 @@ use rpc::{Incoming, Rpc, RpcError};
 /// step that takes longer than this is stuck.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// ACP's "authentication required".
+const AUTH_REQUIRED: i64 = -32000;
+
 pub(crate) struct AcpBackend {
     session: Arc<Session>,
     shared: Arc<Shared>,
@@ -62,7 +65,14 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenErr
         Err(e) => {
             let report = match e {
                 RpcError::Closed => format!(": {}", process.crash_report().await),
-                _ => String::new(),
+                RpcError::Remote {
+                    code: AUTH_REQUIRED,
+                    ..
+                } => format!(
+                    "; {agent_name} wants to be logged in: log in with its own command line \
+                     once, or give it an API key in its environment"
+                ),
+                RpcError::Remote { .. } => String::new(),
             };
             process.stop(None).await;
             return Err(OpenError::Runtime(format!(

@@ -80,7 +80,12 @@ impl AcpBackend {
                 biased;
                 update = self.updates.recv() => match update {
                     Some(update) => self.apply(&update, &mut pending),
-                    None => break Ended::Crashed,
+                    // The reader settles every request before it lets go of the updates, so
+                    // an answer sent just before the agent exited is already here.
+                    None => break match reply.try_recv() {
+                        Ok(Err(RpcError::Closed)) | Err(_) => Ended::Crashed,
+                        Ok(answer) => Ended::Answered(answer),
+                    },
                 },
                 answer = &mut reply => {
                     // Updates sent before the answer are already queued: take them first.

@@ -335,3 +335,34 @@ async fn hermetic_agents_get_a_private_home_and_die_with_the_session() {
         "the agent process {pid} is gone"
     );
 }
+
+#[tokio::test]
+async fn a_missing_agent_program_or_a_bad_command_line_is_a_clear_error() {
+    let h = Harness::new();
+    let missing = h
+        .corral()
+        .env("PATH", "/usr/bin:/bin")
+        .args(["run", "--json", "-m", "acp:opencode", "hi"])
+        .run()
+        .await;
+    assert_ne!(missing.code, Some(0), "{missing:?}");
+    let message = missing.of_kind("error")[0]["data"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains("opencode is not installed") && message.contains("opencode-ai"),
+        "{message}"
+    );
+    assert_eq!(statuses(&missing).last().unwrap(), "dead");
+    let unquoted = h
+        .corral()
+        .args(["run", "--json", "-m", "acp:cmd=python3 'agent.py", "hi"])
+        .run()
+        .await;
+    assert_ne!(unquoted.code, Some(0), "{unquoted:?}");
+    assert!(
+        unquoted.stderr.contains("unterminated single quote"),
+        "{unquoted:?}"
+    );
+}
