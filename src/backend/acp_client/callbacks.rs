@@ -40,6 +40,7 @@ pub(crate) struct Shared {
     /// Files whose edit a person (or the gate) already allowed through the agent's permission
     /// request this turn: the `fs/write_text_file` that follows is not asked about again.
     allowed_writes: Mutex<HashSet<PathBuf>>,
+    asking: tokio::sync::Mutex<()>,
     /// The session's `configOptions` as the agent last sent them.
     pub(crate) config_options: Mutex<Value>,
     /// Answer a read of a missing file with empty content instead of an error. gemini 0.61
@@ -64,6 +65,7 @@ impl Shared {
             tools,
             turn_cancel: Mutex::new(CancellationToken::new()),
             allowed_writes: Mutex::default(),
+            asking: tokio::sync::Mutex::new(()),
             config_options: Mutex::new(Value::Null),
             missing_reads_empty: false,
         }
@@ -77,6 +79,16 @@ impl Shared {
             .clear();
         self.calls.clear();
         self.approver.begin_turn();
+    }
+
+    /// The gate's answer. One question at a time: the session shows one open request, and an
+    /// agent asking about two calls at once gets the second answered after the first.
+    async fn decide(&self, ask: &ToolAsk, cancel: &CancellationToken) -> Answer {
+        let _turn = self.asking.lock().await;
+        if cancel.is_cancelled() {
+            return Answer::Cancel;
+        }
+        self.approver.decide(ask, cancel).await
     }
 
     pub(crate) fn cancel_turn(&self) {
@@ -172,7 +184,7 @@ async fn permission(shared: &Shared, params: &Value) -> Value {
     let mut ask = calls::tool_ask(&merged);
     ask.args = relative_args(ask.args, &shared.root);
     let cancel = shared.turn_cancel();
-    let answer = shared.approver.decide(&ask, &cancel).await;
+    let answer = shared.decide(&ask, &cancel).await;
     let options = params["options"].as_array().cloned().unwrap_or_default();
     let pick = |kinds: &[&str]| {
         kinds.iter().find_map(|kind| {
@@ -260,7 +272,7 @@ fn confine(shared: &Shared, path: &str) -> Result<PathBuf, RpcError> {
 }
 
 async fn gate(shared: &Shared, ask: ToolAsk) -> Result<(), RpcError> {
-    match shared.approver.decide(&ask, &shared.turn_cancel()).await {
+    match shared.decide(&ask, &shared.turn_cancel()).await {
         Answer::Allow { .. } => Ok(()),
         Answer::Deny { message } => Err(RpcError::remote(REFUSED, message)),
         Answer::Cancel => Err(RpcError::remote(REFUSED, "the user cancelled the turn")),
