@@ -16,7 +16,8 @@ use crate::support::{Cmd, Harness, Running};
 /// is `;`-separated commands: `say <text>`, `think <text>`, `plan`, `usage`,
 /// `stop <stopReason>`, `read <path>` / `write <path> <content>` (fs/* answers said back),
 /// `ask <command>` (a shell call asking permission; the option chosen said back), `whoami`
-/// (pid to `agent.pid`, HOME said back), `crash`, `ask-and-crash`.
+/// (pid to `agent.pid`, HOME said back), `crash`, `ask-and-crash`, `ask-twice` (two
+/// permission requests at once).
 const SCRIPTED_AGENT: &str = include_str!("scripted_agent.py");
 
 /// `corral run --json -m acp:cmd=python3 <scripted agent>`.
@@ -365,4 +366,35 @@ async fn a_missing_agent_program_or_a_bad_command_line_is_a_clear_error() {
         unquoted.stderr.contains("unterminated single quote"),
         "{unquoted:?}"
     );
+}
+
+#[tokio::test]
+async fn two_questions_at_once_are_asked_one_after_the_other() {
+    let h = Harness::new();
+    let mut running = scripted_run(&h, "ask-twice")
+        .arg("--approve-stdin")
+        .live_stdin()
+        .spawn()
+        .await;
+    let first = answer(&mut running, 0, "allow").await;
+    let second = answer(&mut running, 1, "deny").await;
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(first["data"]["toolCall"]["toolCallId"], "p1", "{first}");
+    assert_eq!(second["data"]["toolCall"]["toolCallId"], "p2", "{second}");
+    // The second was opened only once the first was resolved.
+    let events = out.events();
+    let position = |pred: &dyn Fn(&Value) -> bool| events.iter().position(|e| pred(e)).unwrap();
+    let first_resolved = position(&|e| {
+        e["kind"] == "permission"
+            && e["data"]["requestId"] == first["data"]["requestId"]
+            && e["data"]["resolved"] == true
+    });
+    let second_opened = position(&|e| {
+        e["kind"] == "permission"
+            && e["data"]["requestId"] == second["data"]["requestId"]
+            && e["data"].get("resolved").is_none()
+    });
+    assert!(first_resolved < second_opened, "{out:?}");
+    assert_eq!(deltas(&out, "assistant_text"), "ANSWERS yes no\n");
 }

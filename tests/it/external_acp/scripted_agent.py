@@ -84,6 +84,23 @@ for line in sys.stdin:
                 send({"jsonrpc": "2.0", "method": "session/update",
                       "params": {"sessionId": sid, "update": update}})
                 say(sid, "PERMISSION " + chosen + "\n")
+            elif command == "ask-twice":
+                # Two questions at once, as an agent running two tools in parallel would.
+                for rid, call in ((201, "p1"), (202, "p2")):
+                    send({"jsonrpc": "2.0", "id": rid, "method": "session/request_permission",
+                          "params": {"sessionId": sid, "toolCall": {"toolCallId": call,
+                          "title": "touch " + call, "kind": "execute"}, "options": [
+                              {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                              {"optionId": "no", "name": "No", "kind": "reject_once"}]}})
+                answers = {}
+                for line in sys.stdin:
+                    reply = json.loads(line)
+                    if reply.get("id") in (201, 202) and "method" not in reply:
+                        outcome = reply["result"]["outcome"]
+                        answers[reply["id"]] = outcome.get("optionId", outcome["outcome"])
+                        if len(answers) == 2:
+                            break
+                say(sid, "ANSWERS " + answers.get(201, "?") + " " + answers.get(202, "?") + "\n")
             elif command.startswith("stop "):
                 stop = command[5:]
             elif command.startswith("think "):
