@@ -384,7 +384,7 @@ async fn two_questions_at_once_are_asked_one_after_the_other() {
     assert_eq!(second["data"]["toolCall"]["toolCallId"], "p2", "{second}");
     // The second was opened only once the first was resolved.
     let events = out.events();
-    let position = |pred: &dyn Fn(&Value) -> bool| events.iter().position(|e| pred(e)).unwrap();
+    let position = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred).unwrap();
     let first_resolved = position(&|e| {
         e["kind"] == "permission"
             && e["data"]["requestId"] == first["data"]["requestId"]
