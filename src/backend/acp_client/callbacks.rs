@@ -206,12 +206,13 @@ async fn permission(shared: &Shared, params: &Value) -> Value {
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(resolved);
             }
-            let kinds: &[&str] = if always {
-                &["allow_always", "allow_once"]
-            } else {
-                &["allow_once", "allow_always"]
-            };
-            match pick(kinds) {
+            // "Always" is remembered by corral's gate, which then answers by itself; the agent
+            // gets allow_once where it offers it, so it keeps asking and the preset's rules
+            // keep applying to each call (an agent told "always" stops asking).
+            if always {
+                tracing::debug!(tool = %ask.agent_tool, "allowed always: corral's gate remembers it");
+            }
+            match pick(&["allow_once", "allow_always"]) {
                 Some(option) => selected(option),
                 None => {
                     tracing::warn!(tool = %ask.agent_tool, "the agent offered no allow option");

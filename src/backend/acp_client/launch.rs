@@ -111,26 +111,63 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// The tools an agent has of its own, in corral's names.
-const AGENT_TOOLS: [&str; 5] = [
+const AGENT_TOOLS: [&str; 6] = [
     "shell",
     "read_file",
     "write_file",
     "search_files",
     "list_directory",
+    "open_url",
 ];
 
-/// What of the preset an ACP agent is not held to. The agent runs its own tools; corral sees
-/// them only when it asks (`session/request_permission`) or reads and writes through corral's
-/// `fs/*`, and an agent doing its own file I/O does not ask about everything. `None` when the
-/// preset restricts nothing there.
-pub(super) fn advisory(policy: &Policy, agent: &str) -> Option<String> {
+/// claude-agent-acp's own tools for each of corral's.
+fn claude_tools(tool: &str) -> &'static [&'static str] {
+    match tool {
+        "shell" => &["Bash", "BashOutput", "KillShell"],
+        "read_file" => &["Read"],
+        "write_file" => &["Write", "Edit", "MultiEdit", "NotebookEdit"],
+        "search_files" => &["Grep", "Glob"],
+        "list_directory" => &["LS"],
+        "open_url" => &["WebFetch", "WebSearch"],
+        _ => &[],
+    }
+}
+
+/// Whether the agent takes a deny list on `session/new` (`_meta.claudeCode.options`): only
+/// claude-agent-acp publishes that extension.
+pub(super) fn takes_deny_list(agent: Option<&str>) -> bool {
+    agent == Some("claude")
+}
+
+/// claude-agent-acp's tools the preset does not offer: never offered to its model.
+pub(super) fn claude_disallowed(policy: &Policy) -> Vec<&'static str> {
+    AGENT_TOOLS
+        .iter()
+        .filter(|tool| !policy.offers(tool))
+        .flat_map(|tool| claude_tools(tool).iter().copied())
+        .collect()
+}
+
+/// What of the preset an ACP agent is not held to (seed: "Where an ACP preset is enforced").
+/// The agent runs its own tools; corral sees a call only when the agent asks
+/// (`session/request_permission`) or reads and writes through corral's `fs/*`. gemini and
+/// claude-agent-acp (in its "default" mode, which corral sets) ask before every edit, so the
+/// preset's `write_file` rules hold for them; claude-agent-acp also takes the tools the preset
+/// does not offer as a deny list. Everything else is advisory. `None`: nothing is.
+pub(super) fn advisory(policy: &Policy, agent: Option<&str>, shown: &str) -> Option<String> {
     if policy.bypass && policy.rules.iter().all(|r| r.deny.is_empty()) {
         return None;
     }
+    let asks_about_edits = matches!(agent, Some("gemini" | "claude"));
     let mut limits = Vec::new();
     for tool in AGENT_TOOLS {
         if !policy.offers(tool) {
-            limits.push(format!("{tool} is not offered"));
+            if !takes_deny_list(agent) {
+                limits.push(format!("{tool} is not offered"));
+            }
+            continue;
+        }
+        if tool == "write_file" && asks_about_edits {
             continue;
         }
         let denied: Vec<&str> = policy
@@ -145,11 +182,42 @@ pub(super) fn advisory(policy: &Policy, agent: &str) -> Option<String> {
         return None;
     }
     Some(format!(
-        "the '{}' preset is advisory for {agent}'s own tools ({}): ACP cannot tell an agent what \
+        "the '{}' preset is advisory for {shown}'s own tools ({}): ACP cannot tell an agent what \
          it may not do, so corral enforces these only on the calls the agent asks permission for \
          and on files it reads and writes through corral (fs/*, confined to the session root); \
          tools the agent runs without asking are not held to them",
         policy.name,
         limits.join("; ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn preset(name: &str) -> Policy {
+        Policy::load(name, None, &Default::default()).unwrap()
+    }
+
+    #[test]
+    fn what_is_advisory_depends_on_the_agent() {
+        let default = preset("default");
+        // gemini and claude ask before every edit: the .git rule holds.
+        assert_eq!(advisory(&default, Some("gemini"), "gemini"), None);
+        assert_eq!(advisory(&default, Some("claude"), "claude"), None);
+        let opencode = advisory(&default, Some("opencode"), "opencode").unwrap();
+        assert!(opencode.contains("write_file denies .git"), "{opencode}");
+        let readonly = preset("readonly");
+        let gemini = advisory(&readonly, Some("gemini"), "gemini").unwrap();
+        assert!(gemini.contains("shell is not offered"), "{gemini}");
+        // claude is handed the tools it may not use.
+        assert_eq!(advisory(&readonly, Some("claude"), "claude"), None);
+        let denied = claude_disallowed(&readonly);
+        assert!(
+            denied.contains(&"Bash") && denied.contains(&"Write"),
+            "{denied:?}"
+        );
+        assert!(!denied.contains(&"Read"), "{denied:?}");
+        assert!(claude_disallowed(&default).is_empty());
+    }
 }

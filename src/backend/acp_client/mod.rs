@@ -81,7 +81,9 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenErr
         }
     };
     (context.record_external_id)(&ready.session_id);
-    if let Some(warning) = launch::advisory(&context.policy, &agent_name) {
+    if let Some(warning) =
+        launch::advisory(&context.policy, context.spec.agent.as_deref(), &agent_name)
+    {
         context
             .session
             .emit_error(warning, json!({"agent": agent_name, "advisory": true}));
@@ -200,6 +202,14 @@ async fn handshake(
     .await?;
     let capabilities = &init["agentCapabilities"];
     let cwd = context.root.to_string_lossy().into_owned();
+    // claude-agent-acp takes the tools the preset does not offer as a deny list, so its model
+    // is never offered them (the seed's second route); other agents ignore `_meta`.
+    let meta = if launch::takes_deny_list(context.spec.agent.as_deref()) {
+        json!({"claudeCode": {"options": {
+            "disallowedTools": launch::claude_disallowed(&context.policy)}}})
+    } else {
+        json!({})
+    };
     let mut answer = Value::Null;
     let mut session_id = None;
     if let Some(resume) = &context.resume {
@@ -208,7 +218,7 @@ async fn handshake(
                 rpc,
                 incoming,
                 "session/load",
-                json!({"sessionId": resume, "cwd": cwd, "mcpServers": []}),
+                json!({"sessionId": resume, "cwd": cwd, "mcpServers": [], "_meta": meta}),
             )
             .await
             {
@@ -237,7 +247,7 @@ async fn handshake(
                 rpc,
                 incoming,
                 "session/new",
-                json!({"cwd": cwd, "mcpServers": []}),
+                json!({"cwd": cwd, "mcpServers": [], "_meta": meta}),
             )
             .await?;
             match answer["sessionId"].as_str() {

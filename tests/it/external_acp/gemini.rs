@@ -75,8 +75,9 @@ async fn gemini_text_turn_streams_text_and_ends_the_turn() {
     let out = gemini_run(&h, &server, "say hello").run().await;
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_well_formed(&out);
-    assert_advisory_first(&out);
-    assert!(turn_errors(&out).is_empty(), "{out:?}");
+    // gemini asks before every edit, so the default preset's only rule (.git) holds: nothing
+    // is advisory.
+    assert!(out.of_kind("error").is_empty(), "{out:?}");
     assert_eq!(result_of(&out)["stopReason"], "end_turn");
     assert_eq!(deltas(&out, "assistant_text"), "Hello from fake gemini.");
     assert_eq!(

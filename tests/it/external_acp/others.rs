@@ -43,7 +43,7 @@ async fn claude_agent_acp_bash_call_goes_through_the_gate() {
     let out = running.wait().await;
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_well_formed(&out);
-    assert_advisory_first(&out);
+    assert!(out.of_kind("error").is_empty(), "{out:?}");
     assert_eq!(request["data"]["tool"], "shell", "{request}");
     assert_eq!(request["data"]["toolCall"]["kind"], "execute");
     assert!(h.work().join("made.txt").exists(), "the command ran");
@@ -99,6 +99,41 @@ async fn claude_agent_acp_write_is_asked_about_with_a_diff() {
     assert_eq!(
         std::fs::read_to_string(root.join("notes.txt")).unwrap(),
         "via corral\n"
+    );
+    assert_eq!(result_of(&out)["stopReason"], "end_turn");
+}
+
+#[tokio::test]
+#[ignore = "needs the fake Anthropic routes (tests/it/support/fake_anthropic.rs from the claude backend's branch)"]
+async fn claude_agent_acp_is_handed_the_tools_a_preset_does_not_offer() {
+    let h = Harness::new();
+    let root = h.work().canonicalize().unwrap();
+    let server = FakeModel::start().await;
+    // The fake model calls Write anyway; claude has no such tool under readonly.
+    server.push(Reply::new().tool_call(
+        "toolu_3",
+        "Write",
+        &json!({"file_path": root.join("notes.txt"), "content": "nope"}).to_string(),
+    ));
+    server.push(Reply::new().text("I cannot write."));
+    let out = claude_acp_run(&h, &server, "write notes")
+        .args(["-p", "readonly"])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    // Handed over as a deny list, so not advisory: no error at spawn, nobody asked.
+    assert!(out.of_kind("error").is_empty(), "{out:?}");
+    assert!(out.of_kind("permission").is_empty(), "{out:?}");
+    assert!(!root.join("notes.txt").exists());
+    let tools = server
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/v1/messages" && r.body["tools"].is_array())
+        .map(|r| r.body["tools"].to_string())
+        .unwrap_or_default();
+    assert!(
+        tools.contains("\"Read\"") && !tools.contains("\"Write\""),
+        "{tools}"
     );
     assert_eq!(result_of(&out)["stopReason"], "end_turn");
 }
