@@ -177,8 +177,21 @@ fn agent_tool_name(merged: &Value) -> String {
         .to_owned()
 }
 
-/// Text of a call's `content` blocks, else its `rawOutput`.
+/// What a call returned: its `rawOutput` when the agent sends one (claude-agent-acp keeps a
+/// Bash call's description in `content`, its output in `rawOutput`), else the text of its
+/// `content` blocks.
 fn output_text(merged: &Value) -> String {
+    match merged.get("rawOutput") {
+        Some(Value::String(text)) => return text.clone(),
+        Some(Value::Object(o)) => {
+            return match o.get("output").and_then(Value::as_str) {
+                Some(text) => text.to_owned(),
+                None => Value::Object(o.clone()).to_string(),
+            };
+        }
+        Some(other) if !other.is_null() => return other.to_string(),
+        _ => {}
+    }
     let mut parts = Vec::new();
     for item in merged
         .get("content")
@@ -198,20 +211,6 @@ fn output_text(merged: &Value) -> String {
                     item["path"].as_str().unwrap_or("a file")
                 ));
             }
-            _ => {}
-        }
-    }
-    if parts.is_empty() {
-        match merged.get("rawOutput") {
-            Some(Value::String(text)) => parts.push(text.clone()),
-            Some(Value::Object(o)) => {
-                if let Some(text) = o.get("output").and_then(Value::as_str) {
-                    parts.push(text.to_owned());
-                } else {
-                    parts.push(Value::Object(o.clone()).to_string());
-                }
-            }
-            Some(other) if !other.is_null() => parts.push(other.to_string()),
             _ => {}
         }
     }
@@ -351,6 +350,9 @@ mod tests {
             output_text(&json!({"rawOutput": {"output": "(no output)"}})),
             "(no output)"
         );
+        let both = json!({"rawOutput": "(Bash completed with no output)",
+            "content": [{"type": "content", "content": {"type": "text", "text": "Make a file"}}]});
+        assert_eq!(output_text(&both), "(Bash completed with no output)");
         assert_eq!(output_text(&json!({})), "");
     }
 }
