@@ -7,6 +7,7 @@ mod acp;
 mod common;
 mod desktop;
 mod exec_tools;
+mod external_acp;
 mod external_claude;
 mod external_codex;
 mod file_tools;

@@ -262,6 +262,9 @@ async fn handle(
             .collect(),
         body: body.clone(),
     });
+    if super::fake_gemini::is_gemini_path(&path) {
+        return super::fake_gemini::handle(&path, &body, || lock(&state).queue.pop_front());
+    }
     match (method.as_str(), path.as_str()) {
         ("POST", "/api/chat") => chat(&state, Format::Ollama, &body, arrived),
         ("POST", "/v1/chat/completions") => chat(&state, Format::OpenAi, &body, arrived),
@@ -292,6 +295,11 @@ fn chat(state: &Shared, format: Format, body: &Value, arrived: Instant) -> Respo
         let mut resp = text_response(200, &format!("{line}\n"));
         set_header(&mut resp, "content-type", "application/x-ndjson");
         return resp;
+    }
+    // A side call for a session title (opencode makes one, racing its real turn): answered
+    // at once, without taking a scripted reply.
+    if format == Format::OpenAi && is_title_request(body) {
+        return title_reply(&model);
     }
     let (reply, index) = {
         let mut inner = lock(state);
@@ -385,6 +393,22 @@ async fn sleep_unless_closed(tx: &mpsc::Sender<Result<Bytes, io::Error>>, d: Dur
         () = tokio::time::sleep(d) => true,
         () = tx.closed() => false,
     }
+}
+
+/// A tool-less request whose system prompt asks for a title.
+fn is_title_request(body: &Value) -> bool {
+    let no_tools = body["tools"].as_array().is_none_or(Vec::is_empty);
+    let system = body["messages"][0]["content"].to_string().to_lowercase();
+    no_tools && system.contains("title") && system.contains("generat")
+}
+
+fn title_reply(model: &str) -> Response {
+    let chunk = json!({"id": "title", "object": "chat.completion.chunk", "model": model,
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": "A title"},
+                     "finish_reason": "stop"}]});
+    let mut resp = text_response(200, &format!("data: {chunk}\n\ndata: [DONE]\n\n"));
+    set_header(&mut resp, "content-type", "text/event-stream");
+    resp
 }
 
 fn show(state: &Shared, body: &Value) -> Response {

@@ -5,6 +5,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod fake_anthropic;
+pub mod fake_gemini;
 pub mod fake_model;
 pub mod harness;
 pub mod host;

@@ -372,8 +372,54 @@ impl Reply {
     pub(super) fn steps(&self) -> &[Step] {
         &self.steps
     }
+}
 
-    pub(super) fn usage_counts(&self) -> Option<(u64, u64)> {
+/// One step of a script as plain data, for wire formats rendered in their own files.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scripted {
+    Text(String),
+    Reasoning(String),
+    /// `arguments` is the JSON text (fragments joined).
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+    Finish(String),
+    Stall(Duration),
+    Disconnect,
+    /// A step the format has no equivalent for (keepalives, garbage, mid-stream errors).
+    Other,
+}
+
+impl Reply {
+    /// The steps, in order.
+    pub fn scripted(&self) -> Vec<Scripted> {
+        self.steps
+            .iter()
+            .map(|step| match step {
+                Step::Text(t) => Scripted::Text(t.clone()),
+                Step::Reasoning(t) => Scripted::Reasoning(t.clone()),
+                Step::ToolCall {
+                    id,
+                    name,
+                    fragments,
+                    ..
+                } => Scripted::ToolCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    arguments: fragments.concat(),
+                },
+                Step::Finish(reason) => Scripted::Finish(reason.clone()),
+                Step::Stall(d) => Scripted::Stall(*d),
+                Step::Disconnect => Scripted::Disconnect,
+                _ => Scripted::Other,
+            })
+            .collect()
+    }
+
+    /// `(prompt, completion)` tokens set with [`Reply::usage`].
+    pub fn usage_counts(&self) -> Option<(u64, u64)> {
         self.usage
     }
 }

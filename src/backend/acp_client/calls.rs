@@ -1,0 +1,358 @@
+//! The agent's tool calls as corral events. ACP sends a call in pieces (`tool_call`, then
+//! `tool_call_update`s whose fields all but the id are optional, or only a permission request
+//! and a final update, as gemini does for calls it confirms), so the merged state of each call
+//! lives here, and each call is announced (`tool_use`) and finished (`tool_result`) exactly
+//! once whichever message comes first.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::backend::external::ToolAsk;
+use crate::event::{
+    Payload, ToolCallInfo, ToolCallStatus, ToolResultData, ToolResultRecord, ToolUpdate,
+    ToolUseData,
+};
+use crate::session::Session;
+
+struct Call {
+    merged: Value,
+    announced: bool,
+    /// The authoritative `tool_use` (with `rawInput`) went out.
+    input_sent: bool,
+    finished: bool,
+    started: Instant,
+}
+
+pub(crate) struct Calls {
+    session: Arc<Session>,
+    calls: Mutex<HashMap<String, Call>>,
+}
+
+impl Calls {
+    pub(crate) fn new(session: Arc<Session>) -> Calls {
+        Calls {
+            session,
+            calls: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Call>> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Merges a `tool_call`, `tool_call_update` or a permission request's `toolCall` into the
+    /// call's state; returns its id and the merged fields.
+    pub(crate) fn merge(&self, update: &Value) -> Option<(String, Value)> {
+        let id = update.get("toolCallId")?.as_str()?.to_owned();
+        let mut calls = self.lock();
+        let call = calls.entry(id.clone()).or_insert_with(|| Call {
+            merged: json!({"toolCallId": id}),
+            announced: false,
+            input_sent: false,
+            finished: false,
+            started: Instant::now(),
+        });
+        if let (Value::Object(target), Value::Object(fields)) = (&mut call.merged, update) {
+            for (key, value) in fields {
+                if key != "sessionUpdate" && !value.is_null() {
+                    target.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        Some((id, call.merged.clone()))
+    }
+
+    /// Emits `tool_use` for a call not announced yet, and again once its input arrives.
+    pub(crate) fn announce(&self, id: &str) {
+        let info = {
+            let mut calls = self.lock();
+            let Some(call) = calls.get_mut(id) else {
+                return;
+            };
+            // claude-agent-acp announces with `rawInput: {}` and fills it in later.
+            let has_input = call
+                .merged
+                .get("rawInput")
+                .is_some_and(|v| !v.is_null() && v.as_object().is_none_or(|o| !o.is_empty()));
+            if call.finished || (call.announced && (call.input_sent || !has_input)) {
+                return;
+            }
+            call.announced = true;
+            call.input_sent = has_input;
+            info_of(&call.merged)
+        };
+        self.session
+            .emit(Payload::ToolUse(ToolUseData { call: info }));
+    }
+
+    /// Emits the call's `tool_result` once. `error`: corral's own reason (a refusal) when the
+    /// agent will not report one.
+    pub(crate) fn finish(&self, id: &str, success: bool, error: Option<String>) {
+        self.announce(id);
+        let (merged, started) = {
+            let mut calls = self.lock();
+            let Some(call) = calls.get_mut(id) else {
+                return;
+            };
+            if call.finished {
+                return;
+            }
+            call.finished = true;
+            (call.merged.clone(), call.started)
+        };
+        let status = if success {
+            ToolCallStatus::Completed
+        } else {
+            ToolCallStatus::Failed
+        };
+        let content = merged
+            .get("content")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let output = output_text(&merged);
+        let result = ToolResultRecord {
+            tool_call_id: id.to_owned(),
+            tool: agent_tool_name(&merged),
+            success,
+            output: success.then(|| output.clone()),
+            error: if success {
+                None
+            } else {
+                Some(error.unwrap_or(output))
+            },
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        };
+        self.session.emit(Payload::ToolResult(ToolResultData {
+            update: ToolUpdate {
+                tool_call_id: id.to_owned(),
+                status,
+                content,
+            },
+            result,
+        }));
+    }
+
+    /// A new turn: calls of earlier turns will not be updated again.
+    pub(crate) fn clear(&self) {
+        self.lock().clear();
+    }
+}
+
+fn info_of(merged: &Value) -> ToolCallInfo {
+    let text = |key: &str| merged.get(key).and_then(Value::as_str).unwrap_or_default();
+    let list = |key: &str| {
+        merged
+            .get(key)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    ToolCallInfo {
+        tool_call_id: text("toolCallId").to_owned(),
+        title: text("title").to_owned(),
+        kind: merged
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("other")
+            .to_owned(),
+        status: serde_json::from_value(merged.get("status").cloned().unwrap_or(Value::Null))
+            .unwrap_or(ToolCallStatus::Pending),
+        content: list("content"),
+        locations: list("locations"),
+        raw_input: merged.get("rawInput").filter(|v| !v.is_null()).cloned(),
+    }
+}
+
+/// The agent's name for the tool: claude-agent-acp sends `name`; others only a title.
+fn agent_tool_name(merged: &Value) -> String {
+    ["name", "title", "kind"]
+        .iter()
+        .find_map(|key| merged.get(*key).and_then(Value::as_str))
+        .filter(|s| !s.is_empty())
+        .unwrap_or("tool")
+        .to_owned()
+}
+
+/// What a call returned: its `rawOutput` when the agent sends one (claude-agent-acp keeps a
+/// Bash call's description in `content`, its output in `rawOutput`), else the text of its
+/// `content` blocks.
+fn output_text(merged: &Value) -> String {
+    match merged.get("rawOutput") {
+        Some(Value::String(text)) => return text.clone(),
+        Some(Value::Object(o)) => {
+            return match o.get("output").and_then(Value::as_str) {
+                Some(text) => text.to_owned(),
+                None => Value::Object(o.clone()).to_string(),
+            };
+        }
+        Some(other) if !other.is_null() => return other.to_string(),
+        _ => {}
+    }
+    let mut parts = Vec::new();
+    for item in merged
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        match item["type"].as_str() {
+            Some("content") => {
+                if let Some(text) = item["content"]["text"].as_str() {
+                    parts.push(text.to_owned());
+                }
+            }
+            Some("diff") => {
+                parts.push(format!(
+                    "edited {}",
+                    item["path"].as_str().unwrap_or("a file")
+                ));
+            }
+            _ => {}
+        }
+    }
+    parts.join("\n")
+}
+
+/// A tool call described in corral's terms, for the gate.
+pub(crate) fn tool_ask(merged: &Value) -> ToolAsk {
+    let raw = merged.get("rawInput").cloned().unwrap_or(Value::Null);
+    let title = merged
+        .get("title")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let raw_text = |keys: &[&str]| {
+        keys.iter()
+            .find_map(|k| raw.get(*k).and_then(Value::as_str).map(str::to_owned))
+    };
+    let kind: &'static str = match merged.get("kind").and_then(Value::as_str) {
+        Some("read") => "read",
+        Some("edit") => "edit",
+        Some("delete") => "delete",
+        Some("move") => "move",
+        Some("search") => "search",
+        Some("execute") => "execute",
+        Some("think") => "think",
+        Some("fetch") => "fetch",
+        Some("switch_mode") => "switch_mode",
+        _ => "other",
+    };
+    let path = call_path(merged).or_else(|| raw_text(&["file_path", "filePath", "path"]));
+    let (corral_tool, args) = match kind {
+        "execute" => {
+            let command: std::borrow::Cow<'_, str> =
+                match raw.get("command").or_else(|| raw.get("cmd")) {
+                    Some(Value::String(c)) => c.into(),
+                    // codex-style argv arrays
+                    Some(Value::Array(words)) => words
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                        .into(),
+                    _ => title.as_str().into(),
+                };
+            (Some("shell"), json!({ "command": command }))
+        }
+        "edit" => match &path {
+            Some(path) => {
+                let content = diff_new_text(merged)
+                    .or_else(|| raw_text(&["content", "new_string", "newText"]))
+                    .unwrap_or_default();
+                (
+                    Some("write_file"),
+                    json!({"path": path, "content": content}),
+                )
+            }
+            None => (None, Value::Null),
+        },
+        "read" => match &path {
+            Some(path) => (Some("read_file"), json!({ "path": path })),
+            None => (None, Value::Null),
+        },
+        "fetch" => {
+            let url = raw_text(&["url", "uri"]).unwrap_or_else(|| title.clone());
+            (Some("open_url"), json!({ "url": url }))
+        }
+        _ => (None, Value::Null),
+    };
+    ToolAsk {
+        tool_call_id: merged["toolCallId"].as_str().unwrap_or_default().to_owned(),
+        agent_tool: agent_tool_name(merged),
+        corral_tool,
+        args,
+        title,
+        kind,
+        raw_input: raw,
+    }
+}
+
+/// The file a call touches: a diff's path, else its first location.
+pub(crate) fn call_path(merged: &Value) -> Option<String> {
+    let from_diff = merged["content"].as_array().and_then(|items| {
+        items
+            .iter()
+            .find(|i| i["type"] == "diff")
+            .and_then(|i| i["path"].as_str())
+    });
+    from_diff
+        .or_else(|| merged["locations"][0]["path"].as_str())
+        .map(str::to_owned)
+}
+
+fn diff_new_text(merged: &Value) -> Option<String> {
+    merged["content"].as_array().and_then(|items| {
+        items
+            .iter()
+            .find(|i| i["type"] == "diff")
+            .and_then(|i| i["newText"].as_str())
+            .map(str::to_owned)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn asks_are_built_from_the_acp_fields() {
+        let shell = tool_ask(&json!({"toolCallId": "c1", "title": "touch x", "kind": "execute"}));
+        assert_eq!(shell.corral_tool, Some("shell"));
+        assert_eq!(shell.args, json!({"command": "touch x"}));
+        let shell = tool_ask(
+            &json!({"toolCallId": "c1", "title": "Bash", "kind": "execute",
+            "rawInput": {"command": "ls -l"}}),
+        );
+        assert_eq!(shell.args, json!({"command": "ls -l"}));
+        let edit = tool_ask(
+            &json!({"toolCallId": "c2", "kind": "edit", "title": "Write a.txt",
+            "content": [{"type": "diff", "path": "/r/a.txt", "oldText": null, "newText": "hi"}]}),
+        );
+        assert_eq!(edit.corral_tool, Some("write_file"));
+        assert_eq!(edit.args, json!({"path": "/r/a.txt", "content": "hi"}));
+        let read = tool_ask(&json!({"toolCallId": "c3", "kind": "read",
+            "locations": [{"path": "/r/b.txt"}]}));
+        assert_eq!(read.args, json!({"path": "/r/b.txt"}));
+        let other = tool_ask(&json!({"toolCallId": "c4", "kind": "think"}));
+        assert_eq!(other.corral_tool, None);
+    }
+
+    #[test]
+    fn output_comes_from_content_or_raw_output() {
+        let merged =
+            json!({"content": [{"type": "content", "content": {"type": "text", "text": "ok"}}]});
+        assert_eq!(output_text(&merged), "ok");
+        assert_eq!(
+            output_text(&json!({"rawOutput": {"output": "(no output)"}})),
+            "(no output)"
+        );
+        let both = json!({"rawOutput": "(Bash completed with no output)",
+            "content": [{"type": "content", "content": {"type": "text", "text": "Make a file"}}]});
+        assert_eq!(output_text(&both), "(Bash completed with no output)");
+        assert_eq!(output_text(&json!({})), "");
+    }
+}

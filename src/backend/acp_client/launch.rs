@@ -1,0 +1,223 @@
+//! Which program an ACP spec runs, with what environment, and what corral's preset can and
+//! cannot hold the agent to.
+
+use std::path::{Path, PathBuf};
+
+use crate::backend::external::{ExternalContext, ExternalSpec};
+use crate::backend::process::Launch;
+use crate::policy::Policy;
+use crate::session::open::OpenError;
+
+/// Where `scripts/install-agent-clis` puts the npm agents, under `$HOME`.
+const AGENT_CLIS: &str = ".cache/corral-ci/agent-clis/node_modules/.bin";
+
+/// The agent as messages name it: `gemini`, `claude-agent-acp`, or the command's program.
+pub(super) fn agent_name(spec: &ExternalSpec) -> String {
+    match spec.agent.as_deref() {
+        Some("claude") => "claude-agent-acp".into(),
+        Some(command) if command.starts_with("cmd=") => command
+            .trim_start_matches("cmd=")
+            .split_whitespace()
+            .next()
+            .map(|p| p.rsplit('/').next().unwrap_or(p).to_owned())
+            .unwrap_or_else(|| "the ACP agent".into()),
+        Some(agent) => agent.to_owned(),
+        None => "the ACP agent".into(),
+    }
+}
+
+pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, OpenError> {
+    let usage = |m: String| OpenError::Usage(m);
+    let (program, args): (PathBuf, Vec<String>) = match context.spec.agent.as_deref() {
+        Some("opencode") => (find_program("opencode", "opencode-ai")?, vec!["acp".into()]),
+        Some("gemini") => (
+            find_program("gemini", "@google/gemini-cli")?,
+            vec!["--acp".into()],
+        ),
+        Some("claude") => (
+            find_program("claude-agent-acp", "@agentclientprotocol/claude-agent-acp")?,
+            Vec::new(),
+        ),
+        Some(command) if command.starts_with("cmd=") => {
+            let line = command.trim_start_matches("cmd=");
+            let mut words = super::words::split(line)
+                .map_err(|e| usage(format!("acp:cmd={line}: {e}")))?
+                .into_iter();
+            let Some(program) = words.next() else {
+                return Err(usage("acp:cmd= needs a command line".into()));
+            };
+            let program = if program.contains('/') {
+                PathBuf::from(program)
+            } else {
+                on_path(&program)
+                    .ok_or_else(|| usage(format!("acp:cmd=: {program} is not on PATH")))?
+            };
+            (program, words.collect())
+        }
+        other => {
+            return Err(usage(format!(
+                "acp: unknown agent {:?}: use opencode, gemini, claude or cmd=<command line>",
+                other.unwrap_or_default()
+            )));
+        }
+    };
+    let mut env = Vec::new();
+    if let Some(home) = &context.home {
+        // A private home: the agent's config, caches and history stay with the session.
+        let dir = |rel: &str| home.join(rel).to_string_lossy().into_owned();
+        env.push(("HOME".to_owned(), home.to_string_lossy().into_owned()));
+        env.push(("XDG_CONFIG_HOME".to_owned(), dir(".config")));
+        env.push(("XDG_DATA_HOME".to_owned(), dir(".local/share")));
+        env.push(("XDG_STATE_HOME".to_owned(), dir(".local/state")));
+        env.push(("XDG_CACHE_HOME".to_owned(), dir(".cache")));
+    }
+    Ok(Launch {
+        program,
+        args,
+        cwd: context.root.clone(),
+        env,
+        env_remove: Vec::new(),
+        stderr_log: context.stderr_log.clone(),
+        kind: "acp",
+    })
+}
+
+fn find_program(name: &str, package: &str) -> Result<PathBuf, OpenError> {
+    if let Some(found) = on_path(name) {
+        return Ok(found);
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        let candidate = Path::new(&home).join(AGENT_CLIS).join(name);
+        if is_executable(&candidate) {
+            return Ok(candidate);
+        }
+    }
+    Err(OpenError::Usage(format!(
+        "{name} is not installed: it is neither on PATH nor in ~/{AGENT_CLIS}; install it with \
+         `npm install -g {package}` (or run scripts/install-agent-clis)"
+    )))
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The tools an agent has of its own, in corral's names.
+const AGENT_TOOLS: [&str; 6] = [
+    "shell",
+    "read_file",
+    "write_file",
+    "search_files",
+    "list_directory",
+    "open_url",
+];
+
+/// claude-agent-acp's own tools for each of corral's.
+fn claude_tools(tool: &str) -> &'static [&'static str] {
+    match tool {
+        "shell" => &["Bash", "BashOutput", "KillShell"],
+        "read_file" => &["Read"],
+        "write_file" => &["Write", "Edit", "MultiEdit", "NotebookEdit"],
+        "search_files" => &["Grep", "Glob"],
+        "list_directory" => &["LS"],
+        "open_url" => &["WebFetch", "WebSearch"],
+        _ => &[],
+    }
+}
+
+/// Whether the agent takes a deny list on `session/new` (`_meta.claudeCode.options`): only
+/// claude-agent-acp publishes that extension.
+pub(super) fn takes_deny_list(agent: Option<&str>) -> bool {
+    agent == Some("claude")
+}
+
+/// claude-agent-acp's tools the preset does not offer: never offered to its model.
+pub(super) fn claude_disallowed(policy: &Policy) -> Vec<&'static str> {
+    AGENT_TOOLS
+        .iter()
+        .filter(|tool| !policy.offers(tool))
+        .flat_map(|tool| claude_tools(tool).iter().copied())
+        .collect()
+}
+
+/// What of the preset an ACP agent is not held to (seed: "Where an ACP preset is enforced").
+/// The agent runs its own tools; corral sees a call only when the agent asks
+/// (`session/request_permission`) or reads and writes through corral's `fs/*`. gemini and
+/// claude-agent-acp (in its "default" mode, which corral sets) ask before every edit, so the
+/// preset's `write_file` rules hold for them; claude-agent-acp also takes the tools the preset
+/// does not offer as a deny list. Everything else is advisory. `None`: nothing is.
+pub(super) fn advisory(policy: &Policy, agent: Option<&str>, shown: &str) -> Option<String> {
+    if policy.bypass && policy.rules.iter().all(|r| r.deny.is_empty()) {
+        return None;
+    }
+    let asks_about_edits = matches!(agent, Some("gemini" | "claude"));
+    let mut limits = Vec::new();
+    for tool in AGENT_TOOLS {
+        if !policy.offers(tool) {
+            if !takes_deny_list(agent) {
+                limits.push(format!("{tool} is not offered"));
+            }
+            continue;
+        }
+        if tool == "write_file" && asks_about_edits {
+            continue;
+        }
+        let denied: Vec<&str> = policy
+            .rules_for(tool)
+            .flat_map(|r| r.deny.iter().map(String::as_str))
+            .collect();
+        if !denied.is_empty() {
+            limits.push(format!("{tool} denies {}", denied.join(", ")));
+        }
+    }
+    if limits.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the '{}' preset is advisory for {shown}'s own tools ({}): ACP cannot tell an agent what \
+         it may not do, so corral enforces these only on the calls the agent asks permission for \
+         and on files it reads and writes through corral (fs/*, confined to the session root); \
+         tools the agent runs without asking are not held to them",
+        policy.name,
+        limits.join("; ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn preset(name: &str) -> Policy {
+        Policy::load(name, None, &Default::default()).unwrap()
+    }
+
+    #[test]
+    fn what_is_advisory_depends_on_the_agent() {
+        let default = preset("default");
+        // gemini and claude ask before every edit: the .git rule holds.
+        assert_eq!(advisory(&default, Some("gemini"), "gemini"), None);
+        assert_eq!(advisory(&default, Some("claude"), "claude"), None);
+        let opencode = advisory(&default, Some("opencode"), "opencode").unwrap();
+        assert!(opencode.contains("write_file denies .git"), "{opencode}");
+        let readonly = preset("readonly");
+        let gemini = advisory(&readonly, Some("gemini"), "gemini").unwrap();
+        assert!(gemini.contains("shell is not offered"), "{gemini}");
+        // claude is handed the tools it may not use.
+        assert_eq!(advisory(&readonly, Some("claude"), "claude"), None);
+        let denied = claude_disallowed(&readonly);
+        assert!(
+            denied.contains(&"Bash") && denied.contains(&"Write"),
+            "{denied:?}"
+        );
+        assert!(!denied.contains(&"Read"), "{denied:?}");
+        assert!(claude_disallowed(&default).is_empty());
+    }
+}

@@ -1,0 +1,403 @@
+//! `acp:cmd=`: a scripted agent (scripted_agent.py) for what real agents will not do on
+//! request: fs calls outside the root, crashes, every permission answer, session/load, model
+//! switches, stop reasons.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::common::*;
+use crate::support::{Cmd, Harness, Running};
+
+/// A scripted ACP agent run as `acp:cmd=python3 scripted_agent.py`. It offers the models
+/// `small` and (grouped) `large` as a config option, logs each switch to
+/// `set_config_option.log` and each `session/load` to `session_load.log` in its cwd. A prompt
+/// is `;`-separated commands: `say <text>`, `think <text>`, `plan`, `usage`,
+/// `stop <stopReason>`, `read <path>` / `write <path> <content>` (fs/* answers said back),
+/// `ask <command>` (a shell call asking permission; the option chosen said back), `whoami`
+/// (pid to `agent.pid`, HOME said back), `crash`, `ask-and-crash`, `ask-twice` (two
+/// permission requests at once).
+const SCRIPTED_AGENT: &str = include_str!("scripted_agent.py");
+
+/// `corral run --json -m acp:cmd=python3 <scripted agent>`.
+fn scripted_run(h: &Harness, prompt: &str) -> Cmd {
+    let script = h.home_dir().join("scripted_agent.py");
+    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
+    h.corral().args([
+        "run",
+        "--json",
+        "-m",
+        &format!("acp:cmd=python3 {}", script.display()),
+        prompt,
+    ])
+}
+
+#[tokio::test]
+async fn a_crashed_agent_ends_the_turn_with_its_exit_status_and_stderr() {
+    let h = Harness::new();
+    let out = scripted_run(&h, "say starting; crash").run().await;
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert_eq!(deltas(&out, "assistant_text"), "starting");
+    let errors = turn_errors(&out);
+    assert_eq!(errors.len(), 1, "{out:?}");
+    let message = errors[0]["data"]["message"].as_str().unwrap();
+    assert!(message.contains("exit status: 3"), "{message}");
+    assert!(
+        message.contains("scripted agent: out of cheese"),
+        "{message}"
+    );
+    let result = result_of(&out);
+    assert_eq!(result["stopReason"], "error");
+    assert!(result["error"].as_str().unwrap().contains("out of cheese"));
+    assert_eq!(statuses(&out).last().unwrap(), "dead");
+    // The agent's stderr is also kept beside the event log.
+    let logs = std::fs::read_dir(h.cache_dir().join("corral/agents"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".stderr.log"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect::<String>();
+    assert!(logs.contains("out of cheese"), "{logs:?}");
+}
+
+#[tokio::test]
+async fn fs_callbacks_are_confined_to_the_root_and_gated() {
+    let h = Harness::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "TOP SECRET").unwrap();
+    let root = h.work().canonicalize().unwrap();
+    let prompt = format!(
+        "write {inside} hello; write {out_file} nope; read {secret}; read {inside}; \
+         write {git} x",
+        inside = root.join("in.txt").display(),
+        out_file = outside.path().join("out.txt").display(),
+        secret = outside.path().join("secret.txt").display(),
+        git = root.join(".git/config").display(),
+    );
+    let out = scripted_run(&h, &prompt)
+        .args(["--allow", "write_file"])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("in.txt")).unwrap(),
+        "hello"
+    );
+    assert!(!outside.path().join("out.txt").exists());
+    assert!(
+        !root.join(".git/config").exists(),
+        "the preset's deny rule holds"
+    );
+    // An agent corral knows nothing about is held only where it asks or uses fs/*.
+    assert_advisory_first(&out);
+    let text = authoritative(&out, "assistant_text").concat();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    assert_eq!(lines[0], "WRITE null");
+    assert!(lines[1].contains("outside the session root"), "{text}");
+    assert!(lines[2].contains("outside the session root"), "{text}");
+    assert!(!text.contains("TOP SECRET"), "{text}");
+    assert_eq!(lines[3], r#"READ {"content": "hello"}"#);
+    assert!(lines[4].contains(".git"), "{text}");
+    // Nobody to ask and --allow write_file: no permission requests at all.
+    assert!(out.of_kind("permission").is_empty(), "{out:?}");
+    assert_eq!(result_of(&out)["stopReason"], "end_turn");
+}
+
+/// One MCP request to `corral mcp` on its stdin; its answer from stdout.
+async fn mcp(running: &mut Running, id: u64, method: &str, params: Value) -> Value {
+    running
+        .send_line(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        )
+        .await;
+    running.wait_for_event(0, |m| m["id"] == id).await
+}
+
+/// A tool's answer: the JSON text of its first content block.
+async fn mcp_tool(running: &mut Running, id: u64, name: &str, arguments: Value) -> Value {
+    let answer = mcp(
+        running,
+        id,
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+    )
+    .await;
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{name}: {answer}"));
+    serde_json::from_str(text).unwrap()
+}
+
+#[tokio::test]
+async fn agent_set_model_switches_an_acp_agent_through_its_config_option() {
+    let h = Harness::new();
+    let script = h.home_dir().join("scripted_agent.py");
+    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
+    let mut running = h.corral().arg("mcp").live_stdin().spawn().await;
+    mcp(
+        &mut running,
+        0,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "it", "version": "1"}}),
+    )
+    .await;
+    running
+        .send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    let opened = mcp_tool(
+        &mut running,
+        1,
+        "agent_open",
+        json!({"cwd": h.work(), "model": format!("acp:cmd=python3 {}", script.display())}),
+    )
+    .await;
+    let agent = opened["agent_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{opened}"));
+    let status = mcp_tool(&mut running, 2, "agent_status", json!({"agent_id": agent})).await;
+    assert_eq!(status["queues_prompts"], false, "{status}");
+    let switched = mcp_tool(
+        &mut running,
+        3,
+        "agent_set_model",
+        json!({"agent_id": agent, "model": "large"}),
+    )
+    .await;
+    assert_eq!(switched["switched"], true, "{switched}");
+    let unknown = mcp_tool(
+        &mut running,
+        4,
+        "agent_set_model",
+        json!({"agent_id": agent, "model": "huge"}),
+    )
+    .await;
+    let error = unknown["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{unknown}"));
+    assert!(
+        error.contains("huge") && error.contains("small, large"),
+        "{error}"
+    );
+    let log = std::fs::read_to_string(h.work().join("set_config_option.log")).unwrap();
+    assert_eq!(log, "large\n", "only the known model reached the agent");
+    running.close_stdin();
+    running.wait().await;
+}
+
+#[tokio::test]
+async fn resume_loads_the_agents_own_session_without_replaying_it() {
+    let h = Harness::new();
+    let first = scripted_run(&h, "say first").run().await;
+    assert_eq!(first.code, Some(0), "{first:?}");
+    let id = first.events()[0]["agent"].as_str().unwrap().to_owned();
+    let second = h
+        .corral()
+        .args(["run", "--json", "--resume", &id, "say second"])
+        .run()
+        .await;
+    assert_eq!(second.code, Some(0), "{second:?}");
+    assert_eq!(second.events()[0]["agent"], id.as_str());
+    assert_eq!(second.of_kind("turn_started")[0]["turn"], 2);
+    // The agent's session came back by its own id; its replay is not shown again.
+    let loads = std::fs::read_to_string(h.work().join("session_load.log")).unwrap();
+    assert_eq!(loads, "scripted-1\n");
+    assert_eq!(authoritative(&second, "assistant_text"), ["second"]);
+    assert!(!second.stdout.contains("REPLAYED"), "{second:?}");
+}
+
+#[tokio::test]
+async fn permission_answers_pick_the_agents_options_by_kind() {
+    for (decision, chosen, stop) in [
+        ("allow", "yes", "end_turn"),
+        // corral's gate remembers "always" itself; the agent keeps asking.
+        ("allow_all", "yes", "end_turn"),
+        ("deny", "no", "end_turn"),
+        ("cancel", "cancelled", "cancelled"),
+    ] {
+        let h = Harness::new();
+        let mut running = scripted_run(&h, "ask rm -rf build")
+            .arg("--approve-stdin")
+            .live_stdin()
+            .spawn()
+            .await;
+        let request = answer(&mut running, 0, decision).await;
+        let out = running.wait().await;
+        assert_eq!(request["data"]["tool"], "shell", "{request}");
+        assert_eq!(
+            request["data"]["toolCall"]["rawInput"]["command"],
+            "rm -rf build"
+        );
+        let text = deltas(&out, "assistant_text");
+        assert_eq!(
+            text,
+            format!("PERMISSION {chosen}\n"),
+            "{decision}: {out:?}"
+        );
+        assert_eq!(result_of(&out)["stopReason"], stop, "{decision}: {out:?}");
+        let results = out.of_kind("tool_result");
+        assert_eq!(results.len(), 1, "{decision}: {out:?}");
+        assert_eq!(
+            results[0]["data"]["result"]["success"],
+            decision.starts_with("allow"),
+            "{decision}: {out:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_crash_while_a_person_is_asked_withdraws_the_question() {
+    let h = Harness::new();
+    let running = scripted_run(&h, "ask-and-crash")
+        .arg("--approve-stdin")
+        .live_stdin()
+        .spawn()
+        .await;
+    running.wait_for_event(0, is_request).await;
+    let out = running.wait().await;
+    let resolved: Vec<Value> = out
+        .of_kind("permission")
+        .into_iter()
+        .filter(|e| e["data"]["resolved"] == true)
+        .collect();
+    assert_eq!(resolved.len(), 1, "{out:?}");
+    let errors = turn_errors(&out);
+    assert_eq!(errors.len(), 1, "{out:?}");
+    assert!(
+        errors[0]["data"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("gave up waiting"),
+        "{out:?}"
+    );
+    assert_eq!(result_of(&out)["stopReason"], "error");
+    assert_eq!(statuses(&out).last().unwrap(), "dead");
+}
+
+#[tokio::test]
+async fn thoughts_plans_usage_and_stop_reasons_map_to_events() {
+    let h = Harness::new();
+    let out = scripted_run(
+        &h,
+        "think pondering; plan; usage; say done; stop max_tokens",
+    )
+    .run()
+    .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(authoritative(&out, "thought"), ["pondering"]);
+    assert_eq!(authoritative(&out, "assistant_text"), ["done"]);
+    let plan = &out.of_kind("plan")[0]["data"]["entries"];
+    assert_eq!(plan[1]["content"], "fix", "{plan}");
+    let usage = out.of_kind("usage");
+    assert_eq!(usage[0]["data"]["contextTokens"], 1200);
+    assert_eq!(usage[0]["data"]["contextWindow"], 200000);
+    assert_eq!(usage[0]["data"]["usage"]["costUsd"], 0.25);
+    // max_tokens: the turn stands, with a note.
+    let result = result_of(&out);
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(result["usage"]["inputTokens"], 30);
+    assert_eq!(result["usage"]["outputTokens"], 7);
+    let notes = turn_errors(&out);
+    assert_eq!(notes.len(), 1, "{out:?}");
+    assert_eq!(notes[0]["data"]["data"]["stopReason"], "max_tokens");
+
+    let refused = scripted_run(&h, "say no; stop refusal").run().await;
+    let result = result_of(&refused);
+    assert_eq!(result["stopReason"], "error", "{refused:?}");
+    assert!(result["error"].as_str().unwrap().contains("refusal"));
+    let limited = scripted_run(&h, "say on; stop max_turn_requests")
+        .run()
+        .await;
+    assert_eq!(
+        result_of(&limited)["stopReason"],
+        "max_steps",
+        "{limited:?}"
+    );
+}
+
+#[tokio::test]
+async fn hermetic_agents_get_a_private_home_and_die_with_the_session() {
+    let h = Harness::new();
+    let out = scripted_run(&h, "whoami").arg("--hermetic").run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let text = authoritative(&out, "assistant_text").concat();
+    let home = text.trim().strip_prefix("HOME=").unwrap();
+    assert!(
+        !home.is_empty() && Path::new(home) != h.home_dir(),
+        "{text}"
+    );
+    // The private home lived in the session's temp dir, gone with it.
+    assert!(!Path::new(home).exists(), "{home}");
+    let pid: i32 = std::fs::read_to_string(h.work().join("agent.pid"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "the agent process {pid} is gone"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_agent_program_or_a_bad_command_line_is_a_clear_error() {
+    let h = Harness::new();
+    let missing = h
+        .corral()
+        .env("PATH", "/usr/bin:/bin")
+        .args(["run", "--json", "-m", "acp:opencode", "hi"])
+        .run()
+        .await;
+    assert_ne!(missing.code, Some(0), "{missing:?}");
+    let message = missing.of_kind("error")[0]["data"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains("opencode is not installed") && message.contains("opencode-ai"),
+        "{message}"
+    );
+    assert_eq!(statuses(&missing).last().unwrap(), "dead");
+    let unquoted = h
+        .corral()
+        .args(["run", "--json", "-m", "acp:cmd=python3 'agent.py", "hi"])
+        .run()
+        .await;
+    assert_ne!(unquoted.code, Some(0), "{unquoted:?}");
+    assert!(
+        unquoted.stderr.contains("unterminated single quote"),
+        "{unquoted:?}"
+    );
+}
+
+#[tokio::test]
+async fn two_questions_at_once_are_asked_one_after_the_other() {
+    let h = Harness::new();
+    let mut running = scripted_run(&h, "ask-twice")
+        .arg("--approve-stdin")
+        .live_stdin()
+        .spawn()
+        .await;
+    let first = answer(&mut running, 0, "allow").await;
+    let second = answer(&mut running, 1, "deny").await;
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(first["data"]["toolCall"]["toolCallId"], "p1", "{first}");
+    assert_eq!(second["data"]["toolCall"]["toolCallId"], "p2", "{second}");
+    // The second was opened only once the first was resolved.
+    let events = out.events();
+    let position = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred).unwrap();
+    let first_resolved = position(&|e| {
+        e["kind"] == "permission"
+            && e["data"]["requestId"] == first["data"]["requestId"]
+            && e["data"]["resolved"] == true
+    });
+    let second_opened = position(&|e| {
+        e["kind"] == "permission"
+            && e["data"]["requestId"] == second["data"]["requestId"]
+            && e["data"].get("resolved").is_none()
+    });
+    assert!(first_resolved < second_opened, "{out:?}");
+    assert_eq!(deltas(&out, "assistant_text"), "ANSWERS yes no\n");
+}

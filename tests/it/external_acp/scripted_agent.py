@@ -1,0 +1,137 @@
+import json, sys
+
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+next_id = [100]
+
+def request(method, params):
+    next_id[0] += 1
+    rid = next_id[0]
+    send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+    for line in sys.stdin:
+        message = json.loads(line)
+        if message.get("id") == rid and "method" not in message:
+            return message
+    sys.exit(0)
+
+def say(sid, text):
+    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid,
+          "update": {"sessionUpdate": "agent_message_chunk",
+                     "content": {"type": "text", "text": text}}}})
+
+def options(current):
+    return [{"id": "model", "name": "Model", "category": "model", "type": "select",
+             "currentValue": current, "options": [{"value": "small", "name": "Small"},
+             {"group": "big", "name": "Big", "options": [{"value": "large", "name": "Large"}]}]}]
+
+for line in sys.stdin:
+    message = json.loads(line)
+    method, mid = message.get("method"), message.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1,
+              "agentCapabilities": {"loadSession": True}, "authMethods": []}})
+    elif method == "session/load":
+        sid = message["params"]["sessionId"]
+        with open("session_load.log", "a") as log:
+            log.write(sid + "\n")
+        say(sid, "REPLAYED")
+        send({"jsonrpc": "2.0", "id": mid, "result": {"configOptions": options("small")}})
+    elif method == "session/new":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "scripted-1",
+              "configOptions": options("small")}})
+    elif method == "session/set_config_option":
+        params = message["params"]
+        assert params["configId"] == "model", params
+        send({"jsonrpc": "2.0", "id": mid, "result": {"configOptions": options(params["value"])}})
+        with open("set_config_option.log", "a") as log:
+            log.write(params["value"] + "\n")
+    elif method == "session/prompt":
+        sid = message["params"]["sessionId"]
+        stop = "end_turn"
+        for command in message["params"]["prompt"][0]["text"].split(";"):
+            command = command.strip()
+            if command == "ask-and-crash":
+                send({"jsonrpc": "2.0", "id": 7, "method": "session/request_permission",
+                      "params": {"sessionId": sid, "toolCall": {"toolCallId": "t9",
+                      "title": "rm -rf /", "kind": "execute"}, "options": []}})
+                sys.stdout.flush()
+                import time
+                time.sleep(0.5)
+                sys.stderr.write("scripted agent: gave up waiting\n")
+                sys.exit(3)
+            if command == "crash":
+                sys.stderr.write("scripted agent: out of cheese\n")
+                sys.stderr.flush()
+                sys.exit(3)
+            elif command.startswith("ask "):
+                title = command[4:]
+                update = {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": title,
+                          "kind": "execute", "status": "pending", "rawInput": {"command": title}}
+                send({"jsonrpc": "2.0", "method": "session/update",
+                      "params": {"sessionId": sid, "update": update}})
+                answer = request("session/request_permission", {"sessionId": sid,
+                    "toolCall": {"toolCallId": "t1"}, "options": [
+                        {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                        {"optionId": "always", "name": "Always", "kind": "allow_always"},
+                        {"optionId": "no", "name": "No", "kind": "reject_once"}]})
+                outcome = answer["result"]["outcome"]
+                chosen = outcome.get("optionId", outcome["outcome"])
+                status = "completed" if chosen in ("yes", "always") else "failed"
+                update = {"sessionUpdate": "tool_call_update", "toolCallId": "t1",
+                          "status": status, "rawOutput": chosen}
+                send({"jsonrpc": "2.0", "method": "session/update",
+                      "params": {"sessionId": sid, "update": update}})
+                say(sid, "PERMISSION " + chosen + "\n")
+            elif command == "ask-twice":
+                # Two questions at once, as an agent running two tools in parallel would.
+                for rid, call in ((201, "p1"), (202, "p2")):
+                    send({"jsonrpc": "2.0", "id": rid, "method": "session/request_permission",
+                          "params": {"sessionId": sid, "toolCall": {"toolCallId": call,
+                          "title": "touch " + call, "kind": "execute"}, "options": [
+                              {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                              {"optionId": "no", "name": "No", "kind": "reject_once"}]}})
+                answers = {}
+                for line in sys.stdin:
+                    reply = json.loads(line)
+                    if reply.get("id") in (201, 202) and "method" not in reply:
+                        outcome = reply["result"]["outcome"]
+                        answers[reply["id"]] = outcome.get("optionId", outcome["outcome"])
+                        if len(answers) == 2:
+                            break
+                say(sid, "ANSWERS " + answers.get(201, "?") + " " + answers.get(202, "?") + "\n")
+            elif command.startswith("stop "):
+                stop = command[5:]
+            elif command.startswith("think "):
+                send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid,
+                      "update": {"sessionUpdate": "agent_thought_chunk",
+                                 "content": {"type": "text", "text": command[6:]}}}})
+            elif command == "plan":
+                entries = [{"content": "look", "priority": "high", "status": "completed"},
+                           {"content": "fix", "priority": "medium", "status": "pending"}]
+                send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid,
+                      "update": {"sessionUpdate": "plan", "entries": entries}}})
+            elif command == "usage":
+                send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid,
+                      "update": {"sessionUpdate": "usage_update", "used": 1200, "size": 200000,
+                                 "cost": {"amount": 0.25, "currency": "USD"}}}})
+            elif command == "whoami":
+                import os
+                with open("agent.pid", "w") as f:
+                    f.write(str(os.getpid()))
+                say(sid, "HOME=" + os.environ.get("HOME", "") + "\n")
+            elif command.startswith("say "):
+                say(sid, command[4:])
+            elif command.startswith("read "):
+                answer = request("fs/read_text_file", {"sessionId": sid, "path": command[5:]})
+                say(sid, "READ " + json.dumps(answer.get("result", answer.get("error"))) + "\n")
+            elif command.startswith("write "):
+                path, content = command[6:].split(" ", 1)
+                answer = request("fs/write_text_file",
+                                 {"sessionId": sid, "path": path, "content": content})
+                say(sid, "WRITE " + json.dumps(answer.get("result", answer.get("error"))) + "\n")
+        send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": stop,
+              "usage": {"inputTokens": 30, "outputTokens": 7}}})
+    elif mid is not None:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": method}})
