@@ -108,6 +108,93 @@ impl FromStr for ExternalSpec {
     }
 }
 
+/// Where `scripts/install-agent-clis` puts the agent programs, under `$HOME`.
+pub const AGENT_CLIS: &str = ".cache/corral-ci/agent-clis/node_modules/.bin";
+
+/// An agent program to find: its command name, the npm package that has it, and the
+/// variable that may point at it.
+#[derive(Debug, Clone, Copy)]
+pub struct Program {
+    pub name: &'static str,
+    pub package: &'static str,
+    pub override_var: Option<&'static str>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FindError {
+    #[error("{var}={path} is not an executable file; point it at {name} (npm package {package})")]
+    BadOverride {
+        var: &'static str,
+        path: String,
+        name: &'static str,
+        package: &'static str,
+    },
+    #[error(
+        "{name} is not installed: it is neither on PATH nor in ~/{AGENT_CLIS}; install it with \
+         `npm install -g {package}` (or run scripts/install-agent-clis){hint}"
+    )]
+    NotFound {
+        name: &'static str,
+        package: &'static str,
+        hint: String,
+    },
+}
+
+/// The override variable when set, else `name` on PATH, else the copy
+/// scripts/install-agent-clis installs. `var` reads the environment.
+pub fn find_program(
+    program: Program,
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<PathBuf, FindError> {
+    if let Some(override_var) = program.override_var
+        && let Some(path) = var(override_var).filter(|p| !p.is_empty())
+    {
+        let candidate = PathBuf::from(&path);
+        return if is_executable(&candidate) {
+            Ok(candidate)
+        } else {
+            Err(FindError::BadOverride {
+                var: override_var,
+                path,
+                name: program.name,
+                package: program.package,
+            })
+        };
+    }
+    let installed = || {
+        var("HOME")
+            .map(|home| {
+                std::path::Path::new(&home)
+                    .join(AGENT_CLIS)
+                    .join(program.name)
+            })
+            .filter(|candidate| is_executable(candidate))
+    };
+    on_path(program.name, &var)
+        .or_else(installed)
+        .ok_or_else(|| FindError::NotFound {
+            name: program.name,
+            package: program.package,
+            hint: program
+                .override_var
+                .map(|v| format!(", or set {v} to its path"))
+                .unwrap_or_default(),
+        })
+}
+
+/// The first executable `name` on `$PATH`.
+pub fn on_path(name: &str, var: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let path = var("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
 /// Everything an external backend starts from.
 pub struct ExternalContext {
     pub session: Arc<Session>,

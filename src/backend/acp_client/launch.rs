@@ -1,15 +1,12 @@
 //! Which program an ACP spec runs, with what environment, and what corral's preset can and
 //! cannot hold the agent to.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::backend::external::{ExternalContext, ExternalSpec};
+use crate::backend::external::{self, ExternalContext, ExternalSpec, Program};
 use crate::backend::process::Launch;
 use crate::policy::Policy;
 use crate::session::open::OpenError;
-
-/// Where `scripts/install-agent-clis` puts the npm agents, under `$HOME`.
-const AGENT_CLIS: &str = ".cache/corral-ci/agent-clis/node_modules/.bin";
 
 /// The agent as messages name it: `gemini`, `claude-agent-acp`, or the command's program.
 pub(super) fn agent_name(spec: &ExternalSpec) -> String {
@@ -49,7 +46,7 @@ pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, OpenError>
             let program = if program.contains('/') {
                 PathBuf::from(program)
             } else {
-                on_path(&program)
+                external::on_path(&program, |var| std::env::var(var).ok())
                     .ok_or_else(|| usage(format!("acp:cmd=: {program} is not on PATH")))?
             };
             (program, words.collect())
@@ -82,32 +79,14 @@ pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, OpenError>
     })
 }
 
-fn find_program(name: &str, package: &str) -> Result<PathBuf, OpenError> {
-    if let Some(found) = on_path(name) {
-        return Ok(found);
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        let candidate = Path::new(&home).join(AGENT_CLIS).join(name);
-        if is_executable(&candidate) {
-            return Ok(candidate);
-        }
-    }
-    Err(OpenError::Usage(format!(
-        "{name} is not installed: it is neither on PATH nor in ~/{AGENT_CLIS}; install it with \
-         `npm install -g {package}` (or run scripts/install-agent-clis)"
-    )))
-}
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| is_executable(candidate))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+fn find_program(name: &'static str, package: &'static str) -> Result<PathBuf, OpenError> {
+    let program = Program {
+        name,
+        package,
+        override_var: None,
+    };
+    external::find_program(program, |var| std::env::var(var).ok())
+        .map_err(|e| OpenError::Usage(e.to_string()))
 }
 
 /// The tools an agent has of its own, in corral's names.

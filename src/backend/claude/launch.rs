@@ -18,9 +18,9 @@
 //! reason claude's own shortcuts (read-only commands, reads outside the root) are turned off
 //! with `ask` rules: the gate answers those at once when its rules allow them.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::backend::external::ExternalContext;
+use crate::backend::external::{ExternalContext, Program};
 use crate::backend::process::Launch;
 use crate::policy::Policy;
 use crate::tool::Danger;
@@ -44,52 +44,13 @@ const TOOL_MAP: &[(&str, &[&str])] = &[
 /// Subagent spawners: a claude agent owned by corral may not multiply itself.
 const RECURSION_GUARD: &[&str] = &["Task", "Agent"];
 
-#[derive(Debug, thiserror::Error)]
-pub enum FindError {
-    #[error(
-        "{PROGRAM_ENV}={path} is not an executable file; point it at the claude CLI \
-         (npm package @anthropic-ai/claude-code)"
-    )]
-    BadOverride { path: String },
-    #[error(
-        "the claude CLI was not found: install it with `npm install -g @anthropic-ai/claude-code` \
-         (or run scripts/install-agent-clis), or set {PROGRAM_ENV} to its path"
-    )]
-    NotFound,
-}
-
-/// `$CORRAL_CLAUDE`, else `claude` on PATH, else the copy scripts/install-agent-clis installs.
-pub fn find_program(var: impl Fn(&str) -> Option<String>) -> Result<PathBuf, FindError> {
-    if let Some(path) = var(PROGRAM_ENV).filter(|p| !p.is_empty()) {
-        let candidate = PathBuf::from(&path);
-        return if is_executable(&candidate) {
-            Ok(candidate)
-        } else {
-            Err(FindError::BadOverride { path })
-        };
-    }
-    if let Some(path) = var("PATH") {
-        for dir in std::env::split_paths(&path) {
-            let candidate = dir.join("claude");
-            if is_executable(&candidate) {
-                return Ok(candidate);
-            }
-        }
-    }
-    if let Some(home) = var("HOME") {
-        let candidate =
-            Path::new(&home).join(".cache/corral-ci/agent-clis/node_modules/.bin/claude");
-        if is_executable(&candidate) {
-            return Ok(candidate);
-        }
-    }
-    Err(FindError::NotFound)
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
+/// The claude CLI: `$CORRAL_CLAUDE`, else on PATH, else the copy scripts/install-agent-clis
+/// installs.
+pub const PROGRAM: Program = Program {
+    name: "claude",
+    package: "@anthropic-ai/claude-code",
+    override_var: Some(PROGRAM_ENV),
+};
 
 /// claude's permission flags for a corral policy.
 #[derive(Debug, Clone, PartialEq, Eq)]

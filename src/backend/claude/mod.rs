@@ -35,7 +35,7 @@ use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::external::{Approver, ExternalContext};
+use super::external::{Approver, ExternalContext, find_program};
 use super::process::AgentProcess;
 use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
 use crate::session::Session;
@@ -47,7 +47,7 @@ const CONTROL_TIMEOUT: Duration = Duration::from_secs(15);
 /// Starts claude for a session. Nothing is exchanged yet: claude prints nothing before its
 /// first user line.
 pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenError> {
-    let program = launch::find_program(|name| std::env::var(name).ok())
+    let program = find_program(launch::PROGRAM, |name| std::env::var(name).ok())
         .map_err(|e| OpenError::Runtime(e.to_string()))?;
     start_program(context, program).await
 }

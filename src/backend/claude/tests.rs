@@ -2,9 +2,10 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use super::launch::{FindError, find_program, map_tool, permission_flags};
+use super::launch::{PROGRAM, map_tool, permission_flags};
 use super::stream::{End, TurnState};
 use super::turn::tool_ask;
+use crate::backend::external::{FindError, find_program};
 use crate::event::{Payload, StopReason};
 use crate::policy::{Policy, PolicyOverrides};
 use crate::session::Session;
@@ -125,20 +126,20 @@ fn the_program_is_found_by_override_path_or_ci_install() {
     let env = |vars: HashMap<&'static str, String>| move |k: &str| vars.get(k).cloned();
 
     let on_path = env(HashMap::from([("PATH", bin.display().to_string())]));
-    assert_eq!(find_program(on_path).unwrap(), claude);
+    assert_eq!(find_program(PROGRAM, on_path).unwrap(), claude);
 
     let overridden = env(HashMap::from([(
         "CORRAL_CLAUDE",
         claude.display().to_string(),
     )]));
-    assert_eq!(find_program(overridden).unwrap(), claude);
+    assert_eq!(find_program(PROGRAM, overridden).unwrap(), claude);
 
     let bad = env(HashMap::from([(
         "CORRAL_CLAUDE",
         "/nonexistent/claude".to_string(),
     )]));
     assert!(matches!(
-        find_program(bad),
+        find_program(PROGRAM, bad),
         Err(FindError::BadOverride { .. })
     ));
 
@@ -151,9 +152,9 @@ fn the_program_is_found_by_override_path_or_ci_install() {
         ("PATH", "/nonexistent".to_string()),
         ("HOME", dir.path().display().to_string()),
     ]));
-    assert_eq!(find_program(home).unwrap(), ci.join("claude"));
+    assert_eq!(find_program(PROGRAM, home).unwrap(), ci.join("claude"));
 
-    let nothing = find_program(|_| None).unwrap_err().to_string();
+    let nothing = find_program(PROGRAM, |_| None).unwrap_err().to_string();
     assert!(nothing.contains("scripts/install-agent-clis"), "{nothing}");
     assert!(nothing.contains("@anthropic-ai/claude-code"), "{nothing}");
 }

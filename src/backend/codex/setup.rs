@@ -3,37 +3,19 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::backend::external::{ExternalKind, ExternalSpec};
+use crate::backend::external::{self, ExternalKind, ExternalSpec, Program};
 use crate::policy::Policy;
 use crate::session::open::OpenError;
 
-/// Where `scripts/install-agent-clis` puts the CLIs, under `$HOME`.
-const CI_INSTALL: &str = ".cache/corral-ci/agent-clis/node_modules/.bin/codex";
-
-/// `$CORRAL_CODEX`, else `codex` on PATH, else the CI install under `$HOME`.
+/// `$CORRAL_CODEX`, else `codex` on PATH, else the copy scripts/install-agent-clis installs.
 pub fn find_program() -> Result<PathBuf, OpenError> {
-    if let Some(program) = std::env::var_os("CORRAL_CODEX").filter(|p| !p.is_empty()) {
-        return Ok(PathBuf::from(program));
-    }
-    let on_path = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join("codex"))
-            .find(|candidate| candidate.is_file())
-    });
-    if let Some(program) = on_path {
-        return Ok(program);
-    }
-    if let Some(program) = std::env::var_os("HOME")
-        .map(|home| Path::new(&home).join(CI_INSTALL))
-        .filter(|p| p.is_file())
-    {
-        return Ok(program);
-    }
-    Err(OpenError::Runtime(
-        "codex is not installed: install it with `npm install -g @openai/codex` (or run \
-         scripts/install-agent-clis), or point CORRAL_CODEX at the program"
-            .into(),
-    ))
+    let program = Program {
+        name: "codex",
+        package: "@openai/codex",
+        override_var: Some("CORRAL_CODEX"),
+    };
+    external::find_program(program, |name| std::env::var(name).ok())
+        .map_err(|e| OpenError::Runtime(e.to_string()))
 }
 
 /// The environment for a private HOME: codex keeps its config, logins and threads under
