@@ -5,7 +5,6 @@
 //! process. The SDK validates every update it receives against the schema.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -36,24 +35,9 @@ async fn drive(h: &Harness, model: &FakeModel) -> Value {
         "cwd": h.work(),
         "base_url": model.openai_base(),
     });
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    let run = tokio::process::Command::new("node")
-        .arg(script)
-        .arg(cfg.to_string())
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", h.home_dir())
-        .env("XDG_CACHE_HOME", h.cache_dir())
-        .env("XDG_CONFIG_HOME", h.config_dir())
-        .env("XDG_DATA_HOME", h.data_dir())
-        .env("NO_COLOR", "1")
-        .current_dir(h.work())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(90), run)
-        .await
-        .expect("the ACP client finished in time")
-        .expect("node runs");
+    let mut client = tokio::process::Command::new("node");
+    client.arg(script).arg(cfg.to_string());
+    let out = crate::common::run_client(h, &mut client, "the ACP client").await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "client failed: {stderr}");
     serde_json::from_slice(&out.stdout)
@@ -218,8 +202,8 @@ async fn acpx_runs_a_prompt_through_corral_acp() {
         env!("CARGO_BIN_EXE_corral"),
         model.openai_base()
     );
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    let run = tokio::process::Command::new(&acpx)
+    let mut acpx_run = tokio::process::Command::new(&acpx);
+    acpx_run
         .args([
             "--agent",
             &agent,
@@ -229,21 +213,8 @@ async fn acpx_runs_a_prompt_through_corral_acp() {
             "--cwd",
         ])
         .arg(h.work())
-        .args(["exec", "write x"])
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", h.home_dir())
-        .env("XDG_CACHE_HOME", h.cache_dir())
-        .env("XDG_CONFIG_HOME", h.config_dir())
-        .env("XDG_DATA_HOME", h.data_dir())
-        .env("NO_COLOR", "1")
-        .current_dir(h.work())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(90), run)
-        .await
-        .expect("acpx finished in time")
-        .expect("acpx runs");
+        .args(["exec", "write x"]);
+    let out = crate::common::run_client(&h, &mut acpx_run, "acpx").await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "acpx failed:\n{stdout}\n{stderr}");

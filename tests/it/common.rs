@@ -125,3 +125,28 @@ pub async fn mcp_call(
     assert_ne!(answer["result"]["isError"], true, "{tool}: {text}");
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
+
+/// Runs a third-party client program (an MCP or ACP client) that starts corral itself, in
+/// `h`'s environment and nothing else; fails the test if it does not finish in 90 s.
+pub async fn run_client(
+    h: &Harness,
+    command: &mut tokio::process::Command,
+    what: &str,
+) -> std::process::Output {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let run = command
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", h.home_dir())
+        .env("XDG_CACHE_HOME", h.cache_dir())
+        .env("XDG_CONFIG_HOME", h.config_dir())
+        .env("XDG_DATA_HOME", h.data_dir())
+        .env("NO_COLOR", "1")
+        .current_dir(h.work())
+        .kill_on_drop(true)
+        .output();
+    tokio::time::timeout(std::time::Duration::from_secs(90), run)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish in time"))
+        .unwrap_or_else(|e| panic!("{what} cannot run: {e}"))
+}

@@ -34,24 +34,9 @@ async fn drive(h: &Harness, model: &FakeModel, scenario: &str) -> Value {
         "base_url": model.openai_base(),
         "scenario": scenario,
     });
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    let run = tokio::process::Command::new(&python)
-        .arg(script)
-        .arg(cfg.to_string())
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", h.home_dir())
-        .env("XDG_CACHE_HOME", h.cache_dir())
-        .env("XDG_CONFIG_HOME", h.config_dir())
-        .env("XDG_DATA_HOME", h.data_dir())
-        .env("NO_COLOR", "1")
-        .current_dir(h.work())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(90), run)
-        .await
-        .expect("the MCP client finished in time")
-        .expect("python runs");
+    let mut client = tokio::process::Command::new(&python);
+    client.arg(script).arg(cfg.to_string());
+    let out = crate::common::run_client(h, &mut client, "the MCP client").await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "client failed: {stderr}");
     serde_json::from_slice(&out.stdout)
