@@ -9,6 +9,7 @@
 //! dispatch loop is blocked while a handler runs.
 
 mod editor;
+mod forward;
 mod prompt;
 mod updates;
 
@@ -18,9 +19,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use agent_client_protocol::v1::schema::{
     CancelNotification, InitializeRequest, InitializeResponse, LoadSessionRequest,
     LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
-    RequestPermissionRequest, RequestPermissionResponse, SessionNotification,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-    SetSessionModeResponse,
+    SessionNotification, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client, Error as AcpError, ErrorCode};
@@ -30,10 +30,9 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
-use self::updates::{Projection, permission_options};
+use self::updates::Projection;
 use super::run::{Exit, RunError, load_config};
-use crate::event::{Payload, ResultData, Status, StopReason};
-use crate::policy::Decision;
+use crate::event::{ResultData, Status, StopReason};
 use crate::session::manager::{SessionManager, TurnMode};
 use crate::session::open::{OpenSpec, agents_dir, user_policy_dir};
 
@@ -171,7 +170,12 @@ impl Acp {
         });
         lock(&self.sessions).insert(session.id.clone(), session.clone());
         let events = handle.session.tap(handle.session.last_seq());
-        tokio::spawn(forward(self.clone(), session.clone(), events, cx.clone()));
+        tokio::spawn(forward::forward(
+            self.clone(),
+            session.clone(),
+            events,
+            cx.clone(),
+        ));
         Ok(session)
     }
 
@@ -352,105 +356,6 @@ fn stop_reason(result: &ResultData) -> Result<&'static str, String> {
             .error
             .clone()
             .unwrap_or_else(|| "the turn failed".into())),
-    }
-}
-
-/// A session's envelopes, as they come, to the client; permission requests to the client and
-/// its answers back to the gate; the turn's result to the prompt waiting for it.
-async fn forward(
-    acp: Arc<Acp>,
-    session: Arc<AcpSession>,
-    mut events: tokio::sync::mpsc::UnboundedReceiver<crate::event::SharedEvent>,
-    cx: Connection,
-) {
-    let mut projection = Projection::default();
-    while let Some(event) = events.recv().await {
-        let envelope = &event.envelope;
-        for update in projection.updates(envelope, false) {
-            if let Err(e) = notify(&cx, &session.id, update) {
-                tracing::debug!(error = %e, "the ACP client is gone");
-                return;
-            }
-        }
-        match &envelope.payload {
-            Payload::Permission(request) if request.get("resolved").is_none() => {
-                let diff = request["toolCall"]["toolCallId"]
-                    .as_str()
-                    .and_then(|id| projection.diff_of(id));
-                ask_client(&acp, &session.id, request, diff, &cx);
-            }
-            Payload::Result(result) => {
-                if let Some(done) = lock(&session.waiting).take() {
-                    let _ = done.send(Some(result.clone()));
-                }
-            }
-            Payload::Status(s) if s.status == Status::Dead => {
-                if let Some(done) = lock(&session.waiting).take() {
-                    let _ = done.send(None);
-                }
-                return;
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Sends a gate question to the client; its choice is applied like a terminal answer.
-fn ask_client(
-    acp: &Arc<Acp>,
-    session: &str,
-    request: &Value,
-    diff: Option<Value>,
-    cx: &Connection,
-) {
-    let Some(request_id) = request["requestId"].as_str().map(str::to_string) else {
-        return;
-    };
-    let mut tool_call = request["toolCall"].clone();
-    if let Some(diff) = diff {
-        tool_call["content"] = json!([diff]);
-    }
-    let question: Result<RequestPermissionRequest, _> = typed(json!({
-        "sessionId": session,
-        "toolCall": tool_call,
-        "options": permission_options(),
-    }));
-    let question = match question {
-        Ok(question) => question,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot ask the client");
-            return;
-        }
-    };
-    let (acp, session, cx2) = (acp.clone(), session.to_string(), cx.clone());
-    let asked = cx.spawn(async move {
-        let decision = match cx2.send_request(question).block_task().await {
-            Ok(answer) => decision_of(&answer),
-            Err(e) => {
-                tracing::warn!(error = %e, "permission request failed; denying");
-                Decision::Deny
-            }
-        };
-        // Already resolved (a cancel, a timeout) is fine: the answer is simply late.
-        let _ = acp.manager.answer(&session, &request_id, decision);
-        Ok(())
-    });
-    if let Err(e) = asked {
-        tracing::error!(error = %e, "cannot ask the client");
-    }
-}
-
-fn decision_of(answer: &RequestPermissionResponse) -> Decision {
-    let answer = wire(answer);
-    match (
-        answer["outcome"]["outcome"].as_str(),
-        answer["outcome"]["optionId"].as_str(),
-    ) {
-        (Some("selected"), Some("allow")) => Decision::Allow,
-        (Some("selected"), Some("allow_all")) => Decision::AllowAll,
-        (Some("selected"), Some("disable")) => Decision::Disable,
-        (Some("selected"), _) => Decision::Deny,
-        _ => Decision::Cancel,
     }
 }
 
