@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::external::{Answer, Approver, ExternalContext};
@@ -51,7 +52,10 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenErr
     };
     let (process, pipes) =
         AgentProcess::spawn(&launch).map_err(|e| OpenError::Runtime(e.to_string()))?;
+    let (steer_tx, steer_rx) = mpsc::unbounded_channel();
     let mut backend = CodexBackend {
+        steer_tx,
+        steer_rx,
         session: context.session.clone(),
         approver: context.approver.clone(),
         root: context.root.clone(),
@@ -93,6 +97,9 @@ struct CodexBackend {
     next_model: Option<String>,
     /// codex reports token usage as thread totals; a turn's usage is the difference.
     thread_total: Usage,
+    /// Messages sent while a turn runs, passed on with `turn/steer` ([`Backend::steering`]).
+    steer_tx: mpsc::UnboundedSender<String>,
+    steer_rx: mpsc::UnboundedReceiver<String>,
 }
 
 /// How driving a turn ended.
@@ -106,6 +113,7 @@ enum Drive {
 enum Wake {
     Cancel,
     Tick,
+    Steer(String),
     Message(Option<Incoming>),
 }
 
@@ -228,7 +236,28 @@ impl CodexBackend {
         let mut tick = tokio::time::interval(LIVENESS_TICK);
         let mut interrupted: Option<tokio::time::Instant> = None;
         let mut interrupt_sent = false;
+        // Messages that came in as the last turn ended belong to this one; `turn/steer`
+        // needs the turn's id, so they wait for it.
+        let mut steers: Vec<String> =
+            std::iter::from_fn(|| self.steer_rx.try_recv().ok()).collect();
+        let mut steer_ids: Vec<Value> = Vec::new();
         loop {
+            if interrupted.is_none()
+                && !steers.is_empty()
+                && let Some(turn_id) = state.turn_id.clone()
+            {
+                for text in std::mem::take(&mut steers) {
+                    let params = json!({"threadId": self.thread_id, "expectedTurnId": turn_id,
+                        "input": [{"type": "text", "text": text, "text_elements": []}]});
+                    let Ok(id) = self.rpc.send_request("turn/steer", params).await else {
+                        return Drive::Crashed;
+                    };
+                    steer_ids.push(json!(id));
+                    self.session.emit(Payload::UserText(UserTextData {
+                        content: ContentBlock::text(text),
+                    }));
+                }
+            }
             if interrupted.is_some()
                 && !interrupt_sent
                 && let Some(turn_id) = state.turn_id.clone()
@@ -249,6 +278,7 @@ impl CodexBackend {
                 biased;
                 _ = cancel.cancelled(), if interrupted.is_none() => Wake::Cancel,
                 message = self.rpc.next() => Wake::Message(message),
+                Some(text) = self.steer_rx.recv() => Wake::Steer(text),
                 _ = tick.tick() => Wake::Tick,
             };
             let message = match wake {
@@ -263,6 +293,17 @@ impl CodexBackend {
                     if interrupted.is_some_and(|at| at.elapsed() > INTERRUPT_GRACE) {
                         tracing::warn!("codex did not confirm the interrupt; ending the turn");
                         return Drive::Ended(Ended::Stop(StopReason::Cancelled));
+                    }
+                    continue;
+                }
+                Wake::Steer(text) => {
+                    if interrupted.is_some() {
+                        self.session.emit_error(
+                            "the turn is being cancelled; the message sent meanwhile is dropped",
+                            json!({"text": text}),
+                        );
+                    } else {
+                        steers.push(text);
                     }
                     continue;
                 }
@@ -283,6 +324,13 @@ impl CodexBackend {
                         )));
                     }
                 },
+                Incoming::Response { id, result: Err(e) } if steer_ids.contains(&id) => {
+                    // A refused steer (the turn ended meanwhile, say): said, not swallowed.
+                    self.session.emit_error(
+                        format!("codex did not take a message into the turn: {}", e.message),
+                        Value::Null,
+                    );
+                }
                 Incoming::Response { id, result } => {
                     tracing::debug!(%id, ?result, "codex answered an earlier request");
                 }
@@ -405,6 +453,10 @@ impl Backend for CodexBackend {
             let stdin = self.rpc.take_stdin();
             self.process.stop(stdin).await;
         })
+    }
+
+    fn steering(&self) -> Option<mpsc::UnboundedSender<String>> {
+        Some(self.steer_tx.clone())
     }
 
     fn info(&self) -> BackendInfo {
