@@ -59,6 +59,13 @@ pub trait Backend: Send {
         None
     }
 
+    /// Resolves when the backend's process dies between turns, after the backend has said so
+    /// (an `error` with the exit status and last stderr lines) and closed the session. Must
+    /// be cancel-safe: it is dropped whenever a command arrives. Default: never.
+    fn watch_idle(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
+
     /// Switches the model, keeping the conversation. `Ok(false)`: this backend cannot.
     fn set_model<'a>(&'a mut self, model: &'a str) -> BoxFuture<'a, Result<bool, String>>;
 

@@ -114,6 +114,11 @@ impl AgentProcess {
         self.child.try_wait().ok().flatten()
     }
 
+    /// Resolves when the process has exited (cancel-safe).
+    pub async fn exited(&mut self) {
+        let _ = self.child.wait().await;
+    }
+
     /// Waits for the exit (after its stdout closed, say) for at most `grace`.
     pub async fn wait_exit(&mut self, grace: Duration) -> Option<ExitStatus> {
         tokio::time::timeout(grace, self.child.wait())

@@ -526,7 +526,13 @@ async fn run_session(
     mut commands: mpsc::UnboundedReceiver<Command>,
     handle: std::sync::Weak<Handle>,
 ) {
-    while let Some(command) = commands.recv().await {
+    loop {
+        // Between turns, an external agent's process dying closes the session at once.
+        let command = tokio::select! {
+            command = commands.recv() => command,
+            () = opened.backend.watch_idle() => break,
+        };
+        let Some(command) = command else { break };
         let (text, images) = match command {
             Command::Turn { text, images } => (text, images),
             Command::SetModel { model, reply } => {

@@ -140,6 +140,8 @@ pub(crate) async fn dispatch(
             Incoming::Notification { method, .. } => {
                 tracing::debug!(%method, "an ACP notification corral does not use");
             }
+            // The updates before it are in `updates` already.
+            Incoming::Response(answer) => answer.settle(),
             Incoming::Request { id, method, params } => {
                 let shared = shared.clone();
                 match method.as_str() {

@@ -140,16 +140,16 @@ async fn call(
     params: Value,
 ) -> Result<Value, RpcError> {
     let mut reply = rpc.start_request(method, params);
-    let refuse = |message: Incoming| {
-        if let Incoming::Request { id, method, .. } = message {
-            rpc.respond(
-                id,
-                Err(RpcError::remote(
-                    -32603,
-                    format!("{method} before the session started"),
-                )),
-            );
-        }
+    let refuse = |message: Incoming| match message {
+        Incoming::Request { id, method, .. } => rpc.respond(
+            id,
+            Err(RpcError::remote(
+                -32603,
+                format!("{method} before the session started"),
+            )),
+        ),
+        Incoming::Response(answer) => answer.settle(),
+        Incoming::Notification { .. } => {}
     };
     let wait = async {
         loop {
@@ -402,6 +402,22 @@ impl Backend for AcpBackend {
 
     fn set_model<'a>(&'a mut self, model: &'a str) -> BoxFuture<'a, Result<bool, String>> {
         Box::pin(self.switch(model))
+    }
+
+    fn watch_idle(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if self.dead {
+                return std::future::pending().await;
+            }
+            self.process.exited().await;
+            let report = self.process.crash_report().await;
+            self.session.emit_error(
+                format!("the ACP agent stopped between turns: {report}"),
+                serde_json::json!({"agent": self.agent_name}),
+            );
+            self.dead = true;
+            self.session.close();
+        })
     }
 
     fn shutdown(&mut self) -> BoxFuture<'_, ()> {

@@ -62,6 +62,23 @@ pub(crate) enum Incoming {
         method: String,
         params: Value,
     },
+    /// The answer to one of corral's requests. It travels in the same queue as the agent's
+    /// notifications, so whoever settles it has seen every update the agent sent before it.
+    Response(Answer),
+}
+
+/// An answer and where it goes.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    reply: oneshot::Sender<Result<Value, RpcError>>,
+    result: Result<Value, RpcError>,
+}
+
+impl Answer {
+    /// Hands the answer to the request waiting for it.
+    pub(crate) fn settle(self) {
+        let _ = self.reply.send(self.result);
+    }
 }
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>>;
@@ -258,7 +275,12 @@ fn dispatch(mut message: Value, incoming: &mpsc::UnboundedSender<Incoming>, pend
                     .map(Value::take)
                     .unwrap_or(Value::Null)),
             };
-            let _ = tx.send(result);
+            if let Err(unsent) = incoming.send(Incoming::Response(Answer { reply: tx, result })) {
+                // Nobody reads the queue any more: settle it here.
+                if let Incoming::Response(answer) = unsent.0 {
+                    answer.settle();
+                }
+            }
         }
         (None, None) => tracing::warn!(%message, "a JSON-RPC message without method or id"),
     }

@@ -459,6 +459,19 @@ impl Backend for CodexBackend {
         Some(self.steer_tx.clone())
     }
 
+    fn watch_idle(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.process.exited().await;
+            let report = self.process.crash_report().await;
+            let status = self.process.try_status().map(|s| s.to_string());
+            self.session.emit_error(
+                format!("codex stopped between turns: {report}"),
+                json!({"exitStatus": status, "stderr": self.process.stderr_tail()}),
+            );
+            self.session.close();
+        })
+    }
+
     fn info(&self) -> BackendInfo {
         BackendInfo {
             kind: "codex",

@@ -188,6 +188,12 @@ fn render_turn<'a>(events: impl Iterator<Item = &'a Envelope>, tools: bool, user
                 let outcome = if record.success { "ok" } else { "failed" };
                 parts.push(format!("[tool result {} {outcome}] {body}", record.tool));
             }
+            // Shown with the tools: what went wrong (a crashed agent, a refused call) is
+            // part of the full story, not of the answer.
+            Payload::Error(error) if tools => {
+                flush(&mut streaming, &mut parts);
+                parts.push(format!("[error] {}", error.message));
+            }
             _ => {}
         }
     }

@@ -17,7 +17,7 @@ use crate::support::{Cmd, Harness, Running};
 /// `stop <stopReason>`, `read <path>` / `write <path> <content>` (fs/* answers said back),
 /// `ask <command>` (a shell call asking permission; the option chosen said back), `whoami`
 /// (pid to `agent.pid`, HOME said back), `crash`, `ask-and-crash`, `ask-twice` (two
-/// permission requests at once).
+/// permission requests at once), `leave-after` (exit 4 a moment after the turn's answer).
 const SCRIPTED_AGENT: &str = include_str!("scripted_agent.py");
 
 /// `corral run --json -m acp:cmd=python3 <scripted agent>`.
@@ -400,4 +400,54 @@ async fn two_questions_at_once_are_asked_one_after_the_other() {
     });
     assert!(first_resolved < second_opened, "{out:?}");
     assert_eq!(deltas(&out, "assistant_text"), "ANSWERS yes no\n");
+}
+
+/// Between turns, the agent exiting moves the session to dead at once, with its report.
+#[tokio::test]
+async fn an_agent_that_exits_between_turns_is_dead_at_once() {
+    let h = Harness::new();
+    let script = h.home_dir().join("scripted_agent.py");
+    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
+    let mut running = h.corral().arg("mcp").live_stdin().spawn().await;
+    crate::common::mcp_initialize(&mut running).await;
+    let opened = mcp_tool(
+        &mut running,
+        1,
+        "agent_open",
+        json!({"cwd": h.work(), "model": format!("acp:cmd=python3 {}", script.display())}),
+    )
+    .await;
+    let agent = opened["agent_id"].as_str().unwrap().to_owned();
+    let ran = mcp_tool(
+        &mut running,
+        2,
+        "agent_run",
+        json!({"agent_id": agent, "text": "say bye; leave-after"}),
+    )
+    .await;
+    assert_eq!(ran["text"], "bye", "{ran}");
+    let mut status = Value::Null;
+    for id in 3..400 {
+        status = mcp_tool(&mut running, id, "agent_status", json!({"agent_id": agent})).await;
+        if status["status"] == "dead" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(status["status"], "dead", "{status}");
+    let all = mcp_tool(
+        &mut running,
+        500,
+        "agent_output",
+        json!({"agent_id": agent, "which": "all", "include_tools": true}),
+    )
+    .await;
+    let text = all["text"].as_str().unwrap();
+    assert!(text.contains("stopped between turns"), "{text}");
+    assert!(
+        text.contains("leaving between turns") && text.contains("4"),
+        "{text}"
+    );
+    running.close_stdin();
+    running.wait().await;
 }

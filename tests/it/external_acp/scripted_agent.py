@@ -133,5 +133,11 @@ for line in sys.stdin:
                 say(sid, "WRITE " + json.dumps(answer.get("result", answer.get("error"))) + "\n")
         send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": stop,
               "usage": {"inputTokens": 30, "outputTokens": 7}}})
+        if "leave-after" in message["params"]["prompt"][0]["text"]:
+            import time
+            time.sleep(0.3)
+            sys.stderr.write("scripted agent: leaving between turns\n")
+            sys.stderr.flush()
+            sys.exit(4)
     elif mid is not None:
         send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": method}})
