@@ -150,3 +150,116 @@ pub async fn run_client(
         .unwrap_or_else(|_| panic!("{what} did not finish in time"))
         .unwrap_or_else(|e| panic!("{what} cannot run: {e}"))
 }
+
+/// Polls `agent_output` (full turn) over MCP until the turn is done; MCP ids from `first_id`.
+pub async fn mcp_wait_done(
+    running: &mut crate::support::Running,
+    agent: &str,
+    first_id: u64,
+) -> Value {
+    poll_mcp(running, first_id, "agent_output", agent, |v| {
+        v["done"] == true
+    })
+    .await
+}
+
+/// Polls `agent_status` over MCP until the agent is dead; MCP ids from `first_id`.
+pub async fn mcp_wait_dead(
+    running: &mut crate::support::Running,
+    agent: &str,
+    first_id: u64,
+) -> Value {
+    poll_mcp(running, first_id, "agent_status", agent, |v| {
+        v["status"] == "dead"
+    })
+    .await
+}
+
+async fn poll_mcp(
+    running: &mut crate::support::Running,
+    first_id: u64,
+    tool: &str,
+    agent: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let args = if tool == "agent_output" {
+        serde_json::json!({"agent_id": agent, "which": "full_turn"})
+    } else {
+        serde_json::json!({"agent_id": agent})
+    };
+    let mut last = Value::Null;
+    for id in first_id..first_id + 1200 {
+        last = mcp_call(running, id, tool, args.clone()).await;
+        if done(&last) {
+            return last;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{tool} never got there: {last}");
+}
+
+/// Waits (up to 60 s) until `cond` holds, failing with `what`.
+pub async fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// The steering scenario over MCP, for any backend that steers: the fake model streams a
+/// slow first answer; while it streams a second message is sent; it must join turn 1 and the
+/// turn must end with the answer to it. `asked` tells when the agent reached the model.
+/// Returns the turn's full output.
+pub async fn steer_mid_turn(
+    h: &Harness,
+    running: &mut crate::support::Running,
+    server: &FakeModel,
+    model: &str,
+    asked: impl Fn() -> bool,
+) -> Value {
+    server.push(
+        crate::support::Reply::new()
+            .text("FIRST ")
+            .chunk_delay(std::time::Duration::from_millis(100))
+            .many_text_chunks(15, "."),
+    );
+    server.push(crate::support::Reply::new().text("SECOND ANSWER"));
+    mcp_initialize(running).await;
+    let work = h.work();
+    let opened = mcp_call(
+        running,
+        1,
+        "agent_open",
+        serde_json::json!({"cwd": work, "model": model, "permission": "bypass"}),
+    )
+    .await;
+    let agent = opened["agent_id"].as_str().unwrap().to_owned();
+    let first = serde_json::json!({"agent_id": agent, "text": "first"});
+    assert_eq!(
+        mcp_call(running, 2, "agent_send", first).await,
+        serde_json::json!({"turn": 1})
+    );
+    wait_until("the agent never asked the model", asked).await;
+    let also = serde_json::json!({"agent_id": agent, "text": "also this"});
+    let steered = mcp_call(running, 3, "agent_send", also).await;
+    assert_eq!(
+        steered,
+        serde_json::json!({"turn": 1}),
+        "the message joins the running turn"
+    );
+    let output = mcp_wait_done(running, &agent, 4).await;
+    assert_eq!(output["turn"], 1);
+    let text = output["text"].as_str().unwrap();
+    assert!(text.contains("SECOND ANSWER"), "{text}");
+    let status = mcp_call(
+        running,
+        5000,
+        "agent_status",
+        serde_json::json!({"agent_id": agent}),
+    )
+    .await;
+    assert_eq!(status["turn"], 1, "{status}");
+    assert_eq!(status["status"], "idle", "{status}");
+    output
+}

@@ -106,6 +106,19 @@ pub(super) fn call_output(server: &FakeModel, n: usize, call_id: &str) -> String
 }
 
 /// SIGKILL to codex's whole process group, found in corral's pids.json.
+/// `corral mcp` with codex pointed at the fake (the handshake not done yet).
+pub(super) async fn codex_mcp(h: &Harness, server: &FakeModel) -> crate::support::Running {
+    h.corral()
+        .env("CORRAL_CODEX", codex_program())
+        .env("CODEX_HOME", codex_home(h, server))
+        .env("FAKE_API_KEY", "dummy")
+        .arg("mcp")
+        .live_stdin()
+        .timeout(Duration::from_secs(90))
+        .spawn()
+        .await
+}
+
 pub(super) fn kill_codex(h: &Harness) {
     let pids: Vec<Value> = serde_json::from_str(
         &std::fs::read_to_string(h.cache_dir().join("corral/agents/pids.json")).unwrap(),
@@ -449,21 +462,11 @@ async fn without_codex_the_error_says_what_to_install() {
 
 #[tokio::test]
 async fn a_model_switch_reaches_codex_on_the_next_turn() {
-    let program = codex_program();
     let h = Harness::new();
     let server = FakeModel::start().await;
     server.push(Reply::new().text("FROM_FAKE_MODEL"));
     server.push(Reply::new().text("FROM_OTHER_MODEL"));
-    let mut running = h
-        .corral()
-        .env("CORRAL_CODEX", &program)
-        .env("CODEX_HOME", codex_home(&h, &server))
-        .env("FAKE_API_KEY", "dummy")
-        .arg("mcp")
-        .live_stdin()
-        .timeout(Duration::from_secs(90))
-        .spawn()
-        .await;
+    let mut running = codex_mcp(&h, &server).await;
     mcp_initialize(&mut running).await;
     let work = h.work().display().to_string();
     let opened = mcp_call(

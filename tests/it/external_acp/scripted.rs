@@ -426,18 +426,10 @@ async fn an_agent_that_exits_between_turns_is_dead_at_once() {
     )
     .await;
     assert_eq!(ran["text"], "bye", "{ran}");
-    let mut status = Value::Null;
-    for id in 3..400 {
-        status = mcp_tool(&mut running, id, "agent_status", json!({"agent_id": agent})).await;
-        if status["status"] == "dead" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert_eq!(status["status"], "dead", "{status}");
+    crate::common::mcp_wait_dead(&mut running, &agent, 3).await;
     let all = mcp_tool(
         &mut running,
-        500,
+        5000,
         "agent_output",
         json!({"agent_id": agent, "which": "all", "include_tools": true}),
     )

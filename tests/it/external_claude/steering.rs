@@ -4,20 +4,13 @@
 use std::time::Duration;
 
 use super::*;
-use crate::common::{mcp_call, mcp_initialize};
-use crate::support::{FakeModel, Harness, Reply};
+use crate::common::steer_mid_turn;
+use crate::support::{FakeModel, Harness};
 
 #[tokio::test]
 async fn a_message_sent_mid_turn_is_steered_into_it_and_answered_before_it_ends() {
     let h = Harness::new();
     let server = FakeModel::start().await;
-    server.push(
-        Reply::new()
-            .text("FIRST ")
-            .chunk_delay(Duration::from_millis(100))
-            .many_text_chunks(15, "."),
-    );
-    server.push(Reply::new().text("SECOND ANSWER"));
     let mut running = h
         .corral()
         .arg("mcp")
@@ -29,63 +22,10 @@ async fn a_message_sent_mid_turn_is_steered_into_it_and_answered_before_it_ends(
         .timeout(Duration::from_secs(120))
         .spawn()
         .await;
-    mcp_initialize(&mut running).await;
-    let work = h.work().display().to_string();
-    let opened = mcp_call(
-        &mut running,
-        1,
-        "agent_open",
-        json!({"cwd": work, "model": "claude:fake-model", "permission": "bypass"}),
-    )
+    steer_mid_turn(&h, &mut running, &server, "claude:fake-model", || {
+        !message_requests(&server).is_empty()
+    })
     .await;
-    let agent = opened["agent_id"].as_str().unwrap().to_owned();
-    let sent = mcp_call(
-        &mut running,
-        2,
-        "agent_send",
-        json!({"agent_id": agent, "text": "first"}),
-    )
-    .await;
-    assert_eq!(sent, json!({"turn": 1}));
-    // The first answer is streaming: steer now.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while message_requests(&server).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "claude never asked the model"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let steered = mcp_call(
-        &mut running,
-        3,
-        "agent_send",
-        json!({"agent_id": agent, "text": "also this"}),
-    )
-    .await;
-    assert_eq!(
-        steered,
-        json!({"turn": 1}),
-        "the message joins the running turn"
-    );
-    let mut output = Value::Null;
-    for id in 4..2000 {
-        output = mcp_call(
-            &mut running,
-            id,
-            "agent_output",
-            json!({"agent_id": agent, "which": "full_turn"}),
-        )
-        .await;
-        if output["done"] == true {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(output["done"], true, "{output}");
-    assert_eq!(output["turn"], 1);
-    let text = output["text"].as_str().unwrap();
-    assert!(text.contains("SECOND ANSWER"), "{text}");
     // claude got the steered message after the first answer, in one conversation.
     let requests = message_requests(&server);
     assert_eq!(requests.len(), 2, "{requests:?}");
@@ -94,15 +34,6 @@ async fn a_message_sent_mid_turn_is_steered_into_it_and_answered_before_it_ends(
         second.contains("also this") && second.contains("FIRST"),
         "{second}"
     );
-    let status = mcp_call(
-        &mut running,
-        3000,
-        "agent_status",
-        json!({"agent_id": agent}),
-    )
-    .await;
-    assert_eq!(status["turn"], 1, "{status}");
-    assert_eq!(status["status"], "idle", "{status}");
     running.close_stdin();
     let out = running.wait().await;
     assert_eq!(out.code, Some(0), "{out:?}");
