@@ -168,6 +168,12 @@ impl Config {
         dirs::config_dir().map(|d| d.join("corral").join("config.toml"))
     }
 
+    /// Where `corral serve` keeps the JWT secret it generated: `$XDG_CONFIG_HOME/corral/
+    /// jwt-secret`. Here, below the server, because sessions redact it from tool output.
+    pub fn jwt_secret_path() -> Option<PathBuf> {
+        dirs::config_dir().map(|d| d.join("corral").join("jwt-secret"))
+    }
+
     /// Loads the file if it exists; a missing file is an empty config.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = match std::fs::read_to_string(path) {

@@ -400,7 +400,8 @@ fn policies(action: Option<&PoliciesAction>) -> ExitCode {
 
 #[allow(clippy::print_stderr)]
 fn report(e: &anyhow::Error) {
-    eprintln!("corral: {e:#}");
+    // Errors can quote a model server's reply or a tool's words.
+    eprintln!("corral: {}", corral::escape_for_terminal(&format!("{e:#}")));
 }
 
 impl From<Run> for RunArgs {

@@ -4,7 +4,8 @@
 //! Tool processes start from an empty environment plus an allow-list (locale, terminal, display
 //! and bus addresses …) and whatever the policy passes through by name; API keys and tokens the
 //! runtime holds never reach them. Values of secrets the runtime knows are still redacted from
-//! tool output, in case a tool finds one on its own (a config file, a credentials helper).
+//! tool output, in case a tool finds one on its own (a config file, a credentials helper),
+//! also when it prints one in pieces ([`RedactStream`]).
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -89,12 +90,13 @@ pub fn tool_env(
 /// Replaces known secret values with `[REDACTED:NAME]`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Redactor {
+    /// Longest first, so a secret containing another is replaced whole.
     secrets: Vec<(String, String)>,
 }
 
 impl Redactor {
     /// Secrets of the runtime's environment, plus any the runtime holds itself (an API key
-    /// from the config).
+    /// from the config, the server's JWT secret).
     pub fn from_env(
         runtime: impl IntoIterator<Item = (String, String)>,
         extra: impl IntoIterator<Item = (String, String)>,
@@ -105,7 +107,6 @@ impl Redactor {
             .chain(extra)
             .filter(|(_, value)| value.len() >= MIN_SECRET_LEN)
             .collect();
-        // Longest first, so a secret containing another is replaced whole.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.1.len()));
         secrets.dedup_by(|a, b| a.1 == b.1);
         Redactor { secrets }
@@ -115,14 +116,109 @@ impl Redactor {
         self.secrets.is_empty()
     }
 
+    /// The names of the secrets, longest value first (for `doctor`: never the values).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.secrets.iter().map(|(name, _)| name.as_str())
+    }
+
+    /// `text` as a whole, every secret in it replaced.
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let mut out = Cow::Borrowed(text);
-        for (name, value) in &self.secrets {
-            if out.contains(value.as_str()) {
-                out = Cow::Owned(out.replace(value.as_str(), &format!("[REDACTED:{name}]")));
+        let mut out = String::new();
+        match self.scan(text, true, &mut out) {
+            Scanned::Untouched => Cow::Borrowed(text),
+            _ => Cow::Owned(out),
+        }
+    }
+
+    /// A redactor for text that arrives in pieces: a secret split between two pieces is
+    /// still replaced whole.
+    pub fn stream(&self) -> RedactStream {
+        RedactStream {
+            redactor: self.clone(),
+            held: String::new(),
+        }
+    }
+
+    /// Appends `text` to `out` with secrets replaced. Unless `at_end`, stops where the rest
+    /// of `text` could be the start of a secret the next piece completes, and says where.
+    fn scan(&self, text: &str, at_end: bool, out: &mut String) -> Scanned {
+        let mut replaced = false;
+        let mut copied = 0;
+        let mut at = 0;
+        while at < text.len() {
+            let rest = &text[at..];
+            if let Some((name, value)) = self
+                .secrets
+                .iter()
+                .find(|(_, v)| rest.starts_with(v.as_str()))
+            {
+                out.push_str(&text[copied..at]);
+                out.push_str(&format!("[REDACTED:{name}]"));
+                at += value.len();
+                copied = at;
+                replaced = true;
+                continue;
+            }
+            if !at_end
+                && self
+                    .secrets
+                    .iter()
+                    .any(|(_, v)| v.len() > rest.len() && v.starts_with(rest))
+            {
+                out.push_str(&text[copied..at]);
+                return Scanned::HeldFrom(at);
+            }
+            at += rest.chars().next().map_or(1, char::len_utf8);
+        }
+        if !replaced {
+            return Scanned::Untouched;
+        }
+        out.push_str(&text[copied..]);
+        Scanned::Whole
+    }
+}
+
+enum Scanned {
+    /// No secret and nothing held: the text is fine as it is (and `out` has none of it).
+    Untouched,
+    /// All of it is in `out`, with replacements.
+    Whole,
+    /// `out` has the text up to here; the rest may begin a secret.
+    HeldFrom(usize),
+}
+
+/// [`Redactor::stream`]: holds back the end of a piece only while it could be the first part
+/// of a secret (never more than the longest secret less one byte), so streamed output stays
+/// live and no secret gets out in two halves.
+#[derive(Debug, Clone)]
+pub struct RedactStream {
+    redactor: Redactor,
+    held: String,
+}
+
+impl RedactStream {
+    /// The part of what arrived so far that is safe to pass on.
+    pub fn push(&mut self, text: &str) -> String {
+        if self.redactor.is_empty() {
+            return text.to_string();
+        }
+        let mut data = std::mem::take(&mut self.held);
+        data.push_str(text);
+        let mut out = String::new();
+        match self.redactor.scan(&data, false, &mut out) {
+            Scanned::Untouched => data,
+            Scanned::Whole => out,
+            Scanned::HeldFrom(at) => {
+                self.held = data.split_off(at);
+                out
             }
         }
-        out
+    }
+
+    /// The end of the stream: what was held back, redacted.
+    pub fn finish(&mut self) -> String {
+        let held = std::mem::take(&mut self.held);
+        self.redactor.redact(&held).into_owned()
     }
 }
 
@@ -188,5 +284,54 @@ mod tests {
         );
         assert_eq!(redactor.redact("short /root"), "short /root");
         assert!(matches!(redactor.redact("nothing"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_secret_split_between_pieces_is_redacted_whole() {
+        let redactor = Redactor::from_env(
+            vars(&[("API_TOKEN", "sk-abc123456789")]),
+            vars(&[("jwt", "héllo-wörld-42")]),
+        );
+        let pieces = [
+            "out: sk-ab",
+            "c12",
+            "3456789 and sk-",
+            "x then héllo",
+            "-wörld-42!",
+        ];
+        let mut stream = redactor.stream();
+        let mut shown = Vec::new();
+        for piece in pieces {
+            shown.push(stream.push(piece));
+        }
+        shown.push(stream.finish());
+        assert_eq!(
+            shown.concat(),
+            "out: [REDACTED:API_TOKEN] and sk-x then [REDACTED:jwt]!"
+        );
+        // Only what may begin a secret waits: the rest is passed on at once.
+        assert_eq!(shown[0], "out: ");
+        assert_eq!(shown[2], "[REDACTED:API_TOKEN] and ");
+        assert_eq!(shown[3], "sk-x then ");
+        // A prefix that never completes comes out at the end.
+        let mut stream = redactor.stream();
+        assert_eq!(stream.push("tail sk-abc"), "tail ");
+        assert_eq!(stream.finish(), "sk-abc");
+        let mut none = Redactor::default().stream();
+        assert_eq!(none.push("sk-ab"), "sk-ab");
+    }
+
+    #[test]
+    fn held_text_never_exceeds_the_longest_secret() {
+        let redactor = Redactor::from_env([], vars(&[("k", "aaaaaaaaab")]));
+        let mut stream = redactor.stream();
+        let mut shown = String::new();
+        for _ in 0..100 {
+            shown.push_str(&stream.push("a"));
+            assert!(stream.held.len() < 10, "{}", stream.held.len());
+        }
+        shown.push_str(&stream.push("b"));
+        shown.push_str(&stream.finish());
+        assert_eq!(shown, format!("{}[REDACTED:k]", "a".repeat(91)));
     }
 }

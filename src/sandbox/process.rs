@@ -19,6 +19,7 @@ use tokio::time::sleep_until;
 use tokio_util::sync::CancellationToken;
 
 use super::confine::{EXEC_FAILED, REFUSAL_PREFIX, REFUSED_EXIT};
+use super::env::Redactor;
 use super::spec::SandboxSpec;
 use crate::event::OutputStream;
 use crate::tool::OutputSink;
@@ -46,6 +47,8 @@ pub(crate) struct ProcessSpec {
     pub max_output_bytes: usize,
     /// Confinement through the helper; `None`: the program runs as it is.
     pub sandbox: Option<SandboxSpec>,
+    /// Secrets cut out of the output before it is streamed or kept.
+    pub redactor: Redactor,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -110,7 +113,7 @@ pub(crate) async fn run(
         settled: false,
     };
 
-    let mut collector = Collector::new(sink, spec.max_output_bytes);
+    let mut collector = Collector::new(sink, spec.max_output_bytes, &spec.redactor);
     let (mut out_buf, mut err_buf) = (vec![0u8; READ_BUF], vec![0u8; READ_BUF]);
     let (mut out_open, mut err_open) = (true, true);
     let mut status: Option<ExitStatus> = None;
@@ -274,6 +277,7 @@ mod tests {
             timeout: Duration::from_secs(20),
             max_output_bytes: 32 * 1024,
             sandbox: None,
+            redactor: Redactor::default(),
         }
     }
 

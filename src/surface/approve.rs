@@ -12,7 +12,12 @@ use tokio::io::AsyncBufReadExt;
 use crate::policy::Decision;
 use crate::session::Session;
 
+use super::safe_text;
+
 /// The block shown before the keys: tool, danger, why, and the full command, code or diff.
+/// Everything in it is escaped for the terminal (it is model text), and a shell command is
+/// followed by the simple commands it really runs, as bash reads them: a comment, a string
+/// or an escape sequence cannot make it look like another command.
 pub fn describe_request(request: &Value) -> String {
     let field = |name: &str| {
         request
@@ -22,30 +27,81 @@ pub fn describe_request(request: &Value) -> String {
     };
     let mut text = format!(
         "\n⚠ {} wants to run ({} · {})\n",
-        field("tool"),
-        field("danger"),
-        field("reason")
+        safe_text::escape_line(field("tool")),
+        safe_text::escape_line(field("danger")),
+        safe_text::escape_line(field("reason"))
     );
     if let Some(command) = request.get("command").and_then(Value::as_str) {
-        text.push_str(&format!("  $ {command}\n"));
+        push_framed(&mut text, "  $ ", "  │ ", command);
+        text.push_str(&parsed_commands(command));
     } else if let Some(code) = request.get("code").and_then(Value::as_str) {
-        for line in code.lines() {
-            text.push_str(&format!("  │ {line}\n"));
-        }
+        push_framed(&mut text, "  │ ", "  │ ", code);
     } else if let Some(diff) = request.get("diff").and_then(Value::as_str) {
-        text.push_str(diff);
+        text.push_str(&safe_text::escape(diff));
         if !diff.ends_with('\n') {
             text.push('\n');
         }
     } else if let Some(url) = request.get("url").and_then(Value::as_str) {
-        text.push_str(&format!("  {url}\n"));
+        text.push_str(&format!("  {}\n", safe_text::escape_line(url)));
     } else if let Some(input) = request.pointer("/toolCall/rawInput") {
-        text.push_str(&format!("  {input}\n"));
+        text.push_str(&format!(
+            "  {}\n",
+            safe_text::escape_line(&input.to_string())
+        ));
     }
     if let Some(note) = request.get("note").and_then(Value::as_str) {
-        text.push_str(&format!("  ({note})\n"));
+        text.push_str(&format!("  ({})\n", safe_text::escape_line(note)));
     }
     text.push_str("[y]es [n]o [a]lways [d]isable [f]orbid-all [c]ancel › ");
+    // Whatever else the block carries is model text too.
+    safe_text::escape(&text).into_owned()
+}
+
+/// Each line of `body` behind a frame, so no line of it can pass for one of the prompt's own.
+fn push_framed(text: &mut String, first: &str, rest: &str, body: &str) {
+    for (i, line) in body.split('\n').enumerate() {
+        let frame = if i == 0 { first } else { rest };
+        text.push_str(frame);
+        text.push_str(&safe_text::escape(line));
+        text.push('\n');
+    }
+}
+
+/// The simple commands bash would run for `command`, one per line, each word quoted as bash
+/// would need it typed.
+fn parsed_commands(command: &str) -> String {
+    let commands = match crate::policy::shell::simple_commands(command) {
+        Ok(commands) => commands,
+        Err(e) => {
+            return format!(
+                "  ({}: only the command above says what runs)\n",
+                safe_text::escape_line(&e.to_string())
+            );
+        }
+    };
+    let mut text = format!(
+        "  runs {} command{}:\n",
+        commands.len(),
+        if commands.len() == 1 { "" } else { "s" }
+    );
+    for command in &commands {
+        let words: Vec<String> = command
+            .words
+            .iter()
+            .map(|w| safe_text::shell_quote(w))
+            .collect();
+        let line = if words.is_empty() {
+            "(a redirection, no program)".to_string()
+        } else {
+            words.join(" ")
+        };
+        let dynamic = if command.dynamic {
+            "   (expansions: decided when it runs)"
+        } else {
+            ""
+        };
+        text.push_str(&format!("    ▸ {line}{dynamic}\n"));
+    }
     text
 }
 
@@ -174,4 +230,40 @@ fn apply_line(session: &Session, line: &str) -> Result<(), String> {
         .parse()
         .map_err(|e: crate::policy::UnknownDecision| e.to_string())?;
     session.answer(id, decision).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_is_shown_escaped_and_as_the_commands_it_runs() {
+        let request = serde_json::json!({
+            "tool": "shell", "danger": "dangerous", "reason": "shell\x1b[8m asks",
+            "command": "echo hi # \x1b[2J\x1b[H$ ls\nrm -rf 'my dir' \u{202e}x",
+        });
+        let text = describe_request(&request);
+        assert!(!text.chars().any(safe_text::is_unsafe), "{text:?}");
+        assert!(text.contains(r"(dangerous · shell\x1b[8m asks)"), "{text}");
+        assert!(text.contains(r"  $ echo hi # \x1b[2J\x1b[H$ ls"), "{text}");
+        assert!(text.contains("  │ rm -rf 'my dir' \\u{202e}x\n"), "{text}");
+        assert!(
+            text.contains("  runs 2 commands:\n    ▸ echo hi\n"),
+            "{text}"
+        );
+        assert!(text.contains(r"    ▸ rm -rf 'my dir' $'\u202ex'"), "{text}");
+    }
+
+    #[test]
+    fn a_command_that_does_not_parse_says_so_and_diffs_are_escaped() {
+        let text = describe_request(&serde_json::json!({"tool": "shell", "command": "echo 'x"}));
+        assert!(
+            text.contains("only the command above says what runs"),
+            "{text}"
+        );
+        let text = describe_request(&serde_json::json!({
+            "tool": "write_file", "diff": "+a\x1b[1A\x1b[2K\n+\u{9b}b\n",
+        }));
+        assert!(text.contains("+a\\x1b[1A\\x1b[2K\n+\\u{9b}b\n"), "{text}");
+    }
 }

@@ -49,6 +49,7 @@ pub async fn doctor(config_path: Option<PathBuf>) -> String {
     desktop(&mut report).await;
     let config_path = config_path.or_else(Config::default_path);
     let config = files(&mut report, config_path.as_deref());
+    output(&mut report, &config);
     models(&mut report, &config).await;
     report.text()
 }
@@ -275,6 +276,33 @@ fn files(report: &mut Report, config_path: Option<&Path>) -> Config {
     let logs = dirs::cache_dir().map(|d| d.join("corral").join("agents"));
     dir_line(report, "event log dir", logs);
     config
+}
+
+/// What reaches the terminal, and what tool output is cut of.
+fn output(report: &mut Report, config: &Config) {
+    report.line(
+        State::Ok,
+        "terminal output",
+        "model and tool text shown with controls, escape sequences (OSC 52 too) and bidi \
+         overrides escaped; approvals list the commands bash will run",
+    );
+    let redactor = crate::sandbox::env::Redactor::from_env(
+        std::env::vars(),
+        crate::session::open::held_secrets(config),
+    );
+    let mut names: Vec<&str> = redactor.names().collect();
+    names.sort_unstable();
+    let detail = if names.is_empty() {
+        "no secrets known (environment, config, the server's secret file)".to_string()
+    } else {
+        format!(
+            "{} secret{} cut from tool output, also when printed in pieces: {}",
+            names.len(),
+            if names.len() == 1 { "" } else { "s" },
+            names.join(", ")
+        )
+    };
+    report.line(State::Ok, "redaction", detail);
 }
 
 async fn models(report: &mut Report, config: &Config) {

@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod mcp;
 pub mod policies;
 pub mod run;
+pub mod safe_text;
 pub mod server;
 mod tty;
 pub mod worktree;

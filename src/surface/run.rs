@@ -22,6 +22,7 @@ use crate::session::open::{self, OpenError, OpenSpec};
 use crate::tool::Danger;
 
 use super::approve;
+use super::safe_text::{self, SafeWriter};
 use super::tty::{self, Style};
 
 pub use crate::session::open::user_policy_dir;
@@ -89,11 +90,12 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<Config, RunError> {
     }
 }
 
-/// Start-up lines of a local model server go to the terminal (stderr).
+/// Start-up lines of a local model server go to the terminal (stderr), escaped: they quote
+/// what the server printed.
 pub fn stderr_progress() -> Progress {
     Arc::new(|line: &str| {
         use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "{line}");
+        let _ = writeln!(std::io::stderr(), "{}", safe_text::escape(line));
     })
 }
 
@@ -170,22 +172,27 @@ pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
     let first_prompt = initial_prompt(&args)?;
     let warning = plan.policy().warning.clone();
     let log_dir = open::agents_dir()?;
-    let mut opened = match open::start(plan, &log_dir, &mut std::io::stderr()).await {
-        Ok(opened) => opened,
-        Err(failed) => {
-            // What the session said before it failed (the model's error, say) is shown.
-            if let Some(session) = &failed.session
-                && let Err(e) = render(&args, session).await
-            {
-                tracing::error!(error = %e, "renderer task failed");
+    let mut opened =
+        match open::start(plan, &log_dir, &mut SafeWriter::new(std::io::stderr())).await {
+            Ok(opened) => opened,
+            Err(failed) => {
+                // What the session said before it failed (the model's error, say) is shown.
+                if let Some(session) = &failed.session
+                    && let Err(e) = render(&args, session).await
+                {
+                    tracing::error!(error = %e, "renderer task failed");
+                }
+                return Err(failed.error);
             }
-            return Err(failed.error);
-        }
-    };
+        };
     // After the worktree's line, which is the first one.
     if let Some(warning) = warning {
         use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "warning: {warning}");
+        let _ = writeln!(
+            std::io::stderr(),
+            "warning: {}",
+            safe_text::escape(&warning)
+        );
     }
     let session = opened.session.clone();
     let renderer = render(&args, &session);
@@ -200,7 +207,7 @@ pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
     }
     {
         use std::io::Write;
-        let _ = std::io::stderr().write_all(&notes);
+        let _ = SafeWriter::new(std::io::stderr()).write_all(&notes);
     }
     result
 }

@@ -1,6 +1,8 @@
 //! Rendering a session for a person at a terminal (or a pipe): assistant text on stdout,
 //! everything else — spinner, thoughts, tool lines, usage, errors — on stderr, so
-//! `corral run … > answer.txt` captures just the answer.
+//! `corral run … > answer.txt` captures just the answer. Every piece of model or tool text
+//! goes through [`safe_text`] on its way out: the terminal shows escape sequences, never
+//! obeys them.
 
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -10,6 +12,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::event::{ContentBlock, Payload, SharedEvent, Status, ToolCallStatus};
 use crate::session::Session;
+
+use super::safe_text::{escape, escape_line};
 
 const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
@@ -99,7 +103,7 @@ impl View<'_> {
                     self.thought_open = false;
                 }
                 if let ContentBlock::Text { text } = &data.content {
-                    let _ = write!(self.out, "{text}");
+                    let _ = write!(self.out, "{}", escape(text));
                     let _ = self.out.flush();
                     self.text_open = true;
                 }
@@ -107,7 +111,7 @@ impl View<'_> {
             Payload::Thought(data) if data.delta => {
                 self.first_output();
                 if let ContentBlock::Text { text } = &data.content {
-                    let _ = write!(self.err, "{}", self.style.paint("2", text));
+                    let _ = write!(self.err, "{}", self.style.paint("2", &escape(text)));
                     let _ = self.err.flush();
                     self.thought_open = true;
                 }
@@ -120,13 +124,13 @@ impl View<'_> {
                     .call
                     .raw_input
                     .as_ref()
-                    .map(|v| crate::model::excerpt(&v.to_string(), 120))
+                    .map(|v| escape_line(&crate::model::excerpt(&v.to_string(), 120)))
                     .unwrap_or_default();
                 let _ = writeln!(
                     self.err,
                     "{} {} {input}",
                     self.style.paint("36", "⏺"),
-                    data.call.title
+                    escape_line(&data.call.title)
                 );
             }
             Payload::ToolResult(data) => {
@@ -136,7 +140,7 @@ impl View<'_> {
                         "32",
                         &format!(
                             "  ✓ {} · {} ms · {} bytes",
-                            record.tool,
+                            escape_line(&record.tool),
                             record.duration_ms,
                             output.len()
                         ),
@@ -145,8 +149,11 @@ impl View<'_> {
                         "31",
                         &format!(
                             "  ✗ {} · {}",
-                            record.tool,
-                            crate::model::excerpt(error.as_deref().unwrap_or_default(), 200)
+                            escape_line(&record.tool),
+                            escape_line(&crate::model::excerpt(
+                                error.as_deref().unwrap_or_default(),
+                                200
+                            ))
                         ),
                     ),
                 };
@@ -156,14 +163,19 @@ impl View<'_> {
             Payload::Error(data) => {
                 self.clear_spinner();
                 self.end_text();
-                let _ = writeln!(self.err, "{}", self.style.paint("33", &data.message));
+                let _ = writeln!(
+                    self.err,
+                    "{}",
+                    self.style.paint("33", &escape(&data.message))
+                );
             }
             Payload::Permission(data) if data.get("resolved").is_some() => {
                 let decision = data.get("decision").and_then(|d| d.as_str()).unwrap_or("?");
+                let decision = escape_line(decision);
                 let note = data
                     .get("note")
                     .and_then(|n| n.as_str())
-                    .map(|n| format!(" ({n})"))
+                    .map(|n| format!(" ({})", escape_line(n)))
                     .unwrap_or_default();
                 let _ = writeln!(
                     self.err,

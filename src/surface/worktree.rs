@@ -1,5 +1,7 @@
 //! `corral worktree …` and the worktree part of `corral run --worktree`: the messages around
-//! the library's git work. Everything writes to the writers it is given.
+//! the library's git work. Everything writes to the writers it is given, through
+//! [`SafeWriter`]: a diff quotes files a model wrote, and an escape sequence in one must not
+//! hide lines from the person reviewing it.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -7,6 +9,7 @@ use std::path::PathBuf;
 use crate::sandbox::worktree::{self, Entry, MergeKind, PruneAction, Record, Store, WorktreeError};
 
 use super::run::Exit;
+use super::safe_text::SafeWriter;
 
 /// The `corral worktree` subcommands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,12 +41,23 @@ pub fn worktree_main(
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Exit {
-    match dispatch(command, out, err) {
+    let mut out = SafeWriter::new(out);
+    let mut err = SafeWriter::new(err);
+    let exit = match dispatch(command, &mut out, &mut err) {
         Ok(exit) => exit,
         Err(e) => {
             let _ = writeln!(err, "corral: {e}");
             exit_for(&e)
         }
+    };
+    let finished = out.finish().and_then(|()| out.flush());
+    let _ = err.finish();
+    match finished {
+        Err(e) if exit == Exit::Ok => {
+            let _ = writeln!(err, "corral: {}", stdout_error(e));
+            Exit::Failure
+        }
+        _ => exit,
     }
 }
 

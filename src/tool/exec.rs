@@ -107,6 +107,7 @@ async fn execute(
             .saturating_sub(NOTE_RESERVE)
             .max(MIN_PROCESS_OUTPUT),
         sandbox: ctx.settings.sandbox.clone(),
+        redactor: ctx.settings.redactor.clone(),
     };
     let outcome = process::run(spec, &ctx.output, &ctx.cancel)
         .await

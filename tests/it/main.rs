@@ -17,6 +17,7 @@ mod run_cli;
 mod run_loop;
 mod run_ollama;
 mod run_openai;
+mod safe_output;
 mod sandbox;
 mod server_cli;
 mod server_rest;

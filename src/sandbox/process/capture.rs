@@ -1,9 +1,12 @@
 //! Output capture of one process: bytes decoded as UTF-8 without splitting a character
-//! across chunks, streamed to the sink up to a limit, and kept head+tail in bounded memory.
+//! across chunks, secrets redacted without missing one split across chunks, streamed to the
+//! sink up to a limit, and kept head+tail in bounded memory. Redaction comes before both the
+//! stream and the capture, so neither ever holds a secret the runtime knows.
 
 use std::collections::VecDeque;
 
 use crate::event::OutputStream;
+use crate::sandbox::env::{RedactStream, Redactor};
 use crate::tool::OutputSink;
 
 /// Per call, streamed chunks stop after this much so a flood doesn't flood the event stream.
@@ -21,16 +24,19 @@ pub(super) struct Collector<'a> {
     pub(super) capture: Capture,
     /// Per stream (stdout, stderr): the bytes of a character split across reads.
     carry: [Vec<u8>; 2],
+    /// Per stream: the end of the text so far while it may be the start of a secret.
+    redact: [RedactStream; 2],
     streamed: usize,
     stream_stopped: bool,
 }
 
 impl<'a> Collector<'a> {
-    pub(super) fn new(sink: &'a OutputSink, max_output_bytes: usize) -> Self {
+    pub(super) fn new(sink: &'a OutputSink, max_output_bytes: usize, redactor: &Redactor) -> Self {
         Collector {
             sink,
             capture: Capture::new(max_output_bytes),
             carry: [Vec::new(), Vec::new()],
+            redact: [redactor.stream(), redactor.stream()],
             streamed: 0,
             stream_stopped: false,
         }
@@ -38,15 +44,18 @@ impl<'a> Collector<'a> {
 
     pub(super) fn push(&mut self, stream: OutputStream, bytes: &[u8]) {
         let text = decode(&mut self.carry[index(stream)], bytes);
+        let text = self.redact[index(stream)].push(&text);
         self.accept(stream, &text);
     }
 
-    /// At the end, an incomplete character left over is shown as U+FFFD.
+    /// At the end, an incomplete character left over is shown as U+FFFD, and what was held
+    /// back as a possible secret's start is let go.
     pub(super) fn flush(&mut self, stream: OutputStream) {
         let rest = std::mem::take(&mut self.carry[index(stream)]);
-        if !rest.is_empty() {
-            self.accept(stream, &String::from_utf8_lossy(&rest));
-        }
+        let redact = &mut self.redact[index(stream)];
+        let mut text = redact.push(&String::from_utf8_lossy(&rest));
+        text.push_str(&redact.finish());
+        self.accept(stream, &text);
     }
 
     fn accept(&mut self, stream: OutputStream, text: &str) {
@@ -208,6 +217,25 @@ mod tests {
         assert_eq!(decode(&mut carry, b"\xa6"), "");
         assert_eq!(decode(&mut carry, b"\x80\xffz"), "🦀\u{fffd}z");
         assert!(carry.is_empty());
+    }
+
+    #[test]
+    fn a_secret_written_in_two_reads_is_neither_streamed_nor_kept() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let shown = seen.clone();
+        let sink = OutputSink::new(move |_, text| shown.lock().unwrap().push_str(text));
+        let redactor = Redactor::from_env([("MY_TOKEN".into(), "tok-1234567890".into())], []);
+        let mut collector = Collector::new(&sink, 10_000, &redactor);
+        collector.push(OutputStream::Stdout, b"key tok-123");
+        assert_eq!(*seen.lock().unwrap(), "key ");
+        collector.push(OutputStream::Stderr, b"warn tok-");
+        collector.push(OutputStream::Stdout, b"4567890\nend tok-12");
+        collector.flush(OutputStream::Stdout);
+        collector.flush(OutputStream::Stderr);
+        let (output, _) = collector.capture.finish();
+        for text in [seen.lock().unwrap().clone(), output] {
+            assert_eq!(text, "key warn [REDACTED:MY_TOKEN]\nend tok-12tok-");
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! [`Opened::finish`] stops what the session owns.
 
 mod sandbox;
+mod secrets;
 mod worktree;
 
 use std::path::{Path, PathBuf};
@@ -545,8 +546,20 @@ impl Opened {
     }
 }
 
+/// The secrets corral holds itself (the server's JWT secret from the config, the environment
+/// or its file; API key variables): tool output is redacted of them as well as of every
+/// secret-named variable.
+pub(crate) fn held_secrets(config: &Config) -> Vec<(String, String)> {
+    secrets::held(
+        config,
+        |name| std::env::var(name).ok(),
+        Config::jwt_secret_path().as_deref(),
+    )
+}
+
 /// Tool settings for a session: limits from config and policy, the scrubbed environment with
-/// the session's private temp dir, and the secrets to redact.
+/// the session's private temp dir, and the secrets to redact (those of the environment and
+/// those corral holds).
 fn tool_settings(config: &Config, policy: &Policy, tmpdir: &Path) -> ToolSettings {
     let defaults = ToolSettings::default();
     let runtime_env: Vec<(String, String)> = std::env::vars().collect();
@@ -568,7 +581,7 @@ fn tool_settings(config: &Config, policy: &Policy, tmpdir: &Path) -> ToolSetting
             .clone()
             .unwrap_or(defaults.url_schemes.clone()),
         env: crate::sandbox::env::tool_env(runtime_env.clone(), &policy.env, Some(tmpdir)),
-        redactor: crate::sandbox::env::Redactor::from_env(runtime_env, []),
+        redactor: crate::sandbox::env::Redactor::from_env(runtime_env, held_secrets(config)),
         ..defaults
     }
 }

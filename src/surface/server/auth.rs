@@ -62,7 +62,7 @@ impl std::fmt::Debug for Auth {
 
 /// `$XDG_CONFIG_HOME/corral/jwt-secret`.
 pub fn default_secret_path() -> Option<PathBuf> {
-    dirs::config_dir().map(|d| d.join("corral").join("jwt-secret"))
+    crate::config::Config::jwt_secret_path()
 }
 
 /// The secret in the documented order; generates the file when nothing else gives one.
