@@ -92,6 +92,8 @@ pub fn tool_env(
 pub struct Redactor {
     /// Longest first, so a secret containing another is replaced whole.
     secrets: Vec<(String, String)>,
+    /// The bytes secrets begin with: everywhere else a scan just steps on.
+    firsts: Vec<u8>,
 }
 
 impl Redactor {
@@ -109,7 +111,10 @@ impl Redactor {
             .collect();
         secrets.sort_by_key(|s| std::cmp::Reverse(s.1.len()));
         secrets.dedup_by(|a, b| a.1 == b.1);
-        Redactor { secrets }
+        let mut firsts: Vec<u8> = secrets.iter().filter_map(|s| s.1.bytes().next()).collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        Redactor { secrets, firsts }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -146,7 +151,15 @@ impl Redactor {
         let mut copied = 0;
         let mut at = 0;
         while at < text.len() {
-            let rest = &text[at..];
+            // A secret's first byte is never a UTF-8 continuation byte, so where one matches,
+            // `at` is a character boundary.
+            let rest = match text.get(at..) {
+                Some(rest) if self.firsts.contains(&text.as_bytes()[at]) => rest,
+                _ => {
+                    at += 1;
+                    continue;
+                }
+            };
             if let Some((name, value)) = self
                 .secrets
                 .iter()
@@ -168,7 +181,7 @@ impl Redactor {
                 out.push_str(&text[copied..at]);
                 return Scanned::HeldFrom(at);
             }
-            at += rest.chars().next().map_or(1, char::len_utf8);
+            at += 1;
         }
         if !replaced {
             return Scanned::Untouched;
