@@ -172,19 +172,19 @@ pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
     let first_prompt = initial_prompt(&args)?;
     let warning = plan.policy().warning.clone();
     let log_dir = open::agents_dir()?;
-    let mut opened =
-        match open::start(plan, &log_dir, &mut SafeWriter::new(std::io::stderr())).await {
-            Ok(opened) => opened,
-            Err(failed) => {
-                // What the session said before it failed (the model's error, say) is shown.
-                if let Some(session) = &failed.session
-                    && let Err(e) = render(&args, session).await
-                {
-                    tracing::error!(error = %e, "renderer task failed");
-                }
-                return Err(failed.error);
+    let mut start_lines = SafeWriter::new(std::io::stderr());
+    let mut opened = match open::start(plan, &log_dir, &mut start_lines).await {
+        Ok(opened) => opened,
+        Err(failed) => {
+            // What the session said before it failed (the model's error, say) is shown.
+            if let Some(session) = &failed.session
+                && let Err(e) = render(&args, session).await
+            {
+                tracing::error!(error = %e, "renderer task failed");
             }
-        };
+            return Err(failed.error);
+        }
+    };
     // After the worktree's line, which is the first one.
     if let Some(warning) = warning {
         use std::io::Write;
