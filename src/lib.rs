@@ -36,7 +36,7 @@ pub use surface::mcp::{DEFAULT_APPROVAL_TIMEOUT, mcp};
 pub use surface::policies::{list_policies, show_policy};
 pub use surface::run::load_config;
 pub use surface::run::{Exit, RunArgs, RunError, run};
-pub use surface::safe_text::escape as escape_for_terminal;
+pub use surface::safe_text::{SafeWriter, escape as escape_for_terminal};
 pub use surface::server::auth::{
     Auth, AuthError, Role as ServerRole, default_secret_path, load_secret, parse_ttl,
 };

@@ -451,8 +451,9 @@ fn init_tracing(hub: Option<&corral::LogHub>) {
     let default = if hub.is_some() { "info" } else { "error" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Log lines quote model and tool text too.
     let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(|| corral::SafeWriter::new(std::io::stderr()))
         .with_ansi(false);
     let _ = tracing_subscriber::registry()
         .with(filter)
