@@ -19,6 +19,7 @@ mod run_ollama;
 mod run_openai;
 mod sandbox;
 mod server_cli;
+mod server_attacks;
 mod server_rest;
 mod server_ws;
 mod support;
