@@ -317,7 +317,10 @@ mod tests {
     fn toml_errors_name_the_place_without_quoting_the_line() {
         let text = "model = \"x\"\naws_secret = hunter2-is-the-password\n";
         let error = toml::from_str::<Config>(text).unwrap_err();
-        assert!(error.to_string().contains("hunter2"), "toml quotes the line");
+        assert!(
+            error.to_string().contains("hunter2"),
+            "toml quotes the line"
+        );
         let summary = toml_error(text, &error);
         assert!(!summary.contains("hunter2"), "{summary}");
         assert!(summary.starts_with("line 2, column "), "{summary}");

@@ -35,7 +35,13 @@ async fn a_user_token_cannot_run_a_program_name_a_preset_file_or_bypass_the_gate
     let marker = h.home_dir().join("pwned");
 
     let run_it = format!("acp:cmd=touch {}", marker.display());
-    for spec in [run_it.as_str(), "claude", "codex", "acp:opencode", "claude:sonnet"] {
+    for spec in [
+        run_it.as_str(),
+        "claude",
+        "codex",
+        "acp:opencode",
+        "claude:sonnet",
+    ] {
         let body = json!({"cwd": h.work(), "model": spec});
         let (status, answer) = create(&server, &user, body).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{spec}: {answer}");
@@ -149,7 +155,10 @@ async fn user_sessions_stay_inside_the_roots() {
     // Listed roots replace the default; a listed root is a root even when it is home.
     let other = h.home_dir().join("other");
     std::fs::create_dir(&other).unwrap();
-    h.write_config(&format!("[server]\nroots = [{:?}]\n", other.display().to_string()));
+    h.write_config(&format!(
+        "[server]\nroots = [{:?}]\n",
+        other.display().to_string()
+    ));
     let server = Server::start(&h, &[]).await;
     let (status, answer) = create(&server, &user, session_body(&work, &base, json!({}))).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
@@ -179,21 +188,37 @@ async fn the_servers_api_key_goes_only_to_the_base_url_it_was_configured_for() {
         async move {
             let (status, session) = create(server, user, body).await;
             assert_eq!(status, StatusCode::CREATED, "{session}");
-            let path = format!("/api/v1/sessions/{}/messages", session["id"].as_str().unwrap());
-            let (status, _) = call(server, user, Method::POST, &path, Some(json!({"text": "hi"}))).await;
+            let path = format!(
+                "/api/v1/sessions/{}/messages",
+                session["id"].as_str().unwrap()
+            );
+            let (status, _) = call(
+                server,
+                user,
+                Method::POST,
+                &path,
+                Some(json!({"text": "hi"})),
+            )
+            .await;
             assert_eq!(status, StatusCode::ACCEPTED);
         }
     };
     turn(Some(thief.openai_base()), &thief).await;
-    assert!(thief.wait_for_chat_requests(1, Duration::from_secs(20)).await);
+    assert!(
+        thief
+            .wait_for_chat_requests(1, Duration::from_secs(20))
+            .await
+    );
     let sent_key = |model: &FakeModel| {
-        model.requests().iter().any(|r| {
-            r.headers
-                .iter()
-                .any(|(_, value)| value.contains(KEY))
-        })
+        model
+            .requests()
+            .iter()
+            .any(|r| r.headers.iter().any(|(_, value)| value.contains(KEY)))
     };
-    assert!(!sent_key(&thief), "the key went to a base URL the client chose");
+    assert!(
+        !sent_key(&thief),
+        "the key went to a base URL the client chose"
+    );
     // Where it was configured, the key is sent: the check above is not vacuous.
     turn(None, &own).await;
     assert!(own.wait_for_chat_requests(1, Duration::from_secs(20)).await);
@@ -209,7 +234,8 @@ async fn sessions_of_others_answer_exactly_like_missing_ones_and_owners_are_limi
     let server = Server::start(&h, &[]).await;
     let alice = wire::token_for("alice", false, LONG);
     let bob = wire::token_for("bob", false, LONG);
-    let (status, session) = create(&server, &alice, session_body(&h.work(), &base, json!({}))).await;
+    let (status, session) =
+        create(&server, &alice, session_body(&h.work(), &base, json!({}))).await;
     assert_eq!(status, StatusCode::CREATED, "{session}");
     let id = session["id"].as_str().unwrap().to_string();
     let missing = "0b9c7a52-55a1-4f7e-9a51-3c1e2f4d6a8b";
@@ -231,7 +257,11 @@ async fn sessions_of_others_answer_exactly_like_missing_ones_and_owners_are_limi
         let (s1, b1) = call(&server, &bob, method.clone(), &theirs, body.clone()).await;
         let (s2, b2) = call(&server, &bob, method.clone(), &nobodys, body).await;
         assert_eq!(s1, StatusCode::NOT_FOUND, "{method} {tail}: {b1}");
-        assert_eq!((s1, without(&b1, &id)), (s2, without(&b2, missing)), "{method} {tail}");
+        assert_eq!(
+            (s1, without(&b1, &id)),
+            (s2, without(&b2, missing)),
+            "{method} {tail}"
+        );
     }
     let events = |sid: &str| format!("/api/v1/events?channel=agent:{sid}");
     let (s1, b1) = call(&server, &bob, Method::GET, &events(&id), None).await;
@@ -244,9 +274,19 @@ async fn sessions_of_others_answer_exactly_like_missing_ones_and_owners_are_limi
     let (c1, r1) = close_frame(&mut theirs, Duration::from_secs(10)).await;
     let (c2, r2) = close_frame(&mut nobodys, Duration::from_secs(10)).await;
     assert_eq!(c1, 4004);
-    assert_eq!((c1, r1.replace(&id, "<ID>")), (c2, r2.replace(missing, "<ID>")));
+    assert_eq!(
+        (c1, r1.replace(&id, "<ID>")),
+        (c2, r2.replace(missing, "<ID>"))
+    );
     // Alice still has her session: bob's DELETE did nothing.
-    let (status, _) = call(&server, &alice, Method::GET, &format!("/api/v1/sessions/{id}"), None).await;
+    let (status, _) = call(
+        &server,
+        &alice,
+        Method::GET,
+        &format!("/api/v1/sessions/{id}"),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
 
     // Two live sessions per owner here; a third is refused until one closes.
@@ -256,7 +296,11 @@ async fn sessions_of_others_answer_exactly_like_missing_ones_and_owners_are_limi
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{answer}");
     assert_eq!(answer["error"]["code"], "TOO_MANY_SESSIONS");
     let (status, answer) = create(&server, &bob, session_body(&h.work(), &base, json!({}))).await;
-    assert_eq!(status, StatusCode::CREATED, "another owner has a limit of their own: {answer}");
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "another owner has a limit of their own: {answer}"
+    );
     let path = format!("/api/v1/sessions/{id}");
     let (status, _) = call(&server, &alice, Method::DELETE, &path, None).await;
     assert_eq!(status, StatusCode::OK);

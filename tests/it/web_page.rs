@@ -283,7 +283,10 @@ async fn worktree_view(
         .js("return document.getElementById('worktree-summary').textContent;")
         .await;
     let summary = summary.as_str().unwrap();
-    assert!(summary.contains(&format!("branch corral/{id}")), "{summary}");
+    assert!(
+        summary.contains(&format!("branch corral/{id}")),
+        "{summary}"
+    );
     assert!(summary.contains("1 changed file"), "{summary}");
     let shot = browser.screenshot("web-page-worktree.png").await;
     report(&shot);
@@ -542,7 +545,11 @@ async fn approve_a_write_from_the_web_page() {
     let shot = browser.screenshot("web-page-narrow.png").await;
     report(&shot);
     browser
-        .session_call("POST", "/window/rect", json!({"width": 1280, "height": 1000}))
+        .session_call(
+            "POST",
+            "/window/rect",
+            json!({"width": 1280, "height": 1000}),
+        )
         .await;
     worktree_view(&h, &server, &model, &token, &browser).await;
     browser.quit().await;

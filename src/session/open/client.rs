@@ -61,11 +61,7 @@ pub(crate) async fn model_client(
         .api_key_env
         .clone()
         .or_else(|| model_spec.provider.api_key_env().map(str::to_string));
-    let api_key = model::bound_api_key(
-        key_var.as_deref().and_then(env),
-        &key_base_url,
-        &base_url,
-    );
+    let api_key = model::bound_api_key(key_var.as_deref().and_then(env), &key_base_url, &base_url);
     if model_spec.provider == model::Provider::OpenAi
         && api_key.is_none()
         && spec.base_url.is_none()

@@ -171,7 +171,13 @@ mod tests {
         };
         assert!(check(Some("ollama:qwen3"), Some("default")).is_ok());
         assert!(check(Some("acp:opencode:m"), None).is_ok());
-        for model in ["claude", "codex:o3", "acp:cmd=sh", "acp:gemini", "acp:bogus"] {
+        for model in [
+            "claude",
+            "codex:o3",
+            "acp:cmd=sh",
+            "acp:gemini",
+            "acp:bogus",
+        ] {
             assert!(
                 matches!(check(Some(model), None), Err(OpenError::Forbidden(_))),
                 "{model}"

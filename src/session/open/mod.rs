@@ -7,8 +7,8 @@
 //! Submodules: `limits` (what a caller who is not the host's owner may open), `client` (the
 //! model client, and the rule that binds an API key to its base URL), `sandbox`, `worktree`.
 
-mod limits;
 mod client;
+mod limits;
 mod sandbox;
 mod worktree;
 
@@ -28,8 +28,8 @@ use crate::sandbox::{NetworkMode, SandboxMode};
 use crate::session::{Session, SessionMeta, WorktreeMeta};
 use crate::tool::{Danger, ToolRegistry, ToolSettings};
 
-pub use limits::Limits;
 pub(crate) use client::model_client;
+pub use limits::Limits;
 pub use worktree::RunWorktree;
 
 /// Why a session could not be opened: the request (exit 2 on the command line, 4xx on the

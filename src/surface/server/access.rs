@@ -180,7 +180,7 @@ mod tests {
         let canonical = work.canonicalize().unwrap();
         assert_eq!(
             user_roots(&[], &work, Some(&home)).unwrap(),
-            vec![canonical.clone()]
+            vec![canonical]
         );
         assert!(user_roots(&[], &home, Some(&home)).unwrap().is_empty());
         assert!(user_roots(&[], Path::new("/"), None).unwrap().is_empty());

@@ -42,7 +42,10 @@ impl HostCheck {
     pub fn new(bound: SocketAddr, allowed: &[String]) -> HostCheck {
         HostCheck {
             bound,
-            allowed: allowed.iter().map(|a| a.trim().to_ascii_lowercase()).collect(),
+            allowed: allowed
+                .iter()
+                .map(|a| a.trim().to_ascii_lowercase())
+                .collect(),
         }
     }
 
@@ -52,9 +55,10 @@ impl HostCheck {
         };
         let name = authority.host().to_ascii_lowercase();
         let port = authority.port_u16();
-        let listed = self.allowed.iter().any(|entry| {
-            *entry == name || port.is_some_and(|p| *entry == format!("{name}:{p}"))
-        });
+        let listed = self
+            .allowed
+            .iter()
+            .any(|entry| *entry == name || port.is_some_and(|p| *entry == format!("{name}:{p}")));
         if listed {
             return true;
         }
@@ -156,7 +160,12 @@ mod tests {
     #[test]
     fn hosts_are_the_listen_address_or_listed_names() {
         let check = HostCheck::new("127.0.0.1:7777".parse().unwrap(), &["Corral.lan".into()]);
-        for host in ["127.0.0.1:7777", "localhost:7777", "LOCALHOST:7777", "[::1]:7777"] {
+        for host in [
+            "127.0.0.1:7777",
+            "localhost:7777",
+            "LOCALHOST:7777",
+            "[::1]:7777",
+        ] {
             assert!(check.admits(host), "{host}");
         }
         assert!(check.admits("corral.lan") && check.admits("corral.lan:443"));

@@ -189,8 +189,12 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
     let secret = auth::load_secret(config.server.jwt_secret.as_deref(), &secret_file)
         .map_err(|e| RunError::Runtime(e.to_string()))?;
     let started_in = std::env::current_dir().map_err(usage)?;
-    let roots = access::user_roots(&config.server.roots, &started_in, dirs::home_dir().as_deref())
-        .map_err(usage)?;
+    let roots = access::user_roots(
+        &config.server.roots,
+        &started_in,
+        dirs::home_dir().as_deref(),
+    )
+    .map_err(usage)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| RunError::Runtime(format!("cannot listen on {addr}: {e}")))?;

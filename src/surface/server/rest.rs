@@ -25,8 +25,8 @@ use super::auth::Claims;
 use super::{ApiError, AppState, Shared, access, authenticate};
 use crate::event::Status;
 use crate::policy::Decision;
-use crate::session::manager::{Handle, SendError, TurnMode};
 use crate::session::ids::uuid_v4;
+use crate::session::manager::{Handle, SendError, TurnMode};
 use crate::session::open::{OpenError, OpenSpec};
 
 /// Every REST route, as the OpenAPI document names it.

@@ -80,8 +80,8 @@ fn admit(
         .auth
         .verify(&token)
         .map_err(|e| (4001, e.to_string()))?;
-    let handle = super::access::visible(&state.manager, &claims, id)
-        .map_err(|e| (4004, e.message))?;
+    let handle =
+        super::access::visible(&state.manager, &claims, id).map_err(|e| (4004, e.message))?;
     Ok((handle, claims.remaining()))
 }
 

@@ -92,12 +92,19 @@ async fn another_host_another_origin_and_frames_are_refused() {
         .lines()
         .find_map(|l| l.strip_prefix("content-security-policy:"))
         .unwrap_or_else(|| panic!("no CSP: {headers}"));
-    for part in ["default-src 'self'", "script-src 'self'", "frame-ancestors 'none'"] {
+    for part in [
+        "default-src 'self'",
+        "script-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
         assert!(csp.contains(part), "{csp}");
     }
     assert!(!csp.contains("unsafe-inline"), "{csp}");
     assert!(headers.contains("x-frame-options: deny"), "{headers}");
-    assert!(headers.contains("x-content-type-options: nosniff"), "{headers}");
+    assert!(
+        headers.contains("x-content-type-options: nosniff"),
+        "{headers}"
+    );
     assert!(!body.contains("<script>"), "no inline script");
 
     // A foreign page posting with a token it got hold of.
@@ -114,7 +121,11 @@ async fn another_host_another_origin_and_frames_are_refused() {
     assert_eq!(status, StatusCode::CREATED, "{session}");
     let id = session["id"].as_str().unwrap();
     let url = format!("{}/ws/v1/sessions/{id}?token={alice}", server.ws_base);
-    for origin in ["http://evil.example", "null", &format!("http://evil.example:{port}")] {
+    for origin in [
+        "http://evil.example",
+        "null",
+        &format!("http://evil.example:{port}"),
+    ] {
         let refused = ws_connect(&url, &[("origin", origin)]).await.err();
         assert_eq!(refused, Some(403), "Origin {origin}");
     }
@@ -138,7 +149,14 @@ async fn permission_request_ids_and_the_jwt_secret_cannot_be_guessed() {
     assert_eq!(status, StatusCode::CREATED, "{session}");
     let id = session["id"].as_str().unwrap();
     let path = format!("/api/v1/sessions/{id}/messages");
-    let (status, _) = call(&server, &alice, Method::POST, &path, Some(json!({"text": "go"}))).await;
+    let (status, _) = call(
+        &server,
+        &alice,
+        Method::POST,
+        &path,
+        Some(json!({"text": "go"})),
+    )
+    .await;
     assert_eq!(status, StatusCode::ACCEPTED);
     let path = format!("/api/v1/sessions/{id}/permissions");
     let mut request = None;
@@ -167,14 +185,25 @@ async fn permission_request_ids_and_the_jwt_secret_cannot_be_guessed() {
     assert_eq!(out.code, Some(0), "{out:?}");
     let token = out.stdout.trim();
     let old = corral::Auth::new(legacy.as_bytes()).unwrap();
-    assert!(old.verify(token).is_err(), "minted with the guessable secret");
+    assert!(
+        old.verify(token).is_err(),
+        "minted with the guessable secret"
+    );
     let secret = std::fs::read_to_string(&file).unwrap();
     assert_eq!(secret.len(), 64, "256 bits as hex: {secret}");
-    assert!(corral::Auth::new(secret.as_bytes()).unwrap().verify(token).is_ok());
+    assert!(
+        corral::Auth::new(secret.as_bytes())
+            .unwrap()
+            .verify(token)
+            .is_ok()
+    );
     // A freshly generated one is 256 bits too.
     std::fs::remove_file(&file).unwrap();
     let out = other.corral().args(["token", "--sub", "y"]).run().await;
     assert_eq!(out.code, Some(0), "{out:?}");
     let secret = std::fs::read_to_string(&file).unwrap();
-    assert!(secret.len() == 64 && secret.bytes().all(|b| b.is_ascii_hexdigit()), "{secret}");
+    assert!(
+        secret.len() == 64 && secret.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{secret}"
+    );
 }

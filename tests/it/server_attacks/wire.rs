@@ -85,12 +85,10 @@ pub async fn raw(server: &Server, head: &str) -> (u16, String, String) {
 pub async fn ws_connect(url: &str, headers: &[(&str, &str)]) -> Result<Ws, u16> {
     let mut request = url.into_client_request().unwrap();
     for (name, value) in headers {
-        request
-            .headers_mut()
-            .insert(
-                reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                value.parse().unwrap(),
-            );
+        request.headers_mut().insert(
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            value.parse().unwrap(),
+        );
     }
     match tokio_tungstenite::connect_async(request).await {
         Ok((ws, _)) => Ok(ws),
