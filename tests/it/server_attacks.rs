@@ -145,6 +145,31 @@ async fn user_sessions_stay_inside_the_roots() {
     assert_eq!(status, StatusCode::CREATED, "{session}");
     let project = work.join("project").canonicalize().unwrap();
     assert_eq!(session["cwd"], project.display().to_string());
+    // A worktree of a repository that starts above the roots (a home kept in git) would
+    // add a branch and a worktree entry to that repository.
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(h.home_dir())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.com")
+            .env("GIT_COMMITTER_NAME", "Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.com")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    std::fs::write(h.home_dir().join(".profile"), "export A=1\n").unwrap();
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", ".profile"]);
+    git(&["commit", "-q", "-m", "dotfiles"]);
+    let worktree = json!({"worktree": true});
+    let body = session_body(&work.join("project"), &base, worktree);
+    let (status, answer) = create(&server, &user, body).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
     // Admins may use any directory.
     let admin = wire::token_for("root", true, LONG);
     let body = session_body(&h.home_dir(), &base, json!({}));

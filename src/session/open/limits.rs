@@ -7,7 +7,8 @@
 //!   (`acp:cmd=…` runs any command line, so only an exact listed one passes);
 //! - preset paths (only preset names), `gguf:` model files, resuming a log by id;
 //! - a preset that approves everything (`bypass = true`), whoever configured it;
-//! - a working directory outside `[server] roots`, judged after symlinks are resolved.
+//! - a working directory outside `[server] roots`, judged after symlinks are resolved, and a
+//!   worktree of a repository that starts outside them.
 //!
 //! The checks run in [`super::plan`] on the very values the session is then built from, before
 //! anything is read, contacted or started; a refusal never says whether a directory exists.
@@ -115,6 +116,20 @@ impl Limits {
                     }
                 )))
             }
+        }
+    }
+
+    /// A worktree session's repository: the worktree gets a branch and an entry in it, so it
+    /// must lie within the roots too (a directory inside a repository that starts above the
+    /// roots, such as a home directory kept in git, would otherwise change that repository).
+    pub(super) fn check_repository(&self, repo: &Path) -> Result<(), OpenError> {
+        if within(repo, &self.roots) {
+            Ok(())
+        } else {
+            Err(forbidden(
+                "--worktree: the repository this directory belongs to starts outside the \
+                 server's roots",
+            ))
         }
     }
 

@@ -223,6 +223,9 @@ pub async fn plan(
     }
     let sandbox = sandbox::modes(spec.sandbox, spec.network, &config, &policy)?;
     let worktree = worktree::plan_for_run(spec.worktree, resumed.is_some(), &root)?;
+    if let (Some(limits), Some((plan, _))) = (&spec.limits, &worktree) {
+        limits.check_repository(&plan.repo)?;
+    }
     Ok(Plan {
         spec,
         config,
