@@ -300,9 +300,13 @@ impl Config {
 /// that excerpt quotes the offending line, and an error can reach someone who may not read
 /// the file (a preset path named over the network).
 pub fn toml_error(text: &str, error: &toml::de::Error) -> String {
-    let message = error.message().trim_end();
+    // Without its input, toml renders the message and the key it concerns, no excerpt.
+    let mut bare = error.clone();
+    bare.set_input(None);
+    let rendered = bare.to_string();
+    let message = rendered.trim_end().replace('\n', " ");
     let Some(before) = error.span().and_then(|span| text.get(..span.start)) else {
-        return message.to_string();
+        return message;
     };
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
@@ -324,6 +328,11 @@ mod tests {
         let summary = toml_error(text, &error);
         assert!(!summary.contains("hunter2"), "{summary}");
         assert!(summary.starts_with("line 2, column "), "{summary}");
+        // A wrong type is named by its key.
+        let text = "max_steps = \"many\"\n";
+        let error = toml::from_str::<Config>(text).unwrap_err();
+        let summary = toml_error(text, &error);
+        assert!(summary.contains("in `max_steps`"), "{summary}");
     }
 
     #[test]
