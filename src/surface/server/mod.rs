@@ -147,6 +147,10 @@ pub fn router(state: Shared) -> Router {
         .merge(rest::routes())
         .merge(ws::routes())
         .merge(page::routes())
+        // Before the layer, so unknown paths pass the Host check and get the headers too.
+        .fallback(|uri: axum::http::Uri| async move {
+            ApiError::not_found(format!("no route {}", uri.path()))
+        })
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             guard::check,

@@ -78,7 +78,7 @@ async fn another_host_another_origin_and_frames_are_refused() {
 
     // DNS rebinding: a page of evil.example whose name now points at 127.0.0.1.
     for host in ["evil.example", &format!("evil.example:{port}")] {
-        for path in ["/", "/api/v1/sessions", "/assets/app.js"] {
+        for path in ["/", "/api/v1/sessions", "/assets/app.js", "/no/such/route"] {
             let (status, _, body) = raw(&server, &get(path, host, "")).await;
             assert_eq!(status, 421, "Host {host} {path}: {body}");
         }
