@@ -125,7 +125,7 @@ async function toggleWorktree() {
   $("worktree-diff").textContent = "";
   show(view, true);
   try {
-    const wt = await api("GET", `/api/v1/sessions/${encodeURIComponent(state.current)}/worktree`);
+    const wt = await api("GET", `/sessions/${encodeURIComponent(state.current)}/worktree`);
     const files = wt.files.length;
     $("worktree-summary").textContent =
       `${wt.path} · branch ${wt.branch} · base ${String(wt.base).slice(0, 7)} · ` +

@@ -110,7 +110,8 @@ async fn open(server: &Server, h: &Harness, model: &FakeModel, sub: &str) -> Ws 
         "base_url": model.openai_base(),
         "permission": "bypass",
     });
-    let token = server.token(sub, false);
+    // bypass is for admin tokens (a user token is not the host's owner).
+    let token = server.token(sub, true);
     let (status, json) = server.post("/api/v1/sessions", &token, &body).await;
     assert_eq!(status, 201, "{json}");
     let id = json["id"].as_str().unwrap();

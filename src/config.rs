@@ -30,6 +30,10 @@
 //! [server]                         # corral serve
 //! listen = "127.0.0.1:7777"
 //! jwt_secret = "…"                 # else CORRAL_JWT_SECRET, else a generated 0600 file
+//! roots = ["/srv/projects"]        # where user sessions may work (default: serve's directory)
+//! user_backends = ["claude"]       # external agents user tokens may start (default: none)
+//! max_sessions_per_owner = 16      # live sessions one user may hold
+//! allowed_hosts = ["corral.lan"]   # Host names accepted besides the listen address
 //!
 //! [local]                          # gguf: models corral serves itself
 //! server_command = "llama-server"  # default: llama-server on PATH, else the one setup installs
@@ -96,6 +100,19 @@ pub struct Server {
     pub listen: Option<String>,
     /// HS256 secret; else `CORRAL_JWT_SECRET`, else a generated 0600 file.
     pub jwt_secret: Option<String>,
+    /// Directories `user` tokens' sessions must lie in (absolute). Empty: the directory
+    /// `serve` started in, unless that is `/` or the home directory.
+    #[serde(default)]
+    pub roots: Vec<PathBuf>,
+    /// External backends `user` tokens may start, by name: `claude`, `codex`,
+    /// `acp:opencode`, `acp:gemini`, `acp:claude`, or one exact `acp:cmd=…`.
+    #[serde(default)]
+    pub user_backends: Vec<String>,
+    /// Live sessions one `user` owner may hold (default 16).
+    pub max_sessions_per_owner: Option<usize>,
+    /// `Host` names (`name` or `name:port`) accepted besides the listen address.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -188,7 +205,7 @@ impl Config {
         };
         let config: Config = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
             path: path.to_path_buf(),
-            message: e.to_string(),
+            message: toml_error(&text, &e),
         })?;
         config.check(path)?;
         Ok(config)
@@ -226,6 +243,12 @@ impl Config {
             return Err(invalid(
                 "screenshot_max_long_edge must be at least 64".into(),
             ));
+        }
+        if let Some(root) = self.server.roots.iter().find(|r| !r.is_absolute()) {
+            return Err(invalid(format!(
+                "server.roots must be absolute paths, got {}",
+                root.display()
+            )));
         }
         for (name, secs) in [
             ("timeouts.connect_secs", self.timeouts.connect_secs),
@@ -279,9 +302,44 @@ impl Config {
     }
 }
 
+/// A TOML error as "line L, column C: message", without the excerpt toml's `Display` adds:
+/// that excerpt quotes the offending line, and an error can reach someone who may not read
+/// the file (a preset path named over the network).
+pub fn toml_error(text: &str, error: &toml::de::Error) -> String {
+    // Without its input, toml renders the message and the key it concerns, no excerpt.
+    let mut bare = error.clone();
+    bare.set_input(None);
+    let rendered = bare.to_string();
+    let message = rendered.trim_end().replace('\n', " ");
+    let Some(before) = error.span().and_then(|span| text.get(..span.start)) else {
+        return message;
+    };
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("line {line}, column {column}: {message}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn toml_errors_name_the_place_without_quoting_the_line() {
+        let text = "model = \"x\"\naws_secret = hunter2-is-the-password\n";
+        let error = toml::from_str::<Config>(text).unwrap_err();
+        assert!(
+            error.to_string().contains("hunter2"),
+            "toml quotes the line"
+        );
+        let summary = toml_error(text, &error);
+        assert!(!summary.contains("hunter2"), "{summary}");
+        assert!(summary.starts_with("line 2, column "), "{summary}");
+        // A wrong type is named by its key.
+        let text = "max_steps = \"many\"\n";
+        let error = toml::from_str::<Config>(text).unwrap_err();
+        let summary = toml_error(text, &error);
+        assert!(summary.contains("in `max_steps`"), "{summary}");
+    }
 
     #[test]
     fn full_example_parses_and_maps_to_settings() {

@@ -18,7 +18,9 @@ pub use http::{HttpSettings, RetryNotice, RetryPolicy};
 pub use local::{GgufClient, LocalSettings, Progress};
 pub use ollama::{OllamaClient, capabilities_of};
 pub use openai::OpenAiClient;
-pub use spec::{BaseUrlSource, ModelSpec, Provider, SpecError, Wire, resolve_base_url};
+pub use spec::{
+    BaseUrlSource, ModelSpec, Provider, SpecError, Wire, bound_api_key, resolve_base_url,
+};
 pub use types::*;
 
 mod detect;

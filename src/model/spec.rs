@@ -179,6 +179,25 @@ pub fn resolve_base_url(
     (normalize_base_url(provider, &raw), source)
 }
 
+/// The API key for a request to `base_url`, given the key from the environment and the base
+/// URL it was configured for (resolved without any override: config, environment, provider
+/// default). A key goes only where it was meant to go: a request that names another server
+/// gets none, so whoever chooses the base URL cannot collect the key. Both URLs are
+/// normalized by [`resolve_base_url`]; any difference at all means another server.
+pub fn bound_api_key(key: Option<String>, configured_for: &str, base_url: &str) -> Option<String> {
+    let key = key.filter(|k| !k.is_empty())?;
+    if configured_for == base_url {
+        Some(key)
+    } else {
+        tracing::info!(
+            base_url,
+            configured_for,
+            "not sending the API key: it is configured for another base URL"
+        );
+        None
+    }
+}
+
 /// `OLLAMA_HOST` is often `0.0.0.0:11434` or a bare host: give it a scheme and a reachable
 /// address. Trailing slashes go so paths can be appended.
 fn normalize_base_url(provider: Provider, raw: &str) -> String {
@@ -229,6 +248,30 @@ mod tests {
             "ollama:".parse::<ModelSpec>(),
             Err(SpecError::Empty(_))
         ));
+    }
+
+    #[test]
+    fn a_key_goes_only_to_the_base_url_it_was_configured_for() {
+        let none = |_: &str| None;
+        let (configured, _) = resolve_base_url(Provider::OpenAi, None, None, &none);
+        let key = || Some("sk-1".to_string());
+        assert_eq!(bound_api_key(key(), &configured, &configured), key());
+        let (same, _) = resolve_base_url(
+            Provider::OpenAi,
+            Some("https://api.openai.com/v1/"),
+            None,
+            &none,
+        );
+        assert_eq!(bound_api_key(key(), &configured, &same), key());
+        for other in [
+            "http://127.0.0.1:9/v1",
+            "https://api.openai.com.evil.example/v1",
+            "https://api.openai.com/v1@evil.example",
+        ] {
+            let (url, _) = resolve_base_url(Provider::OpenAi, Some(other), None, &none);
+            assert_eq!(bound_api_key(key(), &configured, &url), None, "{other}");
+        }
+        assert_eq!(bound_api_key(Some(String::new()), "a", "a"), None);
     }
 
     #[test]

@@ -180,13 +180,18 @@ pub fn preset_names(user_dir: Option<&Path>) -> Vec<String> {
 }
 
 impl Policy {
-    /// `spec` is a preset name, or a path to a preset file (contains `/` or ends in `.toml`).
+    /// Whether a preset value names a file rather than a preset.
+    pub fn is_path(spec: &str) -> bool {
+        spec.contains('/') || spec.ends_with(".toml")
+    }
+
+    /// `spec` is a preset name, or a path to a preset file (see [`Policy::is_path`]).
     pub fn load(
         spec: &str,
         user_dir: Option<&Path>,
         overrides: &PolicyOverrides,
     ) -> Result<Policy, PolicyError> {
-        let (name, text) = if spec.contains('/') || spec.ends_with(".toml") {
+        let (name, text) = if Self::is_path(spec) {
             let path = PathBuf::from(spec);
             let text = std::fs::read_to_string(&path).map_err(|source| PolicyError::Read {
                 path: path.clone(),
@@ -227,7 +232,8 @@ impl Policy {
             name: name.to_string(),
             message,
         };
-        let file: PresetFile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let file: PresetFile =
+            toml::from_str(text).map_err(|e| invalid(crate::config::toml_error(text, &e)))?;
         let offer = match file.offer {
             OfferText::Word(w) if w == "all" => Offer::All,
             OfferText::Word(w) if w == "allowed" => Offer::Allowed,

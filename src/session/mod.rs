@@ -6,6 +6,7 @@
 
 mod approvals;
 mod bus;
+pub mod ids;
 mod log;
 pub mod manager;
 mod meta;
@@ -65,7 +66,7 @@ impl Session {
     /// A new session writing its log under `log_dir` (none: in memory only).
     pub fn create(log_dir: Option<&Path>) -> Result<Arc<Session>, SessionError> {
         let id = loop {
-            let candidate = format!("{:08x}", fastrand::u32(..));
+            let candidate = ids::short_id();
             let taken = log_dir.is_some_and(|dir| log_path(dir, &candidate).exists());
             if !taken {
                 break candidate;
@@ -280,7 +281,7 @@ impl Session {
         ),
         IllegalTransition,
     > {
-        let id = format!("perm_{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff);
+        let id = ids::request_id();
         request["requestId"] = serde_json::Value::String(id.clone());
         self.transition(Status::WaitingApproval)?;
         let receiver = self.approvals.open(id.clone(), request.clone());

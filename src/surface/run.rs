@@ -72,7 +72,7 @@ pub enum Exit {
 impl OpenError {
     pub fn exit(&self) -> Exit {
         match self {
-            OpenError::Usage(_) => Exit::Usage,
+            OpenError::Usage(_) | OpenError::Forbidden(_) => Exit::Usage,
             OpenError::Runtime(_) => Exit::Failure,
         }
     }
@@ -120,6 +120,8 @@ fn open_spec(args: &RunArgs) -> OpenSpec {
         network: args.network,
         attended: args.approve_stdin || (!args.json && approve::terminal_available()),
         approval_timeout: None,
+        // The person at the terminal is the host's owner.
+        limits: None,
     }
 }
 

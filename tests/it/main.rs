@@ -19,6 +19,7 @@ mod run_ollama;
 mod run_openai;
 mod safe_output;
 mod sandbox;
+mod server_attacks;
 mod server_cli;
 mod server_rest;
 mod server_ws;

@@ -61,9 +61,10 @@ async fn tokens_and_ownership_are_enforced() {
         assert_eq!(code(&body), "UNAUTHORIZED");
         assert!(body["error"]["message"].is_string());
     }
+    // Another user's session answers like a missing one.
     let bob = api.server.token("bob", false);
     let (status, body) = api.call_as(Some(&bob), Method::GET, &path, None).await;
-    assert_eq!((status, code(&body)), (StatusCode::FORBIDDEN, "FORBIDDEN"));
+    assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "NOT_FOUND"));
     let messages = format!("{path}/messages");
     let (status, _) = api
         .call_as(
@@ -73,9 +74,9 @@ async fn tokens_and_ownership_are_enforced() {
             Some(json!({"text": "hi"})),
         )
         .await;
-    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, _) = api.call_as(Some(&bob), Method::DELETE, &path, None).await;
-    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(status, StatusCode::NOT_FOUND);
     let (_, list) = api
         .call_as(Some(&bob), Method::GET, "/api/v1/sessions", None)
         .await;
@@ -301,7 +302,7 @@ async fn the_event_stream_carries_envelopes_and_resumes_after_last_event_id() {
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
@@ -341,7 +342,7 @@ async fn the_server_stops_cleanly_with_a_command_running() {
     let model = FakeModel::start().await;
     let args = json!({"command": "sleep 45"});
     model.push(Reply::new().tool_call("c1", "shell", &args.to_string()));
-    let api = Api::start(&h).await;
+    let api = Api::start_admin(&h).await;
     let id = api
         .create(&h, &model, json!({"permission": "bypass"}))
         .await;
@@ -396,7 +397,7 @@ async fn a_worktree_session_shows_its_diff_and_others_have_none() {
     let args = json!({"path": "new.txt", "content": "hello\n"}).to_string();
     model.push(Reply::new().tool_call("c1", "write_file", &args));
     model.push(Reply::new().text("done"));
-    let api = Api::start(&h).await;
+    let api = Api::start_admin(&h).await;
     let id = api
         .create(
             &h,

@@ -16,7 +16,8 @@ type Ws =
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Opens a session for `sub` on the fake model; `permission` is a preset name.
+/// Opens a session for `sub` on the fake model; `permission` is a preset name (`bypass` needs
+/// an admin token, so `sub` gets one for it).
 async fn open(
     server: &Server,
     h: &Harness,
@@ -33,7 +34,11 @@ async fn open(
         body["permission"] = json!(perm);
     }
     let (status, json) = server
-        .post("/api/v1/sessions", &server.token(sub, false), &body)
+        .post(
+            "/api/v1/sessions",
+            &server.token(sub, perm == Some("bypass")),
+            &body,
+        )
         .await;
     assert_eq!(status, 201, "{json}");
     json["id"].as_str().unwrap().to_string()
@@ -128,7 +133,11 @@ async fn ws_refusals_close_with_the_seed_codes() {
     let mut ws = connect(&session_url(&server, &id, "not-a-jwt")).await;
     assert_eq!(close_code(&mut ws).await, 4001, "bad token");
     let mut ws = connect(&session_url(&server, &id, &server.token("bob", false))).await;
-    assert_eq!(close_code(&mut ws).await, 4003, "another owner");
+    assert_eq!(
+        close_code(&mut ws).await,
+        4004,
+        "another owner's session is as missing"
+    );
     let mut ws = connect(&session_url(&server, "nope", &server.token("alice", false))).await;
     assert_eq!(close_code(&mut ws).await, 4004, "unknown session");
     let mut ws = connect(&format!("{base}/ws/v1/logs")).await;

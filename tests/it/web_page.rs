@@ -1,6 +1,7 @@
 //! The web page at `/`, driven in headless Debian chromium through chromedriver's WebDriver
 //! HTTP API: select a session, send a message, watch it stream, approve a write_file in the
-//! dialog, see the result. Needs `chromium` and `chromium-driver` (scripts/setup).
+//! dialog, see the result, open a worktree session's diff; all under the page's strict CSP.
+//! Needs `chromium` and `chromium-driver` (scripts/setup).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -211,6 +212,86 @@ impl Browser {
     }
 }
 
+/// The worktree view: a session working in a worktree of a repository, with one file written
+/// there, shows its diff on the page.
+async fn worktree_view(
+    h: &Harness,
+    server: &Server,
+    model: &FakeModel,
+    token: &str,
+    browser: &Browser,
+) {
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(h.work())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.com")
+            .env("GIT_COMMITTER_NAME", "Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.com")
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "first"]);
+    let res = reqwest::Client::new()
+        .post(format!("{}/api/v1/sessions", server.base))
+        .bearer_auth(token)
+        .json(&json!({
+            "cwd": h.work(),
+            "model": "llamacpp:fake-model",
+            "base_url": model.openai_base(),
+            "worktree": true,
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let session: Value = res.json().await.unwrap();
+    let id = session["id"].as_str().unwrap();
+    let worktree = PathBuf::from(session["worktree"].as_str().unwrap());
+    std::fs::write(worktree.join("note.txt"), "written in the worktree\n").unwrap();
+
+    browser.goto(&format!("{}/", server.base)).await;
+    browser
+        .wait_for(
+            "both sessions in the list",
+            "document.querySelectorAll('#sessions .session').length === 2",
+        )
+        .await;
+    browser.click("#sessions li:last-child .session").await;
+    browser
+        .wait_for(
+            "the worktree button",
+            "!document.getElementById('worktree-toggle').hidden",
+        )
+        .await;
+    browser.click("#worktree-toggle").await;
+    browser
+        .wait_for(
+            "the worktree diff",
+            "document.getElementById('worktree-diff').textContent
+                .includes('+written in the worktree')",
+        )
+        .await;
+    let summary = browser
+        .js("return document.getElementById('worktree-summary').textContent;")
+        .await;
+    let summary = summary.as_str().unwrap();
+    assert!(
+        summary.contains(&format!("branch corral/{id}")),
+        "{summary}"
+    );
+    assert!(summary.contains("1 changed file"), "{summary}");
+    let shot = browser.screenshot("web-page-worktree.png").await;
+    report(&shot);
+}
+
 /// Where the screenshots went must be visible in the test output.
 #[allow(clippy::print_stderr)]
 fn report(path: &std::path::Path) {
@@ -287,6 +368,11 @@ async fn approve_a_write_from_the_web_page() {
         };
         assert!(header("content-type").starts_with(kind), "{path}");
         assert_eq!(header("cache-control"), "no-cache", "{path}");
+        // Everything below runs under this policy: no inline code, no framing.
+        let csp = header("content-security-policy");
+        assert!(csp.contains("script-src 'self'"), "{path}: {csp}");
+        assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
+        assert_eq!(header("x-frame-options"), "DENY", "{path}");
     }
 
     let browser = Browser::start().await;
@@ -439,6 +525,12 @@ async fn approve_a_write_from_the_web_page() {
 
     let shot = browser.screenshot("web-page.png").await;
     report(&shot);
+    // The stylesheet applies under the CSP.
+    let display = browser
+        .js("return getComputedStyle(document.querySelector('.layout')).display;")
+        .await;
+    assert_eq!(display, "grid");
+
     // Readable on a narrow window: one column, nothing wider than the viewport.
     browser
         .session_call("POST", "/window/rect", json!({"width": 420, "height": 900}))
@@ -452,6 +544,14 @@ async fn approve_a_write_from_the_web_page() {
     );
     let shot = browser.screenshot("web-page-narrow.png").await;
     report(&shot);
+    browser
+        .session_call(
+            "POST",
+            "/window/rect",
+            json!({"width": 1280, "height": 1000}),
+        )
+        .await;
+    worktree_view(&h, &server, &model, &token, &browser).await;
     browser.quit().await;
     drop(browser);
     server.stop().await;

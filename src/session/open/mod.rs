@@ -3,7 +3,12 @@
 //! (usage errors: model spec, directory, preset, sandbox modes, worktree); [`start`] creates
 //! the session, its worktree, checks the model, sets up the sandbox and builds the agent;
 //! [`Opened::finish`] stops what the session owns.
+//!
+//! Submodules: `limits` (what a caller who is not the host's owner may open), `client` (the
+//! model client, and the rule that binds an API key to its base URL), `sandbox`, `worktree`.
 
+mod client;
+mod limits;
 mod sandbox;
 mod secrets;
 mod worktree;
@@ -24,14 +29,18 @@ use crate::sandbox::{NetworkMode, SandboxMode};
 use crate::session::{Session, SessionMeta, WorktreeMeta};
 use crate::tool::{Danger, ToolRegistry, ToolSettings};
 
+pub(crate) use client::model_client;
+pub use limits::Limits;
 pub use worktree::RunWorktree;
 
 /// Why a session could not be opened: the request (exit 2 on the command line, 4xx on the
-/// network) or the world (exit 1, 5xx).
+/// network), something the caller's [`Limits`] do not allow (403), or the world (exit 1, 5xx).
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("{0}")]
     Usage(String),
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{0}")]
     Runtime(String),
 }
@@ -71,6 +80,9 @@ pub struct OpenSpec {
     /// An editor serving file reads/writes for the tools (an ACP client's `fs/*`).
     pub editor: Option<crate::tool::EditorLink>,
     pub approval_timeout: Option<Duration>,
+    /// Bounds of a caller who is not the host's owner (a server `user` token); `None`: the
+    /// person at the terminal or an admin, unbounded.
+    pub limits: Option<Limits>,
 }
 
 /// Everything resolved, nothing started.
@@ -143,77 +155,6 @@ fn load_policy(
     Policy::load(&preset, user_policy_dir().as_deref(), &overrides).map_err(usage)
 }
 
-pub(crate) async fn model_client(
-    spec: &OpenSpec,
-    config: &Config,
-    resumed: Option<&SessionMeta>,
-    progress: model::Progress,
-) -> Result<(Arc<dyn ModelClient>, ModelSpec), OpenError> {
-    let env = |name: &str| std::env::var(name).ok();
-    let settings = config.http_settings();
-    let spec_text = match spec
-        .model
-        .clone()
-        .or_else(|| resumed.map(|m| m.model.clone()))
-        .or_else(|| config.model.clone())
-    {
-        Some(text) => text,
-        None => {
-            let (base, _) = model::resolve_base_url(
-                model::Provider::Ollama,
-                spec.base_url.as_deref(),
-                config.provider(model::Provider::Ollama).base_url.as_deref(),
-                &env,
-            );
-            let name = model::find_ollama_tool_model(&base, &settings)
-                .await
-                .map_err(usage)?;
-            format!("ollama:{name}")
-        }
-    };
-    let model_spec: ModelSpec = spec_text.parse().map_err(usage)?;
-    let provider_config = config.provider(model_spec.provider);
-    let (base_url, _) = model::resolve_base_url(
-        model_spec.provider,
-        spec.base_url.as_deref(),
-        provider_config.base_url.as_deref(),
-        &env,
-    );
-    let key_var = provider_config
-        .api_key_env
-        .clone()
-        .or_else(|| model_spec.provider.api_key_env().map(str::to_string));
-    let api_key = key_var.as_deref().and_then(env).filter(|k| !k.is_empty());
-    if model_spec.provider == model::Provider::OpenAi
-        && api_key.is_none()
-        && spec.base_url.is_none()
-        && provider_config.base_url.is_none()
-    {
-        return Err(usage(format!(
-            "{model_spec} needs an API key: set {}",
-            key_var.as_deref().unwrap_or("OPENAI_API_KEY")
-        )));
-    }
-    let window = match model_spec.provider.wire() {
-        model::Wire::OllamaNative => provider_config.num_ctx,
-        model::Wire::OpenAiChat => provider_config.context_window,
-    };
-    let client: Arc<dyn ModelClient> = if model_spec.provider == model::Provider::Gguf {
-        Arc::new(
-            model::GgufClient::new(
-                model_spec.clone(),
-                config.local.settings(),
-                settings,
-                progress,
-            )
-            .map_err(usage)?,
-        )
-    } else {
-        model::connect(model_spec.clone(), base_url, api_key, settings, window).map_err(runtime)?
-    };
-    Ok((client, model_spec))
-}
-
 fn canonical_dir(path: &Path) -> Result<PathBuf, OpenError> {
     let root = path.canonicalize().map_err(|e| {
         usage(format!(
@@ -236,6 +177,10 @@ pub async fn plan(
     config: Config,
     progress: model::Progress,
 ) -> Result<Plan, OpenError> {
+    // A bounded caller is judged before anything is read, contacted or started.
+    if let Some(limits) = &spec.limits {
+        limits.check_request(&spec, &config)?;
+    }
     let resumed = match &spec.resume {
         Some(id) => {
             let dir = agents_dir()?;
@@ -246,6 +191,15 @@ pub async fn plan(
                 ))
             })?)
         }
+        None => None,
+    };
+    let cwd = match (&spec.cwd, &resumed) {
+        (Some(cwd), _) => cwd.clone(),
+        (None, Some(meta)) => meta.cwd.clone(),
+        (None, None) => std::env::current_dir().map_err(usage)?,
+    };
+    let bounded_root = match &spec.limits {
+        Some(limits) => Some(limits.check_root(&cwd)?),
         None => None,
     };
     let model_text = spec
@@ -259,16 +213,20 @@ pub async fn plan(
             Engine::Native { client, model }
         }
     };
-    let cwd = match (&spec.cwd, &resumed) {
-        (Some(cwd), _) => cwd.clone(),
-        (None, Some(meta)) => meta.cwd.clone(),
-        (None, None) => std::env::current_dir().map_err(usage)?,
+    let root = match bounded_root {
+        Some(root) => root,
+        None => canonical_dir(&cwd)?,
     };
-    let root = canonical_dir(&cwd)?;
     let tools = ToolRegistry::builtin().map_err(runtime)?;
     let policy = load_policy(&spec, &config, &tools)?;
+    if let Some(limits) = &spec.limits {
+        limits.check_policy(&policy)?;
+    }
     let sandbox = sandbox::modes(spec.sandbox, spec.network, &config, &policy)?;
     let worktree = worktree::plan_for_run(spec.worktree, resumed.is_some(), &root)?;
+    if let (Some(limits), Some((plan, _))) = (&spec.limits, &worktree) {
+        limits.check_repository(&plan.repo)?;
+    }
     Ok(Plan {
         spec,
         config,

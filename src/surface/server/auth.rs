@@ -33,6 +33,14 @@ impl Claims {
     pub fn may_use(&self, owner: &str) -> bool {
         self.is_admin() || self.sub == owner
     }
+
+    /// How long the token stays valid: streams opened with it end then.
+    pub fn remaining(&self) -> Duration {
+        let expires = UNIX_EPOCH + Duration::from_secs(self.exp);
+        expires
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,31 +88,45 @@ pub fn load_secret(configured: Option<&str>, file: &Path) -> Result<Vec<u8>, Aut
         path: file.to_path_buf(),
         source,
     };
-    match std::fs::read(file) {
+    let replace = match std::fs::read(file) {
+        Ok(bytes) if legacy_generated(bytes.trim_ascii()) => {
+            tracing::warn!(
+                path = %file.display(),
+                "replacing a JWT secret made by an older corral from a predictable PRNG; \
+                 tokens minted with it stop working"
+            );
+            true
+        }
         Ok(bytes) if !bytes.trim_ascii().is_empty() => return Ok(bytes.trim_ascii().to_vec()),
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
         Err(e) => return Err(error(e)),
+    };
+    let dir = file.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(error)?;
+    // 256 bits from the OS RNG, written as hex so the file stays text.
+    let secret = crate::session::ids::secret_hex();
+    if replace {
+        // Written aside and renamed over, so a reader never sees half a secret.
+        let mut out = tempfile::NamedTempFile::new_in(dir).map_err(error)?;
+        out.write_all(secret.as_bytes()).map_err(error)?;
+        out.persist(file).map_err(|e| error(e.error))?;
+    } else {
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(file)
+            .map_err(error)?;
+        out.write_all(secret.as_bytes()).map_err(error)?;
     }
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir).map_err(error)?;
-    }
-    let secret: String = (0..48)
-        .map(|_| {
-            char::from(
-                b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                    [fastrand::usize(..62)],
-            )
-        })
-        .collect();
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(file)
-        .map_err(error)?;
-    out.write_all(secret.as_bytes()).map_err(error)?;
     Ok(secret.into_bytes())
+}
+
+/// A secret of the shape older corrals generated with fastrand (48 letters and digits): its
+/// seed, and so the secret, could be recovered from the file's mtime.
+fn legacy_generated(secret: &[u8]) -> bool {
+    secret.len() == 48 && secret.iter().all(u8::is_ascii_alphanumeric)
 }
 
 impl Auth {
@@ -180,7 +202,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("corral/jwt-secret");
         let first = load_secret(None, &file).unwrap();
+        assert_eq!(first.len(), 64, "256 bits as hex");
+        assert!(first.iter().all(u8::is_ascii_hexdigit));
         assert_eq!(load_secret(None, &file).unwrap(), first);
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // A secret an older corral made with a seeded PRNG is replaced, still 0600.
+        let legacy = "aB3".repeat(16);
+        std::fs::write(&file, &legacy).unwrap();
+        let fresh = load_secret(None, &file).unwrap();
+        assert_ne!(fresh, legacy.as_bytes());
+        assert_eq!(std::fs::read(&file).unwrap(), fresh);
         let mode = std::fs::metadata(&file).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         assert_eq!(

@@ -1,11 +1,17 @@
 //! `corral serve`: many sessions in one process, driven over REST and WebSocket (API v1),
 //! with a live event stream of every session and a web page for sessions and approvals.
 //!
-//! Modules: `auth` (JWT), `rest` (`/api/v1`, the OpenAPI document, the SSE event bus),
-//! `ws` (`/ws/v1/sessions/{id}` and `/ws/v1/logs`, the seed protocol exactly), `logs` (the
-//! log lines the log stream carries), `page` (the embedded web page).
+//! Modules: `auth` (JWT), `access` (what a `user` token may reach; admins are the host's
+//! owner), `guard` (Host and Origin checks on every request, security headers on every
+//! response), `rest` (`/api/v1`, the OpenAPI document, the SSE event bus), `ws`
+//! (`/ws/v1/sessions/{id}` and `/ws/v1/logs`, the seed protocol exactly), `logs` (the log
+//! lines the log stream carries), `page` (the embedded web page).
+//!
+//! A token's streams (WebSocket, SSE) end when the token expires: 4001 on a WebSocket.
 
+mod access;
 pub mod auth;
+mod guard;
 mod logs;
 mod page;
 mod rest;
@@ -57,6 +63,8 @@ impl ServerSettings {
 pub struct AppState {
     pub manager: SessionManager,
     pub auth: Auth,
+    pub access: access::Access,
+    pub hosts: guard::HostCheck,
     pub settings: ServerSettings,
     pub ws: ws::Hub,
     pub logs: LogHub,
@@ -139,6 +147,14 @@ pub fn router(state: Shared) -> Router {
         .merge(rest::routes())
         .merge(ws::routes())
         .merge(page::routes())
+        // Before the layer, so unknown paths pass the Host check and get the headers too.
+        .fallback(|uri: axum::http::Uri| async move {
+            ApiError::not_found(format!("no route {}", uri.path()))
+        })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::check,
+        ))
         .with_state(state)
 }
 
@@ -176,21 +192,30 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
         .ok_or_else(|| usage("cannot find a config directory: set XDG_CONFIG_HOME or HOME"))?;
     let secret = auth::load_secret(config.server.jwt_secret.as_deref(), &secret_file)
         .map_err(|e| RunError::Runtime(e.to_string()))?;
-    let manager = SessionManager::new(config.clone(), agents_dir()?, 10);
-    let state = Arc::new(AppState {
-        manager: manager.clone(),
-        auth: Auth::new(&secret).map_err(|e| RunError::Runtime(e.to_string()))?,
-        settings: ServerSettings::from_env(),
-        ws: ws::Hub::default(),
-        logs,
-        shutdown: CancellationToken::new(),
-    });
+    let started_in = std::env::current_dir().map_err(usage)?;
+    let roots = access::user_roots(
+        &config.server.roots,
+        &started_in,
+        dirs::home_dir().as_deref(),
+    )
+    .map_err(usage)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| RunError::Runtime(format!("cannot listen on {addr}: {e}")))?;
     let bound = listener
         .local_addr()
         .map_err(|e| RunError::Runtime(e.to_string()))?;
+    let manager = SessionManager::new(config.clone(), agents_dir()?, 10);
+    let state = Arc::new(AppState {
+        manager: manager.clone(),
+        auth: Auth::new(&secret).map_err(|e| RunError::Runtime(e.to_string()))?,
+        access: access::Access::new(&config.server, roots),
+        hosts: guard::HostCheck::new(bound, &config.server.allowed_hosts),
+        settings: ServerSettings::from_env(),
+        ws: ws::Hub::default(),
+        logs,
+        shutdown: CancellationToken::new(),
+    });
     tracing::info!(target: "corral::server", "listening on http://{bound}");
     {
         use std::io::Write;

@@ -1,6 +1,8 @@
 //! The web page at `/`: plain HTML, CSS and JavaScript embedded in the binary, so `corral
 //! serve` needs no files next to it and no build step. The page is a client like any other:
 //! it speaks only the public REST and WebSocket API, with the token the user gives it.
+//! No inline script or style anywhere: the page runs under the strict CSP `guard` sends
+//! with every response (`script-src 'self'`, `frame-ancestors 'none'`).
 
 use axum::Router;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};

@@ -22,9 +22,10 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::auth::Claims;
-use super::{ApiError, AppState, Shared, authenticate};
+use super::{ApiError, AppState, Shared, access, authenticate};
 use crate::event::Status;
 use crate::policy::Decision;
+use crate::session::ids::uuid_v4;
 use crate::session::manager::{Handle, SendError, TurnMode};
 use crate::session::open::{OpenError, OpenSpec};
 
@@ -112,23 +113,14 @@ fn parse_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Resul
     serde_json::from_slice(&bytes).map_err(|e| invalid(format!("invalid request body: {e}")))
 }
 
-/// The session, if it exists and the caller may use it: 404 and 403 otherwise.
+/// The session, if it exists and the caller may use it; the same 404 otherwise.
 fn visible(state: &AppState, claims: &Claims, id: &str) -> Result<Arc<Handle>, ApiError> {
-    let handle = state
-        .manager
-        .get(id)
-        .ok_or_else(|| ApiError::not_found(format!("no session {id}")))?;
-    if !claims.may_use(&handle.owner) {
-        return Err(ApiError::forbidden(format!(
-            "session {id} belongs to another user"
-        )));
-    }
-    Ok(handle)
+    access::visible(&state.manager, claims, id)
 }
 
 fn send_error(e: SendError) -> ApiError {
     match e {
-        SendError::NotFound(id) => ApiError::not_found(format!("no session {id}")),
+        SendError::NotFound(id) => access::not_found(&id),
         SendError::Dead(id) => closed(&id),
         SendError::TurnInProgress(id) => ApiError::new(
             StatusCode::CONFLICT,
@@ -136,23 +128,6 @@ fn send_error(e: SendError) -> ApiError {
             format!("a turn is already running in session {id}; wait for it to finish"),
         ),
     }
-}
-
-/// A random (version 4) UUID; ids only need to be unique, not secret.
-pub(crate) fn uuid_v4() -> String {
-    let mut b = [0u8; 16];
-    fastrand::fill(&mut b);
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
 }
 
 async fn openapi() -> Response {
@@ -195,6 +170,7 @@ struct CreateBody {
 fn open_error(e: OpenError) -> ApiError {
     match e {
         OpenError::Usage(m) => invalid(m),
+        OpenError::Forbidden(m) => ApiError::forbidden(m),
         // Opening fails at run time almost only when the model cannot be reached or
         // prepared; the session's own files failing is the server's fault.
         OpenError::Runtime(m) if m.contains("temp dir") || m.contains("event log") => {
@@ -218,6 +194,7 @@ async fn create_session(
             body.cwd.display()
         )));
     }
+    let _place = state.access.reserve(&state.manager, &claims)?;
     let spec = OpenSpec {
         id: Some(uuid_v4()),
         cwd: Some(body.cwd),
@@ -227,6 +204,7 @@ async fn create_session(
         permission: body.permission,
         worktree: body.worktree,
         attended: true,
+        limits: state.access.limits_for(&claims),
         ..OpenSpec::default()
     };
     let handle = state
@@ -441,14 +419,5 @@ mod tests {
         }
         // Building the router must not panic (overlapping or malformed paths).
         let _ = routes();
-    }
-
-    #[test]
-    fn uuids_are_version_4() {
-        let id = uuid_v4();
-        assert_eq!(id.len(), 36);
-        assert_eq!(&id[14..15], "4");
-        assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"));
-        assert_ne!(id, uuid_v4());
     }
 }

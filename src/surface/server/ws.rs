@@ -2,8 +2,11 @@
 //! corral's envelopes (see `projection`).
 //!
 //! Refusals happen after the upgrade, as close codes (4001 unauthorized, 4003 forbidden,
-//! 4004 unknown session): a browser's WebSocket cannot read an HTTP status. 4000 (registry
-//! not ready) is never sent: the manager exists before the listener accepts anything.
+//! 4004 unknown session): a browser's WebSocket cannot read an HTTP status. Another user's
+//! session is 4004 with the same reason as a missing one. 4000 (registry not ready) is never
+//! sent: the manager exists before the listener accepts anything. A connection is closed
+//! with 4001 the moment its token expires. (A foreign `Origin` never gets this far: see
+//! `guard`.)
 //! A connection silent for `idle_drop` is closed with 1000 (a normal, expected end);
 //! shutdown and replacement by a newer connection close with 1001.
 //!
@@ -17,6 +20,7 @@ mod logs;
 mod projection;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
@@ -63,26 +67,22 @@ async fn close(socket: &mut WebSocket, code: u16, reason: &str) {
     let _ = socket.send(Message::Close(Some(frame))).await;
 }
 
-/// Who may connect: the caller's session, or a close code and why not.
+/// Who may connect: the caller's session and how long the token lasts, or a close code and
+/// why not.
 fn admit(
     state: &super::AppState,
     headers: &HeaderMap,
     token: Option<&str>,
     id: &str,
-) -> Result<Arc<Handle>, (u16, String)> {
+) -> Result<(Arc<Handle>, Duration), (u16, String)> {
     let token = bearer(headers, token).ok_or((4001, "no token".to_string()))?;
     let claims = state
         .auth
         .verify(&token)
         .map_err(|e| (4001, e.to_string()))?;
-    let handle = state
-        .manager
-        .get(id)
-        .ok_or_else(|| (4004, format!("no session {id}")))?;
-    if !claims.may_use(&handle.owner) {
-        return Err((4003, "not your session".to_string()));
-    }
-    Ok(handle)
+    let handle =
+        super::access::visible(&state.manager, &claims, id).map_err(|e| (4004, e.message))?;
+    Ok((handle, claims.remaining()))
 }
 
 async fn session_socket(
@@ -99,7 +99,9 @@ async fn session_socket(
                 tracing::info!(target: "corral::ws", "session {id}: refused with {code}: {reason}");
                 close(&mut socket, code, &reason).await;
             }
-            Ok(handle) => serve_session(state, socket, handle, query.last_seq).await,
+            Ok((handle, valid)) => {
+                serve_session(state, socket, handle, query.last_seq, valid).await;
+            }
         }
     })
 }
@@ -109,6 +111,7 @@ async fn serve_session(
     mut socket: WebSocket,
     handle: Arc<Handle>,
     last_seq: Option<u64>,
+    valid: Duration,
 ) {
     let channel = state.ws.channel(&handle, state.settings.replay_window);
     let conn = state.ws.next_conn();
@@ -117,11 +120,17 @@ async fn serve_session(
     let idle = state.settings.idle_drop;
     let deadline = tokio::time::sleep(idle);
     tokio::pin!(deadline);
+    let expired = tokio::time::sleep(valid);
+    tokio::pin!(expired);
     loop {
         tokio::select! {
             biased;
             () = state.shutdown.cancelled() => {
                 close(&mut socket, 1001, "server shutting down").await;
+                break;
+            }
+            () = &mut expired => {
+                close(&mut socket, 4001, "token expired").await;
                 break;
             }
             () = attached.replaced.cancelled() => {

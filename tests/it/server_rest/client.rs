@@ -12,14 +12,23 @@ use crate::support::{FakeModel, Harness};
 pub struct Api {
     pub server: Server,
     pub http: reqwest::Client,
-    /// `alice`, a plain user.
+    /// `alice`: a plain user, unless started with `start_admin`.
     pub token: String,
 }
 
 impl Api {
     pub async fn start(h: &Harness) -> Api {
+        Api::start_as(h, false).await
+    }
+
+    /// `alice` with an admin token: the host's owner (bypass, any directory).
+    pub async fn start_admin(h: &Harness) -> Api {
+        Api::start_as(h, true).await
+    }
+
+    async fn start_as(h: &Harness, admin: bool) -> Api {
         let server = Server::start(h, &[]).await;
-        let token = server.token("alice", false);
+        let token = server.token("alice", admin);
         Api {
             server,
             http: reqwest::Client::new(),

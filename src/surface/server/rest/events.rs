@@ -1,7 +1,7 @@
 //! `GET /api/v1/events`: Server-Sent Events of every session's envelopes the caller may see,
 //! so a monitor follows all agents without polling. Each event carries the manager's global id
 //! (`id:`), the envelope kind (`event:`) and the envelope JSON (`data:`); `Last-Event-ID`
-//! resumes from the manager's ring.
+//! resumes from the manager's ring. The stream ends when the caller's token expires.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -17,7 +17,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::invalid;
 use crate::event::SharedEvent;
 use crate::surface::server::auth::Claims;
-use crate::surface::server::{ApiError, AppState, Shared, authenticate};
+use crate::surface::server::{ApiError, AppState, Shared, access, authenticate};
 
 /// Comment lines keep proxies and idle timers from closing a quiet stream.
 const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -84,14 +84,11 @@ pub async fn stream(
             )));
         }
     };
-    if let Some(id) = &session
-        && let Some(handle) = state.manager.get(id)
-        && !claims.may_use(&handle.owner)
-    {
-        return Err(ApiError::forbidden(format!(
-            "session {id} belongs to another user"
-        )));
+    // One session: it must be the caller's, and is otherwise missing (the same 404).
+    if let Some(id) = &session {
+        access::visible(&state.manager, &claims, id)?;
     }
+    let expired = tokio::time::sleep(claims.remaining());
     let after = match headers.get("last-event-id") {
         Some(value) => Some(
             value
@@ -127,6 +124,10 @@ pub async fn stream(
             std::future::ready(admitted.then(|| Ok(to_sse(id, &event))))
         })
         // Graceful shutdown waits for open connections: end the stream when it begins.
-        .take_until(state.shutdown.clone().cancelled_owned());
+        // The token's expiry ends it too: what it saw was granted only until then.
+        .take_until(futures_util::future::select(
+            Box::pin(state.shutdown.clone().cancelled_owned()),
+            Box::pin(expired),
+        ));
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEPALIVE)))
 }

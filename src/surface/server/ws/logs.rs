@@ -1,5 +1,8 @@
 //! `/ws/v1/logs`: admin only; plain `log_line` JSON objects (no envelope) at or above the
-//! requested level, and a plain-text "ping" answered with `{"type":"pong"}`.
+//! requested level, and a plain-text "ping" answered with `{"type":"pong"}`. Closed with
+//! 4001 when the token expires.
+
+use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
@@ -31,7 +34,7 @@ pub(super) async fn log_socket(
         Some(token) => match state.auth.verify(&token) {
             Err(e) => Err((4001, e.to_string())),
             Ok(claims) if !claims.is_admin() => Err((4003, "admin only".to_string())),
-            Ok(_) => Ok(()),
+            Ok(claims) => Ok(claims.remaining()),
         },
     };
     // An unknown level is not worth refusing the stream over: the seed's default applies.
@@ -43,21 +46,27 @@ pub(super) async fn log_socket(
     ws.on_upgrade(move |mut socket| async move {
         match admitted {
             Err((code, reason)) => close(&mut socket, code, &reason).await,
-            Ok(()) => stream_logs(state, socket, level).await,
+            Ok(valid) => stream_logs(state, socket, level, valid).await,
         }
     })
 }
 
-async fn stream_logs(state: Shared, mut socket: WebSocket, min: Level) {
+async fn stream_logs(state: Shared, mut socket: WebSocket, min: Level, valid: Duration) {
     let mut lines = state.logs.subscribe();
     let idle = state.settings.idle_drop;
     let deadline = tokio::time::sleep(idle);
     tokio::pin!(deadline);
+    let expired = tokio::time::sleep(valid);
+    tokio::pin!(expired);
     loop {
         tokio::select! {
             biased;
             () = state.shutdown.cancelled() => {
                 close(&mut socket, 1001, "server shutting down").await;
+                break;
+            }
+            () = &mut expired => {
+                close(&mut socket, 4001, "token expired").await;
                 break;
             }
             line = lines.recv() => match line {

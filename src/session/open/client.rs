@@ -1,0 +1,93 @@
+//! The model client of a native session: which model, at which base URL, with which key.
+//!
+//! An API key from the environment is bound to the base URL it was configured for (the
+//! config's `base_url`, else the environment's, else the provider's default): a session whose
+//! request names another base URL is sent no key, so whoever chooses the URL cannot collect it.
+
+use std::sync::Arc;
+
+use super::{OpenError, OpenSpec, runtime, usage};
+use crate::config::Config;
+use crate::model::{self, ModelClient, ModelSpec};
+use crate::session::SessionMeta;
+
+/// The client for the request's model (else the resumed one's, else the config's, else the
+/// first Ollama model that takes tools).
+pub(crate) async fn model_client(
+    spec: &OpenSpec,
+    config: &Config,
+    resumed: Option<&SessionMeta>,
+    progress: model::Progress,
+) -> Result<(Arc<dyn ModelClient>, ModelSpec), OpenError> {
+    let env = |name: &str| std::env::var(name).ok();
+    let settings = config.http_settings();
+    let spec_text = match spec
+        .model
+        .clone()
+        .or_else(|| resumed.map(|m| m.model.clone()))
+        .or_else(|| config.model.clone())
+    {
+        Some(text) => text,
+        None => {
+            let (base, _) = model::resolve_base_url(
+                model::Provider::Ollama,
+                spec.base_url.as_deref(),
+                config.provider(model::Provider::Ollama).base_url.as_deref(),
+                &env,
+            );
+            let name = model::find_ollama_tool_model(&base, &settings)
+                .await
+                .map_err(usage)?;
+            format!("ollama:{name}")
+        }
+    };
+    let model_spec: ModelSpec = spec_text.parse().map_err(usage)?;
+    let provider_config = config.provider(model_spec.provider);
+    let (base_url, _) = model::resolve_base_url(
+        model_spec.provider,
+        spec.base_url.as_deref(),
+        provider_config.base_url.as_deref(),
+        &env,
+    );
+    // Where the key was configured to go: the config's base URL, the environment's, or the
+    // provider's default; never one a request names.
+    let (key_base_url, _) = model::resolve_base_url(
+        model_spec.provider,
+        None,
+        provider_config.base_url.as_deref(),
+        &env,
+    );
+    let key_var = provider_config
+        .api_key_env
+        .clone()
+        .or_else(|| model_spec.provider.api_key_env().map(str::to_string));
+    let api_key = model::bound_api_key(key_var.as_deref().and_then(env), &key_base_url, &base_url);
+    if model_spec.provider == model::Provider::OpenAi
+        && api_key.is_none()
+        && spec.base_url.is_none()
+        && provider_config.base_url.is_none()
+    {
+        return Err(usage(format!(
+            "{model_spec} needs an API key: set {}",
+            key_var.as_deref().unwrap_or("OPENAI_API_KEY")
+        )));
+    }
+    let window = match model_spec.provider.wire() {
+        model::Wire::OllamaNative => provider_config.num_ctx,
+        model::Wire::OpenAiChat => provider_config.context_window,
+    };
+    let client: Arc<dyn ModelClient> = if model_spec.provider == model::Provider::Gguf {
+        Arc::new(
+            model::GgufClient::new(
+                model_spec.clone(),
+                config.local.settings(),
+                settings,
+                progress,
+            )
+            .map_err(usage)?,
+        )
+    } else {
+        model::connect(model_spec.clone(), base_url, api_key, settings, window).map_err(runtime)?
+    };
+    Ok((client, model_spec))
+}
