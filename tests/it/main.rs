@@ -18,6 +18,7 @@ mod run_loop;
 mod run_ollama;
 mod run_openai;
 mod sandbox;
+mod sandbox_attacks;
 mod server_cli;
 mod server_rest;
 mod server_ws;
