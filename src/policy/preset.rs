@@ -358,7 +358,10 @@ impl Policy {
             ));
         }
         if !self.hidden.is_empty() {
-            out.push_str(&format!("also hidden from tools: {}\n", self.hidden.join(", ")));
+            out.push_str(&format!(
+                "also hidden from tools: {}\n",
+                self.hidden.join(", ")
+            ));
         }
         if !self.sockets.is_empty() {
             out.push_str(&format!(

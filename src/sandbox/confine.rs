@@ -17,7 +17,8 @@
 //!    Unix sockets of processes outside the sandbox (the runtime included) are scoped out where
 //!    the kernel can, network on or off; connecting to pathname sockets outside the writable
 //!    paths and the `--socket` ones is refused where the kernel has RESOLVE_UNIX;
-//! 5. every descriptor above stderr marked close-on-exec (fds.rs).
+//! 5. every capability dropped and a seccomp filter against setuid/setgid bits (privs.rs);
+//! 6. every descriptor above stderr marked close-on-exec (fds.rs).
 //!
 //! Strict mode refuses (one `corral sandbox:` line on stderr, exit 125) when any of it is not
 //! enforced; best-effort runs anyway (the session reported the gap when it started).
@@ -42,6 +43,7 @@ use super::support::{SandboxSupport, right_names};
 
 pub(crate) mod fds;
 mod hide;
+mod privs;
 
 /// Exit code of a refusal: the program did not run.
 pub(crate) const REFUSED_EXIT: i32 = 125;
@@ -138,6 +140,11 @@ fn confine(spec: &SandboxSpec, probe: bool) -> SandboxSupport {
         }
     }
     apply_landlock(spec, probe || want_net, &mut support);
+    // Last: mounting and landlock need the namespace's capabilities; the filter needs
+    // no_new_privs, which landlock set.
+    if let Err(e) = privs::drop_privileges() {
+        support.privs_error = Some(e);
+    }
     support
 }
 
@@ -354,7 +361,9 @@ fn apply_landlock(spec: &SandboxSpec, handle_net: bool, support: &mut SandboxSup
         }
         let connect = fs & AccessFs::ResolveUnix;
         for socket in spec.sockets.iter().filter(|_| !connect.is_empty()) {
-            let Ok(fd) = PathFd::new(socket) else { continue };
+            let Ok(fd) = PathFd::new(socket) else {
+                continue;
+            };
             created = created
                 .add_rule(PathBeneath::new(fd, connect))
                 .map_err(text)?;

@@ -52,6 +52,9 @@ pub struct SandboxSupport {
     /// Marking inherited descriptors close-on-exec.
     #[serde(default)]
     pub fds_error: Option<String>,
+    /// Dropping every capability and refusing setuid/setgid bits (seccomp).
+    #[serde(default)]
+    pub privs_error: Option<String>,
 }
 
 impl SandboxSupport {
@@ -65,7 +68,8 @@ impl SandboxSupport {
             netns_error: why.clone(),
             protect_error: why.clone(),
             hide_error: why.clone(),
-            fds_error: why,
+            fds_error: why.clone(),
+            privs_error: why,
             ..SandboxSupport::default()
         }
     }
@@ -123,6 +127,11 @@ impl SandboxSupport {
         self.landlock_gaps(spec, &mut gaps);
         if let Some(e) = &self.fds_error {
             gaps.push(format!("inherited descriptors may reach tools ({e})"));
+        }
+        if let Some(e) = &self.privs_error {
+            gaps.push(format!(
+                "tools may keep capabilities or set setuid/setgid bits ({e})"
+            ));
         }
         if self.runs_as_root
             && let Some(user) = &self.userns_error
@@ -317,14 +326,23 @@ mod tests {
             ..full()
         };
         let gap = no_mount.shortfall(&hiding(NetworkMode::On)).unwrap();
-        assert!(gap.starts_with("corral's state, credential stores"), "{gap}");
-        assert!(gap.ends_with("(user namespaces unavailable: ENOSPC)"), "{gap}");
+        assert!(
+            gap.starts_with("corral's state, credential stores"),
+            "{gap}"
+        );
+        assert!(
+            gap.ends_with("(user namespaces unavailable: ENOSPC)"),
+            "{gap}"
+        );
         let failed = SandboxSupport {
             hide_error: Some("cannot hide /h/.ssh: EINVAL".into()),
             ..full()
         };
         let gap = failed.shortfall(&hiding(NetworkMode::On)).unwrap();
-        assert!(gap.ends_with("not hidden (cannot hide /h/.ssh: EINVAL)"), "{gap}");
+        assert!(
+            gap.ends_with("not hidden (cannot hide /h/.ssh: EINVAL)"),
+            "{gap}"
+        );
         // Nothing asked, nothing missing.
         assert_eq!(no_mount.shortfall(&spec(NetworkMode::On, &[])), None);
     }
@@ -340,8 +358,14 @@ mod tests {
         };
         let gaps = v4.gaps(&spec(NetworkMode::On, &[]));
         assert_eq!(gaps.len(), 3, "{gaps:?}");
-        assert!(gaps[0].contains("landlock ABI 4 predates ioctl_dev"), "{gaps:?}");
-        assert!(gaps[1].starts_with("signals to processes outside"), "{gaps:?}");
+        assert!(
+            gaps[0].contains("landlock ABI 4 predates ioctl_dev"),
+            "{gaps:?}"
+        );
+        assert!(
+            gaps[1].starts_with("signals to processes outside"),
+            "{gaps:?}"
+        );
         assert!(gaps[2].starts_with("abstract Unix sockets"), "{gaps:?}");
         // Network off in its own namespace: the host's abstract sockets are elsewhere.
         assert_eq!(v4.gaps(&spec(NetworkMode::Off, &[])).len(), 2);
@@ -351,13 +375,22 @@ mod tests {
         };
         let gap = fds.shortfall(&spec(NetworkMode::On, &[])).unwrap();
         assert_eq!(gap, "inherited descriptors may reach tools (no /proc)");
+        let privs = SandboxSupport {
+            privs_error: Some("capset: EPERM".into()),
+            ..full()
+        };
+        let gap = privs.shortfall(&spec(NetworkMode::On, &[])).unwrap();
+        assert!(gap.ends_with("setuid/setgid bits (capset: EPERM)"), "{gap}");
     }
 
     #[test]
     fn sockets_hidden_by_mount_are_a_limit_not_a_gap() {
         let limits = full().limits(&hiding(NetworkMode::On));
         assert_eq!(limits.len(), 1, "{limits:?}");
-        assert!(limits[0].contains("lacks landlock RESOLVE_UNIX"), "{limits:?}");
+        assert!(
+            limits[0].contains("lacks landlock RESOLVE_UNIX"),
+            "{limits:?}"
+        );
         let v9 = SandboxSupport {
             fs_rights: vec!["resolve_unix".into(), "ioctl_dev".into(), "truncate".into()],
             ..full()
@@ -395,7 +428,7 @@ mod tests {
         assert!(net.starts_with("network is not cut off"), "{net}");
         let none = SandboxSupport::unknown("boom");
         let all = none.gaps(&spec(NetworkMode::Off, &["/r/.git", "/r/sub/.git"]));
-        assert_eq!(all.len(), 4, "{all:?}");
+        assert_eq!(all.len(), 5, "{all:?}");
         let root = SandboxSupport {
             runs_as_root: true,
             ..no_userns

@@ -130,7 +130,8 @@ async fn sandbox(report: &mut Report) {
             State::Ok,
             "sandbox strict",
             "everything enforced (writes, .git read-only, network off, hidden state and \
-             credentials, Unix sockets, signals, device ioctls, inherited descriptors)",
+             credentials, Unix sockets, signals, device ioctls, inherited descriptors, no root \
+             powers)",
         ),
         None => report.line(
             State::Warn,
@@ -175,17 +176,27 @@ fn confinement(report: &mut Report, s: &SandboxSupport) {
         if yes {
             (State::Ok, format!("{what}: scoped by landlock"))
         } else {
-            (State::Missing, format!("{what}: needs landlock ABI 6 or later"))
+            (
+                State::Missing,
+                format!("{what}: needs landlock ABI 6 or later"),
+            )
         }
     };
-    let (state, text) = scoped(s.scope_abstract_unix, "outside the sandbox, network on or off");
+    let (state, text) = scoped(
+        s.scope_abstract_unix,
+        "outside the sandbox, network on or off",
+    );
     report.line(state, "abstract unix sockets", text);
     let (state, text) = scoped(s.scope_signal, "to processes outside the sandbox");
     report.line(state, "signals", text);
     if has("ioctl_dev") {
         report.line(State::Ok, "device ioctls", "landlock ioctl_dev");
     } else {
-        report.line(State::Missing, "device ioctls", "needs landlock ABI 5 or later");
+        report.line(
+            State::Missing,
+            "device ioctls",
+            "needs landlock ABI 5 or later",
+        );
     }
     match &s.fds_error {
         None => report.line(
@@ -195,9 +206,17 @@ fn confinement(report: &mut Report, s: &SandboxSupport) {
         ),
         Some(e) => report.line(State::Missing, "inherited descriptors", e.clone()),
     }
+    match &s.privs_error {
+        None => report.line(
+            State::Ok,
+            "root powers",
+            "every capability dropped; setuid/setgid bits refused (seccomp)",
+        ),
+        Some(e) => report.line(State::Missing, "root powers", e.clone()),
+    }
     if s.runs_as_root {
         let how = match &s.userns_error {
-            None => "tools are root only inside their user namespace",
+            None => "tools run as uid 0 without capabilities, in their own user namespace",
             Some(_) => "and tools keep root's capabilities (no user namespace)",
         };
         report.line(State::Warn, "corral runs as root", how);

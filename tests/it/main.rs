@@ -19,6 +19,7 @@ mod run_ollama;
 mod run_openai;
 mod sandbox;
 mod sandbox_attacks;
+mod sandbox_powers;
 mod server_cli;
 mod server_rest;
 mod server_ws;

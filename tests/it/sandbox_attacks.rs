@@ -1,7 +1,7 @@
 //! Ways out of the sandbox that do not write anything: reading corral's own state and the
-//! user's credentials, reaching a Unix socket outside the root (pathname or abstract), and
-//! using a descriptor corral inherited. Each attack fails under the sandbox, network on and
-//! off, and works with `--sandbox off` (so the tests can fail).
+//! user's credentials, reaching a Unix socket outside the root (pathname or abstract). Each
+//! attack fails under the sandbox, network on and off, and works with `--sandbox off` (so the
+//! tests can fail).
 
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -10,19 +10,19 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::*;
-use crate::sandbox::{landlock_here, outside, records, run_calls, shell, skip};
+use crate::sandbox::{landlock_here, outside, records, run_calls, shell};
 use crate::support::{FakeModel, Harness, Outcome, Reply};
 
 /// The sandboxed variants every attack is tried under.
-const CONFINED: [&[&str]; 3] = [
+pub(crate) const CONFINED: [&[&str]; 3] = [
     &["--sandbox", "strict", "--network", "off"],
     &["--sandbox", "strict", "--network", "on"],
     &["--sandbox", "best-effort"],
 ];
-const OFF: &[&str] = &["--sandbox", "off"];
+pub(crate) const OFF: &[&str] = &["--sandbox", "off"];
 
 /// The output of the run's only call, success or not (error text when it failed).
-fn said(out: &Outcome) -> String {
+pub(crate) fn said(out: &Outcome) -> String {
     let record = &records(out)[0];
     let text = record["output"].as_str().unwrap_or_default().to_owned();
     format!("{text}{}", record["error"].as_str().unwrap_or_default())
@@ -116,7 +116,11 @@ async fn credential_stores_are_hidden_from_tools() {
         let out = run_calls(&h, &[shell(&command)], flags).await;
         let text = said(&out);
         for (path, shown) in &files {
-            assert!(!text.contains(shown.as_str()), "{flags:?} {}: {text}", path.display());
+            assert!(
+                !text.contains(shown.as_str()),
+                "{flags:?} {}: {text}",
+                path.display()
+            );
         }
         assert!(text.contains("\n0\n"), "{flags:?}: {text}");
         assert!(!home.join(".ssh/authorized_keys").exists());
@@ -205,7 +209,11 @@ async fn a_preset_hides_more_and_a_worktree_under_the_data_dir_stays_usable() {
     assert!(text.starts_with("a\n?? made.txt\n"), "{text}");
     assert!(!text.contains("theirs.txt"), "{text}");
     let id = out.events()[0]["agent"].as_str().unwrap().to_owned();
-    let made = h.data_dir().join("corral/worktrees").join(&id).join("made.txt");
+    let made = h
+        .data_dir()
+        .join("corral/worktrees")
+        .join(&id)
+        .join("made.txt");
     assert_eq!(std::fs::read_to_string(made).unwrap(), "made\n");
 }
 
@@ -293,73 +301,6 @@ async fn an_abstract_socket_outside_the_sandbox_is_unreachable_network_on_or_off
     assert_eq!(said(&out), "connected\n");
 }
 
-/// `corral run` started the way a launcher would: with descriptor 7 open for writing on
-/// `file` (and not close-on-exec).
-async fn run_with_fd_7(h: &Harness, file: &Path, command: &str, flags: &[&str]) -> Outcome {
-    let server = FakeModel::start().await;
-    server.push(Reply::new().tool_call("c1", "shell", &json!({ "command": command }).to_string()));
-    server.push(Reply::new().text("done"));
-    let mut cmd = tokio::process::Command::new("bash");
-    cmd.arg("-c")
-        .arg("exec 7>>\"$0\"; exec \"$@\"")
-        .arg(file)
-        .arg(env!("CARGO_BIN_EXE_corral"))
-        .args(["run", "--json", "-m", "llamacpp:fake-model", "-p", "bypass"])
-        .args(["--base-url", &server.openai_base()])
-        .args(flags)
-        .arg("go")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", h.home_dir())
-        .env("XDG_CACHE_HOME", h.cache_dir())
-        .env("XDG_CONFIG_HOME", h.config_dir())
-        .env("XDG_DATA_HOME", h.data_dir())
-        .env("NO_COLOR", "1")
-        .current_dir(h.work())
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .unwrap()
-        .unwrap();
-    Outcome {
-        code: output.status.code(),
-        signal: None,
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-#[tokio::test]
-async fn a_descriptor_corral_inherited_never_reaches_a_tool() {
-    let h = Harness::new();
-    let dir = outside();
-    let file = dir.path().join("launcher.log");
-    // The wrapper itself can write through it: the descriptor is real.
-    let check = std::process::Command::new("bash")
-        .args(["-c", "exec 7>>\"$0\"; echo wrapper >&7"])
-        .arg(&file)
-        .status()
-        .unwrap();
-    assert!(check.success());
-    let command = "echo escaped >&7; ls /proc/self/fd";
-    let mut variants: Vec<&[&str]> = vec![&["--sandbox", "off"]];
-    if landlock_here(&h).await {
-        variants.extend(CONFINED);
-    } else {
-        skip("only --sandbox off tried: no landlock here");
-    }
-    for flags in variants {
-        let out = run_with_fd_7(&h, &file, command, flags).await;
-        let text = said(&out);
-        assert!(text.contains("Bad file descriptor"), "{flags:?}: {text}");
-        let fds: Vec<&str> = text.lines().filter(|l| l.parse::<u32>().is_ok()).collect();
-        // 0-2, and the directory `ls` is listing.
-        assert_eq!(fds, ["0", "1", "2", "3"], "{flags:?}: {text}");
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), "wrapper\n");
-    }
-}
-
 #[tokio::test]
 async fn doctor_names_each_protection() {
     let h = Harness::new();
@@ -372,6 +313,7 @@ async fn doctor_names_each_protection() {
         "signals:",
         "device ioctls:",
         "inherited descriptors:",
+        "root powers:",
         "sandbox strict:",
     ] {
         assert!(out.stdout.contains(item), "{item}: {}", out.stdout);
@@ -401,7 +343,8 @@ async fn doctor_names_each_protection() {
             out.stdout
         );
         assert!(
-            out.stdout.contains("sandbox strict: runs, with limits: pathname unix sockets"),
+            out.stdout
+                .contains("sandbox strict: runs, with limits: pathname unix sockets"),
             "{}",
             out.stdout
         );

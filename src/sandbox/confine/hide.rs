@@ -283,7 +283,14 @@ mod tests {
         let wanted = [base.join("home"), work.join(".aws")];
         let plan = plan(&wanted, std::slice::from_ref(&work));
         assert!(plan.contains(&(work.join(".aws"), Cover::Dir)), "{plan:?}");
-        assert!(plan.contains(&(base.join("home/.ssh"), Cover::Dir)), "{plan:?}");
-        assert!(!plan.iter().any(|(p, _)| p == &work || p == &base.join("home")));
+        assert!(
+            plan.contains(&(base.join("home/.ssh"), Cover::Dir)),
+            "{plan:?}"
+        );
+        assert!(
+            !plan
+                .iter()
+                .any(|(p, _)| p == &work || p == &base.join("home"))
+        );
     }
 }

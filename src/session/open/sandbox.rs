@@ -202,7 +202,11 @@ mod tests {
         );
         assert_eq!(spec.writable[4], root.join("build"));
         assert_eq!(spec.writable[5], PathBuf::from("/dev/shm"));
-        assert!(spec.hidden.contains(&root.join("secrets")), "{:?}", spec.hidden);
+        assert!(
+            spec.hidden.contains(&root.join("secrets")),
+            "{:?}",
+            spec.hidden
+        );
         assert!(spec.hidden.contains(&PathBuf::from("/run/user")));
         assert_eq!(spec.sockets, [PathBuf::from("/run/user/1000/bus")]);
         assert_eq!(
