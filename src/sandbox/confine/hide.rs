@@ -12,6 +12,7 @@
 //! hidden, plus the usual socket places (the session's hidden list, `/tmp/ssh-*` …).
 
 use std::collections::BTreeSet;
+use std::os::unix::fs::FileTypeExt as _;
 use std::path::{Path, PathBuf};
 
 use nix::mount::{MsFlags, mount};
@@ -90,11 +91,13 @@ pub(super) fn hide(spec: &SandboxSpec, bound: &[PathBuf]) -> Result<usize, Strin
         .collect();
     let mut wanted: Vec<PathBuf> = spec.hidden.clone();
     wanted.extend(tmp_socket_dirs());
-    // A socket under a writable path is the session's own; an allowed one is kept anyway.
+    // A socket under a writable path is the session's own; an allowed one is kept anyway. A
+    // path that is no socket here was bound in another mount namespace: not ours to cover.
     wanted.extend(
         bound
             .iter()
             .filter(|s| !writable.iter().any(|w| s.starts_with(w)))
+            .filter(|s| std::fs::metadata(s).is_ok_and(|m| m.file_type().is_socket()))
             .cloned(),
     );
     let plan = plan(&wanted, &keep);
@@ -114,10 +117,12 @@ pub(super) fn hide(spec: &SandboxSpec, bound: &[PathBuf]) -> Result<usize, Strin
         }
     }
     // A working directory inside a hidden one was entered before the mount and would still
-    // show the original.
+    // show the original; entered again by path it is the empty cover. Deeper inside, the path
+    // is gone: the tool starts at `/` rather than in the original.
     if let Ok(cwd) = std::env::current_dir()
         && let Err(e) = std::env::set_current_dir(&cwd)
     {
+        let _ = std::env::set_current_dir("/");
         return Err(format!(
             "the working directory {} is hidden: {e}",
             cwd.display()

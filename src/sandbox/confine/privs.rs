@@ -20,6 +20,9 @@ const SET_ID_BITS: u32 = libc::S_ISUID | libc::S_ISGID;
 const AUDIT_ARCH: u32 = 0xC000_003E;
 #[cfg(target_arch = "aarch64")]
 const AUDIT_ARCH: u32 = 0xC000_00B7;
+/// Matches no call: the filter is never installed there (see [`drop_privileges`]).
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const AUDIT_ARCH: u32 = 0;
 #[cfg(target_arch = "x86_64")]
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 const SYS_FCHMODAT2: libc::c_long = 452;
@@ -56,7 +59,11 @@ fn refused_calls() -> Vec<libc::c_long> {
 /// Drops every capability and installs the filter (no_new_privs must already be set).
 pub(super) fn drop_privileges() -> Result<(), String> {
     drop_capabilities()?;
-    install_filter(&filter())
+    if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        install_filter(&filter())
+    } else {
+        Err("no seccomp filter for this architecture".into())
+    }
 }
 
 fn stmt(code: u32, k: u32) -> libc::sock_filter {
