@@ -478,5 +478,12 @@ async fn without_user_namespaces_best_effort_says_so_and_strict_refuses() {
     assert_eq!(strict.code, Some(2), "{strict:?}");
     let said = "corral: sandbox strict: cannot enforce: .git is not protected";
     assert!(strict.stderr.contains(said), "{strict:?}");
+    // Nothing can be hidden without a mount namespace either: said, and refused by strict.
+    let hidden = "corral's state, credential stores and Unix sockets outside the sandbox are not \
+                  hidden (user namespaces unavailable: ENOSPC";
+    assert!(message.contains(hidden), "{message}");
+    // An ordinary user has no capabilities to drop: no gap there.
+    assert!(!message.contains("capabilities"), "{message}");
+    assert!(strict.stderr.contains(hidden), "{strict:?}");
     assert_eq!(server.chat_requests().len(), 2, "strict ran no turn");
 }

@@ -182,8 +182,11 @@ fn drop_capabilities() -> Result<(), String> {
     for cap in 0..=last {
         // SAFETY: integer arguments only. Needs CAP_SETPCAP, which goes last with the rest.
         let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
-        // EINVAL: a capability this kernel does not know.
-        if rc != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+        // EINVAL: a capability this kernel does not know. EPERM: no CAP_SETPCAP, as for an
+        // ordinary user without a user namespace; with no capabilities and no_new_privs set,
+        // no exec can raise any, bounding set or not.
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        if rc != 0 && !matches!(errno, Some(libc::EINVAL | libc::EPERM)) {
             return Err(os_error("dropping the bounding set"));
         }
     }
