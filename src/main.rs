@@ -259,6 +259,9 @@ impl From<ToolChoiceArg> for ToolChoiceMode {
 }
 
 fn main() -> ExitCode {
+    // Descriptors corral inherited (a launcher's log, make's jobserver) must reach none of its
+    // children: tools, agents, servers. Failing that, the sandbox helper says so for tools.
+    let _ = corral::close_inherited_fds();
     // The sandbox helper runs before anything else, clap included: it must stay
     // single-threaded until it execs the tool (see corral's sandbox/confine.rs).
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();

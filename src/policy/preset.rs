@@ -70,6 +70,12 @@ struct PresetFile {
     /// are under the session root).
     #[serde(default)]
     writable: Vec<String>,
+    /// Paths tool processes may not see, beyond the built-in list (written like `writable`).
+    #[serde(default)]
+    hidden: Vec<String>,
+    /// Pathname Unix sockets outside the root tool processes may connect to.
+    #[serde(default)]
+    sockets: Vec<String>,
     #[serde(default)]
     danger: BTreeMap<String, Danger>,
     #[serde(default)]
@@ -130,6 +136,10 @@ pub struct Policy {
     pub network: Option<NetworkMode>,
     /// Extra writable paths for tool processes, as written in the preset.
     pub writable: Vec<String>,
+    /// Extra paths hidden from tool processes, as written in the preset.
+    pub hidden: Vec<String>,
+    /// Unix sockets outside the root tool processes may connect to, as written.
+    pub sockets: Vec<String>,
     pub danger_overrides: BTreeMap<String, Danger>,
     pub rules: Vec<Rule>,
     /// `--allow`: offered and run without asking.
@@ -274,6 +284,8 @@ impl Policy {
             sandbox: file.sandbox,
             network: file.network,
             writable: file.writable,
+            hidden: file.hidden,
+            sockets: file.sockets,
             danger_overrides: file.danger,
             rules,
             allowed: overrides.allow.clone(),
@@ -349,6 +361,18 @@ impl Policy {
             out.push_str(&format!(
                 "also writable by tools: {}\n",
                 self.writable.join(", ")
+            ));
+        }
+        if !self.hidden.is_empty() {
+            out.push_str(&format!(
+                "also hidden from tools: {}\n",
+                self.hidden.join(", ")
+            ));
+        }
+        if !self.sockets.is_empty() {
+            out.push_str(&format!(
+                "Unix sockets tools may connect to: {}\n",
+                self.sockets.join(", ")
             ));
         }
         if let Some(schemes) = &self.url_schemes {
@@ -445,13 +469,18 @@ mod tests {
     #[test]
     fn sandbox_keys_parse_and_are_described() {
         let text = "description = \"d\"\nsandbox = \"strict\"\nnetwork = \"off\"\n\
-                    writable = [\"~/.cache/pip\"]\n";
+                    writable = [\"~/.cache/pip\"]\nhidden = [\"~/vault\"]\n\
+                    sockets = [\"/run/user/1000/bus\"]\n";
         let policy = Policy::parse("x", text, &PolicyOverrides::default()).unwrap();
         assert_eq!(policy.sandbox, Some(SandboxMode::Strict));
         assert_eq!(policy.network, Some(NetworkMode::Off));
+        assert_eq!(policy.hidden, ["~/vault"]);
+        assert_eq!(policy.sockets, ["/run/user/1000/bus"]);
         let shown = policy.describe();
         assert!(shown.contains("sandbox: at least strict"), "{shown}");
         assert!(shown.contains("network: off") && shown.contains("~/.cache/pip"));
+        assert!(shown.contains("also hidden from tools: ~/vault"), "{shown}");
+        assert!(shown.contains("connect to: /run/user/1000/bus"), "{shown}");
         let bad = Policy::parse(
             "x",
             "description = \"d\"\nsandbox = \"lax\"\n",

@@ -9,11 +9,16 @@
 //!    protected directories can be bind-mounted read-only (landlock only grants rights per
 //!    hierarchy and cannot take write access to `<root>/.git` back from a writable root), and
 //!    so a tool run by root holds its capabilities only inside that namespace;
-//! 2. `PR_SET_NO_NEW_PRIVS`;
-//! 3. landlock: every filesystem right the kernel knows is handled; `/` may be read and
+//! 2. the hidden paths and the Unix sockets outside the sandbox covered (hide.rs);
+//! 3. `PR_SET_NO_NEW_PRIVS`;
+//! 4. landlock: every filesystem right the kernel knows is handled; `/` may be read and
 //!    executed, the `--rw` paths may be changed; with network off, TCP bind/connect are handled
-//!    with no port allowed (a second layer under the network namespace); signals to processes
-//!    outside the sandbox (the runtime included) are scoped out where the kernel can.
+//!    with no port allowed (a second layer under the network namespace); signals and abstract
+//!    Unix sockets of processes outside the sandbox (the runtime included) are scoped out where
+//!    the kernel can, network on or off; connecting to pathname sockets outside the writable
+//!    paths and the `--socket` ones is refused where the kernel has RESOLVE_UNIX;
+//! 5. every capability dropped and a seccomp filter against setuid/setgid bits (privs.rs);
+//! 6. every descriptor above stderr marked close-on-exec (fds.rs).
 //!
 //! Strict mode refuses (one `corral sandbox:` line on stderr, exit 125) when any of it is not
 //! enforced; best-effort runs anyway (the session reported the gap when it started).
@@ -35,6 +40,10 @@ use nix::unistd::{Gid, Uid, getgid, getuid};
 
 use super::spec::{HelperArgs, NetworkMode, SandboxMode, SandboxSpec};
 use super::support::{SandboxSupport, right_names};
+
+pub(crate) mod fds;
+mod hide;
+mod privs;
 
 /// Exit code of a refusal: the program did not run.
 pub(crate) const REFUSED_EXIT: i32 = 125;
@@ -68,10 +77,12 @@ pub fn sandbox_exec_main(args: &[OsString]) -> i32 {
         Ok(parsed) => parsed,
         Err(e) => return refuse(&format!("bad arguments: {e}")),
     };
+    let inherited = fds::close_inherited();
     if spec.mode == SandboxMode::Off && !probe {
         return exec(&command);
     }
-    let support = confine(&spec, probe);
+    let mut support = confine(&spec, probe);
+    support.fds_error = inherited.err();
     if probe {
         let line = serde_json::to_string(&support).unwrap_or_default();
         let _ = writeln!(std::io::stdout().lock(), "{line}");
@@ -115,6 +126,7 @@ fn confine(spec: &SandboxSpec, probe: bool) -> SandboxSupport {
         ..SandboxSupport::default()
     };
     let want_net = probe || spec.network == NetworkMode::Off;
+    let bound = hide::bound_sockets();
     // Always, not only for protected directories and network off: root's capabilities
     // (ptrace, module loading …) only stay out of a tool's reach in a user namespace.
     enter_namespaces(want_net, &mut support);
@@ -123,8 +135,16 @@ fn confine(spec: &SandboxSpec, probe: bool) -> SandboxSupport {
         if let Err(e) = protect(&dirs) {
             support.protect_error = Some(e);
         }
+        if let Err(e) = hide::hide(spec, &bound) {
+            support.hide_error = Some(e);
+        }
     }
     apply_landlock(spec, probe || want_net, &mut support);
+    // Last: mounting and landlock need the namespace's capabilities; the filter needs
+    // no_new_privs, which landlock set.
+    if let Err(e) = privs::drop_privileges() {
+        support.privs_error = Some(e);
+    }
     support
 }
 
@@ -274,14 +294,18 @@ fn kernel_net_rights() -> BitFlags<AccessNet> {
         .unwrap_or(BitFlags::EMPTY)
 }
 
-/// Signals to processes outside the sandbox, where the kernel can scope them (ABI 6).
-fn kernel_signal_scope() -> BitFlags<Scope> {
-    let signal: BitFlags<Scope> = Scope::Signal.into();
-    let ok = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .scope(signal)
-        .is_ok();
-    if ok { signal } else { BitFlags::EMPTY }
+/// Signals and abstract Unix sockets of processes outside the sandbox, where the kernel can
+/// scope them (ABI 6).
+fn kernel_scopes() -> BitFlags<Scope> {
+    [Scope::Signal, Scope::AbstractUnixSocket]
+        .into_iter()
+        .filter(|scope| {
+            Ruleset::default()
+                .set_compatibility(CompatLevel::HardRequirement)
+                .scope(*scope)
+                .is_ok()
+        })
+        .collect()
 }
 
 fn apply_landlock(spec: &SandboxSpec, handle_net: bool, support: &mut SandboxSupport) {
@@ -290,6 +314,9 @@ fn apply_landlock(spec: &SandboxSpec, handle_net: bool, support: &mut SandboxSup
     support.fs_rights = right_names(fs.iter());
     support.net_tcp = net.contains(AccessNet::ConnectTcp);
     support.net_udp = net.contains(AccessNet::ConnectSendUdp);
+    let scopes = kernel_scopes();
+    support.scope_signal = scopes.contains(Scope::Signal);
+    support.scope_abstract_unix = scopes.contains(Scope::AbstractUnixSocket);
     if let Err(e) = nix::sys::prctl::set_no_new_privs() {
         support.landlock_error = Some(format!("cannot set no_new_privs: {e}"));
         return;
@@ -308,14 +335,14 @@ fn apply_landlock(spec: &SandboxSpec, handle_net: bool, support: &mut SandboxSup
         if handle_net && !net.is_empty() {
             ruleset = ruleset.handle_access(net).map_err(text)?;
         }
-        let signal = kernel_signal_scope();
-        if !signal.is_empty() {
-            ruleset = ruleset.scope(signal).map_err(text)?;
+        // Whether the network is on or off: with it on, abstract sockets are the host's.
+        if !scopes.is_empty() {
+            ruleset = ruleset.scope(scopes).map_err(text)?;
         }
         let mut created = ruleset.create().map_err(text)?;
-        // Read and execute everywhere. Pathname UNIX sockets (X11, D-Bus) stay reachable as on
-        // kernels that cannot restrict them.
-        let read = (AccessFs::from_read(ABI::V1) | AccessFs::ResolveUnix) & fs;
+        // Read and execute everywhere; connecting to a pathname socket (RESOLVE_UNIX, where
+        // the kernel has it) only beneath the writable paths and to the allowed sockets.
+        let read = AccessFs::from_read(ABI::V1) & fs;
         let root = PathFd::new("/").map_err(|e| e.to_string())?;
         created = created
             .add_rule(PathBeneath::new(root, read))
@@ -330,6 +357,15 @@ fn apply_landlock(spec: &SandboxSpec, handle_net: bool, support: &mut SandboxSup
             };
             created = created
                 .add_rule(PathBeneath::new(fd, rights))
+                .map_err(text)?;
+        }
+        let connect = fs & AccessFs::ResolveUnix;
+        for socket in spec.sockets.iter().filter(|_| !connect.is_empty()) {
+            let Ok(fd) = PathFd::new(socket) else {
+                continue;
+            };
+            created = created
+                .add_rule(PathBeneath::new(fd, connect))
                 .map_err(text)?;
         }
         created.restrict_self().map_err(text)

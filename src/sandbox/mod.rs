@@ -6,6 +6,7 @@
 
 pub(crate) mod confine;
 pub(crate) mod env;
+pub(crate) mod hidden;
 pub(crate) mod paths;
 pub(crate) mod process;
 pub(crate) mod reaper;
@@ -13,6 +14,8 @@ pub(crate) mod spec;
 pub(crate) mod support;
 pub(crate) mod worktree;
 
+pub use confine::fds::close_inherited as close_inherited_fds;
 pub use confine::sandbox_exec_main;
+pub(crate) use hidden::default_hidden;
 pub use spec::{HELPER_COMMAND, NetworkMode, SandboxMode, SandboxSpec};
 pub use support::SandboxSupport;

@@ -93,6 +93,13 @@ pub struct SandboxSpec {
     /// Directories inside writable ones that stay read-only (`<root>/.git`): landlock only adds
     /// rights, so these are bind-mounted read-only in a private mount namespace.
     pub protected: Vec<PathBuf>,
+    /// Paths tools must not see at all (corral's own state, credential stores, socket
+    /// directories): an empty read-only tmpfs over a directory, `/dev/null` over anything else.
+    /// A writable path inside one stays visible (its siblings are hidden instead).
+    pub hidden: Vec<PathBuf>,
+    /// Pathname Unix sockets outside the writable paths that tools may still connect to; every
+    /// other socket outside them is hidden (or refused by landlock where the kernel can).
+    pub sockets: Vec<PathBuf>,
     /// The helper executable; `None`: this executable (`corral`). Tests point it elsewhere.
     pub helper: Option<PathBuf>,
 }
@@ -104,6 +111,8 @@ impl SandboxSpec {
             network,
             writable: Vec::new(),
             protected: Vec::new(),
+            hidden: Vec::new(),
+            sockets: Vec::new(),
             helper: None,
         }
     }
@@ -126,7 +135,12 @@ impl SandboxSpec {
             "--network".into(),
             self.network.as_str().into(),
         ];
-        for (flag, paths) in [("--rw", &self.writable), ("--protect", &self.protected)] {
+        for (flag, paths) in [
+            ("--rw", &self.writable),
+            ("--protect", &self.protected),
+            ("--hide", &self.hidden),
+            ("--socket", &self.sockets),
+        ] {
             for path in paths {
                 args.push(flag.into());
                 args.push(path.into());
@@ -176,14 +190,16 @@ impl HelperArgs {
                 Some("--probe") => probe = true,
                 Some("--mode") => spec.mode = text(rest.next(), "--mode")?.parse()?,
                 Some("--network") => spec.network = text(rest.next(), "--network")?.parse()?,
-                Some(flag @ ("--rw" | "--protect")) => {
+                Some(flag @ ("--rw" | "--protect" | "--hide" | "--socket")) => {
                     let path = rest
                         .next()
                         .map(PathBuf::from)
                         .ok_or_else(|| format!("{flag} needs a path"))?;
                     match flag {
                         "--rw" => spec.writable.push(path),
-                        _ => spec.protected.push(path),
+                        "--protect" => spec.protected.push(path),
+                        "--hide" => spec.hidden.push(path),
+                        _ => spec.sockets.push(path),
                     }
                 }
                 _ => return Err(format!("unknown argument {:?}", OsStr::new(arg))),
@@ -202,6 +218,8 @@ mod tests {
         let mut spec = SandboxSpec::new(SandboxMode::Strict, NetworkMode::Off);
         spec.writable = vec!["/r".into(), "/tmp/t d".into()];
         spec.protected = vec!["/r/.git".into()];
+        spec.hidden = vec!["/h/.ssh".into(), "/run/user".into()];
+        spec.sockets = vec!["/run/user/1000/bus".into()];
         let mut args = spec.helper_args(false);
         assert_eq!(args[0], HELPER_COMMAND);
         args.extend(["bash".into(), "-c".into(), "echo --rw".into()]);

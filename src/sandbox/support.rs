@@ -39,6 +39,22 @@ pub struct SandboxSupport {
     /// Tools run as root: without a user namespace they keep root's capabilities.
     #[serde(default)]
     pub runs_as_root: bool,
+    /// Covering the hidden paths and the Unix sockets outside the sandbox.
+    #[serde(default)]
+    pub hide_error: Option<String>,
+    /// landlock keeps signals from reaching processes outside the sandbox (ABI 6).
+    #[serde(default)]
+    pub scope_signal: bool,
+    /// landlock keeps abstract Unix sockets of processes outside the sandbox out of reach
+    /// (ABI 6).
+    #[serde(default)]
+    pub scope_abstract_unix: bool,
+    /// Marking inherited descriptors close-on-exec.
+    #[serde(default)]
+    pub fds_error: Option<String>,
+    /// Dropping every capability and refusing setuid/setgid bits (seccomp).
+    #[serde(default)]
+    pub privs_error: Option<String>,
 }
 
 impl SandboxSupport {
@@ -50,7 +66,10 @@ impl SandboxSupport {
             userns_error: why.clone(),
             mountns_error: why.clone(),
             netns_error: why.clone(),
-            protect_error: why,
+            protect_error: why.clone(),
+            hide_error: why.clone(),
+            fds_error: why.clone(),
+            privs_error: why,
             ..SandboxSupport::default()
         }
     }
@@ -89,6 +108,31 @@ impl SandboxSupport {
                 ));
             }
         }
+        if !spec.hidden.is_empty() {
+            let reason = match (&self.mountns_error, &self.hide_error) {
+                (Some(mount), _) => Some(match &self.userns_error {
+                    Some(user) => format!("user namespaces unavailable: {user}"),
+                    None => format!("mount namespaces unavailable: {mount}"),
+                }),
+                (None, Some(e)) => Some(e.clone()),
+                (None, None) => None,
+            };
+            if let Some(reason) = reason {
+                gaps.push(format!(
+                    "corral's state, credential stores and Unix sockets outside the sandbox are \
+                     not hidden ({reason})"
+                ));
+            }
+        }
+        self.landlock_gaps(spec, &mut gaps);
+        if let Some(e) = &self.fds_error {
+            gaps.push(format!("inherited descriptors may reach tools ({e})"));
+        }
+        if let Some(e) = &self.privs_error {
+            gaps.push(format!(
+                "tools may keep capabilities or set setuid/setgid bits ({e})"
+            ));
+        }
         if self.runs_as_root
             && let Some(user) = &self.userns_error
         {
@@ -115,6 +159,53 @@ impl SandboxSupport {
             }
         }
         gaps
+    }
+
+    /// Scoping and ioctl control, which came with newer ABIs than writes did.
+    fn landlock_gaps(&self, spec: &SandboxSpec, gaps: &mut Vec<String>) {
+        if self.fs_rights.is_empty() {
+            return;
+        }
+        let abi = self
+            .landlock_abi
+            .map_or_else(String::new, |a| format!(" ABI {a}"));
+        if !self.fs_rights.iter().any(|r| r == "ioctl_dev") {
+            gaps.push(format!(
+                "ioctl on devices (a terminal's TIOCSTI) is not blocked (landlock{abi} predates \
+                 ioctl_dev, ABI 5)"
+            ));
+        }
+        if !self.scope_signal {
+            gaps.push(format!(
+                "signals to processes outside the sandbox are not blocked (landlock{abi} \
+                 predates signal scoping, ABI 6)"
+            ));
+        }
+        // With network off and a network namespace, the host's abstract sockets are in
+        // another namespace already.
+        let netns_covers = spec.network == NetworkMode::Off && self.netns_error.is_none();
+        if !self.scope_abstract_unix && !netns_covers {
+            gaps.push(format!(
+                "abstract Unix sockets outside the sandbox are reachable (landlock{abi} \
+                 predates socket scoping, ABI 6)"
+            ));
+        }
+    }
+
+    /// What is enforced by a weaker means than the kernel could offer: said by `doctor` and
+    /// logged, not refused (strict mode runs with them).
+    pub fn limits(&self, spec: &SandboxSpec) -> Vec<String> {
+        let mut limits = Vec::new();
+        let resolve_unix = self.fs_rights.iter().any(|r| r == "resolve_unix");
+        if !resolve_unix && !spec.hidden.is_empty() && self.hide_error.is_none() {
+            limits.push(
+                "pathname unix sockets: hidden by mount (kernel lacks landlock RESOLVE_UNIX, \
+                 ABI 9): only the sockets listed when a tool starts and the usual socket \
+                 places are covered"
+                    .to_owned(),
+            );
+        }
+        limits
     }
 
     /// The gaps as one sentence; `None` when `spec` is fully enforced.
@@ -206,8 +297,10 @@ mod tests {
     fn full() -> SandboxSupport {
         SandboxSupport {
             landlock_abi: Some(7),
-            fs_rights: vec!["write_file".into(), "truncate".into()],
+            fs_rights: vec!["write_file".into(), "truncate".into(), "ioctl_dev".into()],
             net_tcp: true,
+            scope_signal: true,
+            scope_abstract_unix: true,
             ..SandboxSupport::default()
         }
     }
@@ -216,6 +309,93 @@ mod tests {
         let mut spec = SandboxSpec::new(SandboxMode::Strict, network);
         spec.protected = protected.iter().map(Into::into).collect();
         spec
+    }
+
+    fn hiding(network: NetworkMode) -> SandboxSpec {
+        let mut spec = spec(network, &[]);
+        spec.hidden = vec!["/h/.ssh".into()];
+        spec
+    }
+
+    #[test]
+    fn hiding_needs_a_mount_namespace_and_says_what_failed() {
+        assert_eq!(full().shortfall(&hiding(NetworkMode::On)), None);
+        let no_mount = SandboxSupport {
+            mountns_error: Some("EPERM".into()),
+            userns_error: Some("ENOSPC".into()),
+            ..full()
+        };
+        let gap = no_mount.shortfall(&hiding(NetworkMode::On)).unwrap();
+        assert!(
+            gap.starts_with("corral's state, credential stores"),
+            "{gap}"
+        );
+        assert!(
+            gap.ends_with("(user namespaces unavailable: ENOSPC)"),
+            "{gap}"
+        );
+        let failed = SandboxSupport {
+            hide_error: Some("cannot hide /h/.ssh: EINVAL".into()),
+            ..full()
+        };
+        let gap = failed.shortfall(&hiding(NetworkMode::On)).unwrap();
+        assert!(
+            gap.ends_with("not hidden (cannot hide /h/.ssh: EINVAL)"),
+            "{gap}"
+        );
+        // Nothing asked, nothing missing.
+        assert_eq!(no_mount.shortfall(&spec(NetworkMode::On, &[])), None);
+    }
+
+    #[test]
+    fn older_landlock_abis_name_what_they_lack() {
+        let v4 = SandboxSupport {
+            landlock_abi: Some(4),
+            fs_rights: vec!["write_file".into(), "truncate".into()],
+            scope_signal: false,
+            scope_abstract_unix: false,
+            ..full()
+        };
+        let gaps = v4.gaps(&spec(NetworkMode::On, &[]));
+        assert_eq!(gaps.len(), 3, "{gaps:?}");
+        assert!(
+            gaps[0].contains("landlock ABI 4 predates ioctl_dev"),
+            "{gaps:?}"
+        );
+        assert!(
+            gaps[1].starts_with("signals to processes outside"),
+            "{gaps:?}"
+        );
+        assert!(gaps[2].starts_with("abstract Unix sockets"), "{gaps:?}");
+        // Network off in its own namespace: the host's abstract sockets are elsewhere.
+        assert_eq!(v4.gaps(&spec(NetworkMode::Off, &[])).len(), 2);
+        let fds = SandboxSupport {
+            fds_error: Some("no /proc".into()),
+            ..full()
+        };
+        let gap = fds.shortfall(&spec(NetworkMode::On, &[])).unwrap();
+        assert_eq!(gap, "inherited descriptors may reach tools (no /proc)");
+        let privs = SandboxSupport {
+            privs_error: Some("capset: EPERM".into()),
+            ..full()
+        };
+        let gap = privs.shortfall(&spec(NetworkMode::On, &[])).unwrap();
+        assert!(gap.ends_with("setuid/setgid bits (capset: EPERM)"), "{gap}");
+    }
+
+    #[test]
+    fn sockets_hidden_by_mount_are_a_limit_not_a_gap() {
+        let limits = full().limits(&hiding(NetworkMode::On));
+        assert_eq!(limits.len(), 1, "{limits:?}");
+        assert!(
+            limits[0].contains("lacks landlock RESOLVE_UNIX"),
+            "{limits:?}"
+        );
+        let v9 = SandboxSupport {
+            fs_rights: vec!["resolve_unix".into(), "ioctl_dev".into(), "truncate".into()],
+            ..full()
+        };
+        assert!(v9.limits(&hiding(NetworkMode::On)).is_empty());
     }
 
     #[test]
@@ -248,7 +428,7 @@ mod tests {
         assert!(net.starts_with("network is not cut off"), "{net}");
         let none = SandboxSupport::unknown("boom");
         let all = none.gaps(&spec(NetworkMode::Off, &["/r/.git", "/r/sub/.git"]));
-        assert_eq!(all.len(), 3, "{all:?}");
+        assert_eq!(all.len(), 5, "{all:?}");
         let root = SandboxSupport {
             runs_as_root: true,
             ..no_userns

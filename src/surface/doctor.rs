@@ -81,6 +81,7 @@ async fn sandbox(report: &mut Report) {
         }
         spec.writable.push(dir.path().to_path_buf());
     }
+    spec.hidden = crate::sandbox::default_hidden();
     let s = SandboxSupport::probe(&spec).await;
     match (s.landlock_abi, s.fs_rights.is_empty()) {
         (Some(abi), false) => report.line(
@@ -123,17 +124,103 @@ async fn sandbox(report: &mut Report) {
             Some(e) => report.line(State::Missing, what, e.clone()),
         }
     }
+    confinement(report, &s);
+    let limits = s.limits(&spec);
     match s.shortfall(&spec) {
-        None => report.line(
+        None if limits.is_empty() => report.line(
             State::Ok,
             "sandbox strict",
-            "everything enforced (writes, .git read-only, network off)",
+            "everything enforced (writes, .git read-only, network off, hidden state and \
+             credentials, Unix sockets, signals, device ioctls, inherited descriptors, no root \
+             powers)",
+        ),
+        None => report.line(
+            State::Warn,
+            "sandbox strict",
+            format!("runs, with limits: {}", limits.join("; ")),
         ),
         Some(gap) => report.line(
             State::Warn,
             "sandbox strict",
             format!("would refuse: {gap}"),
         ),
+    }
+}
+
+/// The protections beyond writes and the network, one line each.
+fn confinement(report: &mut Report, s: &SandboxSupport) {
+    let mounts = s.mountns_error.as_ref().or(s.hide_error.as_ref());
+    match mounts {
+        None => report.line(
+            State::Ok,
+            "hidden from tools",
+            "corral's config, cache and data, credential stores (~/.ssh, ~/.aws …), socket \
+             directories: empty mounts",
+        ),
+        Some(e) => report.line(State::Missing, "hidden from tools", e.clone()),
+    }
+    let has = |right: &str| s.fs_rights.iter().any(|r| r == right);
+    match (has("resolve_unix"), mounts) {
+        (true, _) => report.line(
+            State::Ok,
+            "pathname unix sockets",
+            "landlock RESOLVE_UNIX: only beneath the root and the preset's `sockets`",
+        ),
+        (false, None) => report.line(
+            State::Warn,
+            "pathname unix sockets",
+            "hidden by mount (kernel lacks landlock RESOLVE_UNIX)",
+        ),
+        (false, Some(e)) => report.line(State::Missing, "pathname unix sockets", e.clone()),
+    }
+    let scoped = |yes: bool, what: &str| {
+        if yes {
+            (State::Ok, format!("{what}: scoped by landlock"))
+        } else {
+            (
+                State::Missing,
+                format!("{what}: needs landlock ABI 6 or later"),
+            )
+        }
+    };
+    let (state, text) = scoped(
+        s.scope_abstract_unix,
+        "outside the sandbox, network on or off",
+    );
+    report.line(state, "abstract unix sockets", text);
+    let (state, text) = scoped(s.scope_signal, "to processes outside the sandbox");
+    report.line(state, "signals", text);
+    if has("ioctl_dev") {
+        report.line(State::Ok, "device ioctls", "landlock ioctl_dev");
+    } else {
+        report.line(
+            State::Missing,
+            "device ioctls",
+            "needs landlock ABI 5 or later",
+        );
+    }
+    match &s.fds_error {
+        None => report.line(
+            State::Ok,
+            "inherited descriptors",
+            "closed on exec above stderr",
+        ),
+        Some(e) => report.line(State::Missing, "inherited descriptors", e.clone()),
+    }
+    match &s.privs_error {
+        None => report.line(
+            State::Ok,
+            "root powers",
+            "every capability dropped; setuid/setgid bits refused (seccomp)",
+        ),
+        Some(e) => report.line(State::Missing, "root powers", e.clone()),
+    }
+    if s.runs_as_root {
+        let how = match &s.userns_error {
+            None => "tools run as uid 0 without capabilities, in their own user namespace",
+            Some(_) => "and tools keep root's capabilities (no user namespace)",
+        };
+        report.line(State::Warn, "corral runs as root", how);
     }
 }
 

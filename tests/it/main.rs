@@ -19,6 +19,8 @@ mod run_ollama;
 mod run_openai;
 mod safe_output;
 mod sandbox;
+mod sandbox_attacks;
+mod sandbox_powers;
 mod server_attacks;
 mod server_cli;
 mod server_rest;

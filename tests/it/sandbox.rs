@@ -15,7 +15,7 @@ const BLOCKED: &str = "[the sandbox blocked this:";
 
 /// The helper's own probe, as a session runs it; `false` (with the reason on stderr) when the
 /// kernel has no landlock.
-async fn landlock_here(h: &Harness) -> bool {
+pub(crate) async fn landlock_here(h: &Harness) -> bool {
     let out = h
         .corral()
         .args(["__sandbox-exec", "--probe", "--"])
@@ -34,12 +34,12 @@ async fn landlock_here(h: &Harness) -> bool {
 
 /// The skip must be visible in the test output: that is what stderr is for here.
 #[allow(clippy::print_stderr)]
-fn skip(reason: &str) {
+pub(crate) fn skip(reason: &str) {
     eprintln!("{reason}");
 }
 
 /// A run whose model makes the calls one after the other, then answers "done".
-async fn run_calls(h: &Harness, calls: &[(&str, Value)], flags: &[&str]) -> Outcome {
+pub(crate) async fn run_calls(h: &Harness, calls: &[(&str, Value)], flags: &[&str]) -> Outcome {
     let server = FakeModel::start().await;
     for (i, (name, args)) in calls.iter().enumerate() {
         server.push(Reply::new().tool_call(&format!("c{}", i + 1), name, &args.to_string()));
@@ -82,19 +82,19 @@ fn assert_turn_blocked(out: &Outcome) {
 }
 
 /// The `{toolCallId, tool, success, output, error, durationMs}` records, in call order.
-fn records(out: &Outcome) -> Vec<Value> {
+pub(crate) fn records(out: &Outcome) -> Vec<Value> {
     out.of_kind("tool_result")
         .iter()
         .map(|e| e["data"]["result"].clone())
         .collect()
 }
 
-fn shell(command: &str) -> (&'static str, Value) {
+pub(crate) fn shell(command: &str) -> (&'static str, Value) {
     ("shell", json!({ "command": command }))
 }
 
 /// A failed call whose error carries `denial` and the sandbox's note.
-fn assert_blocked(record: &Value, denial: &str) -> String {
+pub(crate) fn assert_blocked(record: &Value, denial: &str) -> String {
     assert_eq!(record["success"], false, "{record}");
     let error = record["error"].as_str().unwrap_or_default().to_owned();
     assert!(error.contains(denial), "{error}");
@@ -107,7 +107,7 @@ fn work(h: &Harness) -> PathBuf {
 }
 
 /// A directory outside the session root (and outside its temp dir).
-fn outside() -> tempfile::TempDir {
+pub(crate) fn outside() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("corral-outside-")
         .tempdir()
@@ -478,5 +478,12 @@ async fn without_user_namespaces_best_effort_says_so_and_strict_refuses() {
     assert_eq!(strict.code, Some(2), "{strict:?}");
     let said = "corral: sandbox strict: cannot enforce: .git is not protected";
     assert!(strict.stderr.contains(said), "{strict:?}");
+    // Nothing can be hidden without a mount namespace either: said, and refused by strict.
+    let hidden = "corral's state, credential stores and Unix sockets outside the sandbox are not \
+                  hidden (user namespaces unavailable: ENOSPC";
+    assert!(message.contains(hidden), "{message}");
+    // An ordinary user has no capabilities to drop: no gap there.
+    assert!(!message.contains("capabilities"), "{message}");
+    assert!(strict.stderr.contains(hidden), "{strict:?}");
     assert_eq!(server.chat_requests().len(), 2, "strict ran no turn");
 }

@@ -65,6 +65,9 @@ pub(crate) async fn start(
     }
     let spec = spec_for(mode, network, policy, root, tmpdir);
     let support = SandboxSupport::probe(&spec).await;
+    for limit in support.limits(&spec) {
+        tracing::info!(%limit, "sandbox limit");
+    }
     if let Some(gap) = support.shortfall(&spec) {
         let message = match mode {
             SandboxMode::Strict => format!("sandbox strict: cannot enforce: {gap}"),
@@ -82,7 +85,8 @@ pub(crate) async fn start(
 
 /// Writable: the root, its private temp dir, /dev/null and the preset's paths. Protected: the
 /// root's `.git` directory; a worktree's `.git` is a file and its git dir lies outside the root,
-/// read-only already.
+/// read-only already. Hidden: corral's state, the credential stores and socket places, plus the
+/// preset's; sockets: the preset's.
 fn spec_for(
     mode: SandboxMode,
     network: NetworkMode,
@@ -107,6 +111,15 @@ fn spec_for(
     if std::fs::metadata(&git).is_ok_and(|m| m.is_dir()) {
         spec.protected.push(git);
     }
+    spec.hidden = crate::sandbox::default_hidden();
+    let preset_paths = |paths: &[String]| -> Vec<PathBuf> {
+        paths
+            .iter()
+            .map(|p| expand(p, root, home.as_deref()))
+            .collect()
+    };
+    spec.hidden.extend(preset_paths(&policy.hidden));
+    spec.sockets = preset_paths(&policy.sockets);
     spec
 }
 
@@ -171,7 +184,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         std::fs::create_dir(root.join(".git")).unwrap();
-        let preset = policy("writable = [\"~/.cache/pip\", \"build\", \"/dev/shm\"]\n");
+        let preset = policy(
+            "writable = [\"~/.cache/pip\", \"build\", \"/dev/shm\"]\nhidden = [\"secrets\"]\n\
+             sockets = [\"/run/user/1000/bus\"]\n",
+        );
         let spec = spec_for(
             SandboxMode::Strict,
             NetworkMode::On,
@@ -186,6 +202,13 @@ mod tests {
         );
         assert_eq!(spec.writable[4], root.join("build"));
         assert_eq!(spec.writable[5], PathBuf::from("/dev/shm"));
+        assert!(
+            spec.hidden.contains(&root.join("secrets")),
+            "{:?}",
+            spec.hidden
+        );
+        assert!(spec.hidden.contains(&PathBuf::from("/run/user")));
+        assert_eq!(spec.sockets, [PathBuf::from("/run/user/1000/bus")]);
         assert_eq!(
             expand("~/.cache", root, Some(Path::new("/h"))),
             PathBuf::from("/h/.cache")
