@@ -21,6 +21,7 @@ use std::path::{Component, Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
+use super::guard;
 use super::{MAX_SYMLINK_HOPS, PathError, openat2_supported, resolve_path};
 
 /// Stay beneath the root; magic links (/proc/…/fd/N) could name any open file.
@@ -127,14 +128,24 @@ impl RootDir {
     /// and opens the one the file goes in. A symlink as the last component is followed by
     /// hand, hop by hop, each hop opened beneath the root again, so writing through a link
     /// updates its target when that is inside, and is refused when it is not.
+    ///
+    /// git's own files are refused on every hop and where the write really lands; agent config
+    /// only where it lands, and only when `requested` did not name it (see `guard`).
     pub(crate) fn prepare_write(&self, requested: &str) -> Result<WriteTarget, PathError> {
         let mut rel = self.relative(Path::new(requested), requested)?;
+        let asked = guard::asked_agent_config(&rel);
         for _ in 0..MAX_SYMLINK_HOPS {
+            guard::refuse_named(&rel, requested, asked.as_deref())?;
             let (parent, name) = split_name(&rel, requested)?;
+            guard::refuse_parent(&self.path, parent, requested, asked.as_deref())?;
             let dir = self.create_dir_all(parent, requested)?;
+            let landing = |dir: &OwnedFd| {
+                guard::check_landing(&self.path, dir, parent, name, requested, asked.as_deref())
+            };
             let stat = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(stat) => stat,
                 Err(Errno::NOENT) => {
+                    landing(&dir)?;
                     return Ok(WriteTarget {
                         dir,
                         name: name.to_owned(),
@@ -161,6 +172,7 @@ impl RootDir {
                 },
                 _ => Existing::Other,
             };
+            landing(&dir)?;
             return Ok(WriteTarget {
                 dir,
                 name: name.to_owned(),

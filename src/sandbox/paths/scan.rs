@@ -1,0 +1,270 @@
+//! Finding git's files and agent config beneath a session root, for the sandbox: what exists
+//! at the start is bind-mounted read-only for shell and python ([`protected_paths`]); a git
+//! directory that appears during the session is found after each call and taken apart
+//! ([`remove_planted`]), since landlock cannot forbid creating one name in a writable tree.
+//!
+//! The walk does not enter what `.gitignore` ignores (a `target/` or `node_modules/` of a
+//! million files; git does not look inside ignored directories either) but sees every name in
+//! the directories it enters, never follows symlinks, does not descend into what it found, and
+//! stops after [`MAX_ENTRIES`] entries: the list is then marked incomplete.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use ignore::WalkBuilder;
+
+use super::guard::{self, Guarded};
+
+/// Entries looked at before the walk gives up (a few hundred ms on a warm cache).
+pub(crate) const MAX_ENTRIES: usize = 300_000;
+/// Read-only mounts made for one tool process at most; more would slow every call.
+pub(crate) const MAX_PROTECTED: usize = 256;
+
+/// What the sandbox keeps read-only inside (and around) the root.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Protected {
+    pub paths: Vec<PathBuf>,
+    /// The walk stopped early or the list was cut: some nested ones may be missing.
+    pub incomplete: bool,
+}
+
+/// A guarded entry the walk found.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Found {
+    pub path: PathBuf,
+    pub class: Guarded,
+}
+
+/// Every guarded entry beneath `root`: `.git` directories and files at any depth, directories
+/// git would take for a git directory, and agent config. The bool: the walk saw everything.
+///
+/// The walk skips what `.gitignore` ignores, but every directory it enters is listed whole
+/// again here: `.vscode/` and `.claude/settings.local.json` are often ignored themselves, and
+/// must still be found.
+pub(crate) fn walk(root: &Path) -> (Vec<Found>, bool) {
+    let mut walk = WalkBuilder::new(root);
+    walk.standard_filters(true)
+        .hidden(false)
+        .require_git(false)
+        .follow_links(false)
+        // What was found is protected (or removed) whole: nothing inside needs a look.
+        .filter_entry(|e| e.depth() == 0 || guard::component_class(e.file_name()).is_none());
+    let mut found = BTreeSet::new();
+    let mut seen = 0;
+    for entry in walk.build() {
+        let Ok(entry) = entry else { continue };
+        if !entry.file_type().is_some_and(|t| t.is_dir()) {
+            continue;
+        }
+        let dir = entry.path();
+        let Ok(listing) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for child in listing {
+            let Ok(child) = child else { continue };
+            seen += 1;
+            if seen > MAX_ENTRIES {
+                return (found.into_iter().collect(), false);
+            }
+            let name = child.file_name();
+            if let Some(class) = guard::component_class(&name) {
+                found.insert(Found {
+                    path: child.path(),
+                    class,
+                });
+            } else if name == "HEAD" && dir != root && guard::looks_like_git_dir(dir) {
+                found.insert(Found {
+                    path: dir.to_path_buf(),
+                    class: Guarded::Git,
+                });
+            }
+        }
+    }
+    (found.into_iter().collect(), true)
+}
+
+/// What shell and python may not change: the root's own `.git` (directory or file), every
+/// guarded entry beneath the root, the git directories `.git` files point to (a worktree's
+/// admin dir and its repository's `.git`, a submodule's dir), and the `.git` of a repository
+/// enclosing the root, as git's discovery upward would find it.
+pub(crate) fn protected_paths(root: &Path) -> Protected {
+    let mut paths: Vec<PathBuf> = Vec::new();
+    let add = |path: PathBuf, paths: &mut Vec<PathBuf>| {
+        if !paths.contains(&path) {
+            paths.push(path);
+        }
+    };
+    let with_targets = |dot_git: PathBuf, paths: &mut Vec<PathBuf>| {
+        let target = guard::gitdir_of_file(&dot_git).and_then(|t| t.canonicalize().ok());
+        add(dot_git, paths);
+        if let Some(target) = target {
+            let common = std::fs::read_to_string(target.join("commondir"))
+                .ok()
+                .and_then(|c| target.join(c.trim()).canonicalize().ok());
+            add(target, paths);
+            if let Some(common) = common {
+                add(common, paths);
+            }
+        }
+    };
+    let own = root.join(".git");
+    if std::fs::symlink_metadata(&own).is_ok() {
+        with_targets(own, &mut paths);
+    } else if let Some(enclosing) = root
+        .ancestors()
+        .skip(1)
+        .map(|dir| dir.join(".git"))
+        .find(|git| std::fs::symlink_metadata(git).is_ok())
+    {
+        with_targets(enclosing, &mut paths);
+    }
+    let (found, complete) = walk(root);
+    for entry in found {
+        if entry.class == Guarded::Git {
+            with_targets(entry.path, &mut paths);
+        } else {
+            add(entry.path, &mut paths);
+        }
+    }
+    let incomplete = !complete || paths.len() > MAX_PROTECTED;
+    paths.truncate(MAX_PROTECTED);
+    Protected { paths, incomplete }
+}
+
+/// After a tool process: git directories and `.git` entries beneath `root` that were not
+/// there at the start (`known`) are taken apart — a `.git` is removed, another directory git
+/// would use loses its `HEAD` — and named. A tool may not make a repository the person's git
+/// would later run config from; scratch repositories belong in `$TMPDIR`.
+pub(crate) fn remove_planted(root: &Path, known: &[PathBuf]) -> Vec<String> {
+    let (found, _) = walk(root);
+    let mut removed = Vec::new();
+    for entry in found {
+        if entry.class != Guarded::Git || known.contains(&entry.path) {
+            continue;
+        }
+        let shown = entry
+            .path
+            .strip_prefix(root)
+            .unwrap_or(&entry.path)
+            .display()
+            .to_string();
+        let is_dot_git = entry.path.file_name().is_some_and(guard::is_git_name);
+        let result = match std::fs::symlink_metadata(&entry.path) {
+            Ok(meta) if is_dot_git && meta.is_dir() => std::fs::remove_dir_all(&entry.path),
+            Ok(_) if is_dot_git => std::fs::remove_file(&entry.path),
+            Ok(_) => std::fs::remove_file(entry.path.join("HEAD")),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) => removed.push(shown),
+            Err(e) => {
+                tracing::warn!(path = %entry.path.display(), error = %e, "cannot remove a planted git directory");
+                removed.push(format!("{shown} (could not be removed: {e})"));
+            }
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree() -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap().join("repo");
+        for dir in [".git/hooks", "sub/.git", "src", "target/deep", ".claude", ".vscode"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        // Ignored: `target/` is not walked, but an ignored `.vscode/` is still found.
+        std::fs::write(root.join(".gitignore"), "target/\n.vscode/\n").unwrap();
+        std::fs::write(root.join("docs.git-not"), "").unwrap();
+        std::fs::create_dir(root.join("docs")).unwrap();
+        std::fs::write(root.join("docs/.git"), "gitdir: ../.git\n").unwrap();
+        std::fs::write(root.join(".claude/settings.json"), "{}").unwrap();
+        std::fs::write(root.join("src/.mcp.json"), "{}").unwrap();
+        // Ignored: not walked.
+        std::fs::create_dir(root.join("target/deep/.git")).unwrap();
+        (tmp, root)
+    }
+
+    #[test]
+    fn the_walk_finds_git_files_and_agent_config_at_any_depth_but_not_in_ignored_dirs() {
+        let (_t, root) = tree();
+        let (found, complete) = walk(&root);
+        assert!(complete);
+        let names: Vec<(String, Guarded)> = found
+            .iter()
+            .map(|f| {
+                let rel = f.path.strip_prefix(&root).unwrap();
+                (rel.display().to_string(), f.class)
+            })
+            .collect();
+        let expect = |p: &str, c| (p.to_owned(), c);
+        for item in [
+            expect(".git", Guarded::Git),
+            expect("sub/.git", Guarded::Git),
+            expect("docs/.git", Guarded::Git),
+            expect(".claude", Guarded::AgentConfig),
+            expect("src/.mcp.json", Guarded::AgentConfig),
+            expect(".vscode", Guarded::AgentConfig),
+        ] {
+            assert!(names.contains(&item), "{item:?} in {names:?}");
+        }
+        assert_eq!(names.len(), 6, "{names:?}");
+    }
+
+    #[test]
+    fn protected_paths_follow_gitdir_files_and_look_upward() {
+        let (_t, root) = tree();
+        let protected = protected_paths(&root);
+        assert!(!protected.incomplete);
+        for p in [".git", "sub/.git", "docs/.git", ".claude", "src/.mcp.json"] {
+            assert!(protected.paths.contains(&root.join(p)), "{p}: {protected:?}");
+        }
+        // A subdirectory of the repository: the enclosing .git is protected.
+        let sub = root.join("src");
+        let inner = protected_paths(&sub);
+        assert_eq!(inner.paths[0], root.join(".git"), "{inner:?}");
+        assert!(inner.paths.contains(&sub.join(".mcp.json")));
+    }
+
+    #[test]
+    fn a_worktree_git_file_protects_its_admin_dir_and_the_repository() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let admin = base.join("repo/.git/worktrees/wt");
+        std::fs::create_dir_all(&admin).unwrap();
+        std::fs::write(admin.join("commondir"), "../..\n").unwrap();
+        let wt = base.join("wt");
+        std::fs::create_dir(&wt).unwrap();
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", admin.display())).unwrap();
+        let protected = protected_paths(&wt);
+        assert_eq!(
+            protected.paths[..3],
+            [wt.join(".git"), admin.clone(), base.join("repo/.git")]
+        );
+    }
+
+    #[test]
+    fn planted_git_directories_are_taken_apart_and_known_ones_kept() {
+        let (_t, root) = tree();
+        let known = protected_paths(&root).paths;
+        std::fs::create_dir_all(root.join("new/.git")).unwrap();
+        std::fs::write(root.join("new/.git/config"), "[core]\n").unwrap();
+        std::fs::write(root.join("src/.git"), "gitdir: ../planted\n").unwrap();
+        let planted = root.join("planted");
+        for dir in ["objects", "refs"] {
+            std::fs::create_dir_all(planted.join(dir)).unwrap();
+        }
+        std::fs::write(planted.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(planted.join("config"), "[core]\n").unwrap();
+        let mut removed = remove_planted(&root, &known);
+        removed.sort();
+        assert_eq!(removed, ["new/.git", "planted", "src/.git"]);
+        assert!(!root.join("new/.git").exists() && !root.join("src/.git").exists());
+        assert!(planted.join("config").exists() && !planted.join("HEAD").exists());
+        assert!(root.join(".git").is_dir() && root.join("docs/.git").is_file());
+        assert!(remove_planted(&root, &known).is_empty());
+    }
+}
