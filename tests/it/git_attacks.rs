@@ -254,7 +254,7 @@ async fn repositories_planted_by_the_shell_are_taken_apart_after_the_call() {
     )
     .await;
     let results = results(&out);
-    assert_refused(&results[0], "Permission denied");
+    assert_refused(&results[0], "[the sandbox blocked this");
     for result in &results[1..] {
         assert_refused(result, "the sandbox removed the git directories this call made");
     }
