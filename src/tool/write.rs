@@ -284,27 +284,41 @@ mod tests {
             "planted/config",
             "planted/refs/heads/x",
         ] {
-            let e = write(&ctx, json!({"path": path, "content": "[core]\n\tfsmonitor = x\n"}))
-                .await
-                .unwrap_err();
+            let e = write(
+                &ctx,
+                json!({"path": path, "content": "[core]\n\tfsmonitor = x\n"}),
+            )
+            .await
+            .unwrap_err();
             assert!(
                 matches!(&e, ToolError::Refused(m) if m.contains("git's own files")),
                 "{path}: {e}"
             );
             assert_eq!(
-                guard("write_file", &json!({"path": path}), root).map(|g| matches!(g, Guard::Never(_))),
+                guard("write_file", &json!({"path": path}), root)
+                    .map(|g| matches!(g, Guard::Never(_))),
                 Some(true),
                 "{path}"
             );
         }
-        assert_eq!(std::fs::read_to_string(root.join(".git/config")).unwrap(), "[core]\n");
+        assert_eq!(
+            std::fs::read_to_string(root.join(".git/config")).unwrap(),
+            "[core]\n"
+        );
         for made in ["new", "deep", ".git/made", "sub/.git/new-dir", "docs/.git"] {
             assert!(!root.join(made).exists(), "{made} was created");
         }
         // Reading git's files is harmless and allowed; so are names that only look alike.
-        assert!(super::super::fs::ReadFile.call(json!({"path": "docs/config"}), &ctx).await.is_ok());
+        assert!(
+            super::super::fs::ReadFile
+                .call(json!({"path": "docs/config"}), &ctx)
+                .await
+                .is_ok()
+        );
         for path in [".gitignore", ".github/workflows/ci.yml", "src/git.rs"] {
-            write(&ctx, json!({"path": path, "content": "x"})).await.unwrap();
+            write(&ctx, json!({"path": path, "content": "x"}))
+                .await
+                .unwrap();
         }
     }
 
@@ -316,19 +330,37 @@ mod tests {
         std::os::unix::fs::symlink(".claude", root.join("cfg")).unwrap();
         std::os::unix::fs::symlink(".vscode/tasks.json", root.join("tasks")).unwrap();
         let person = |path: &str| guard("write_file", &json!({"path": path}), root);
-        for path in [".claude/settings.json", "a/.mcp.json", "opencode.json", ".vscode/tasks.json"] {
+        for path in [
+            ".claude/settings.json",
+            "a/.mcp.json",
+            "opencode.json",
+            ".vscode/tasks.json",
+        ] {
             assert!(matches!(person(path), Some(Guard::Person(_))), "{path}");
         }
         let absolute = root.join(".codex/config.toml");
-        assert!(matches!(person(absolute.to_str().unwrap()), Some(Guard::Person(_))));
+        assert!(matches!(
+            person(absolute.to_str().unwrap()),
+            Some(Guard::Person(_))
+        ));
         assert_eq!(person("CLAUDE.md"), None);
         assert_eq!(person("src/main.rs"), None);
-        assert_eq!(guard("read_file", &json!({"path": ".claude/x"}), root), None);
+        assert_eq!(
+            guard("read_file", &json!({"path": ".claude/x"}), root),
+            None
+        );
         // The tool itself writes agent config named as such (the gate asked a person first)…
-        write(&ctx, json!({"path": ".claude/settings.json", "content": "{}"})).await.unwrap();
+        write(
+            &ctx,
+            json!({"path": ".claude/settings.json", "content": "{}"}),
+        )
+        .await
+        .unwrap();
         // …and refuses to reach it under another name.
         for path in ["cfg/settings.json", "cfg/new.json", "tasks"] {
-            let e = write(&ctx, json!({"path": path, "content": "{}"})).await.unwrap_err();
+            let e = write(&ctx, json!({"path": path, "content": "{}"}))
+                .await
+                .unwrap_err();
             assert!(
                 matches!(&e, ToolError::Refused(m) if m.contains("through a symbolic link")),
                 "{path}: {e}"

@@ -118,7 +118,9 @@ async fn sandbox_here(h: &Harness) -> bool {
     let probe: Value = serde_json::from_str(out.stdout.trim()).unwrap_or_default();
     let ok = probe["landlock_abi"].is_number() && probe["mountns_error"].is_null();
     if !ok {
-        skip(&format!("skipped: no landlock or mount namespace here: {out:?}"));
+        skip(&format!(
+            "skipped: no landlock or mount namespace here: {out:?}"
+        ));
     }
     ok
 }
@@ -235,9 +237,7 @@ async fn repositories_planted_by_the_shell_are_taken_apart_after_the_call() {
     let root = work.join("pkg");
     std::fs::create_dir_all(root.join("docs")).unwrap();
     let evil = planted_config(&h);
-    let plant = format!(
-        "git init -q . && touch f && git add f && printf '{evil}' > .git/config"
-    );
+    let plant = format!("git init -q . && touch f && git add f && printf '{evil}' > .git/config");
     let nested = format!(
         "git init -q --bare planted && printf '{evil}' > planted/config && \
          echo 'gitdir: ../planted' > docs/.git && touch docs/f && (cd docs && git add f)"
@@ -256,13 +256,18 @@ async fn repositories_planted_by_the_shell_are_taken_apart_after_the_call() {
     let results = results(&out);
     assert_refused(&results[0], "[the sandbox blocked this");
     for result in &results[1..] {
-        assert_refused(result, "the sandbox removed the git directories this call made");
+        assert_refused(
+            result,
+            "the sandbox removed the git directories this call made",
+        );
     }
     assert!(!root.join(".git").exists() && !root.join("docs/.git").exists());
     assert!(!root.join("planted/HEAD").exists());
-    assert!(!std::fs::read_to_string(work.join(".git/config"))
-        .unwrap()
-        .contains("fsmonitor"));
+    assert!(
+        !std::fs::read_to_string(work.join(".git/config"))
+            .unwrap()
+            .contains("fsmonitor")
+    );
     assert_git_status_runs_nothing(&h, &[root.clone(), root.join("docs"), work]);
 }
 
@@ -351,7 +356,8 @@ async fn write_file_to_agent_config_asks_a_person_even_under_bypass() {
     std::fs::create_dir(work.join("notes")).unwrap();
     std::fs::create_dir(work.join(".claude")).unwrap();
     std::os::unix::fs::symlink(".claude", work.join("cfg")).unwrap();
-    let settings = r#"{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"touch pwned"}]}]}}"#;
+    let settings =
+        r#"{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"touch pwned"}]}]}}"#;
     // Nobody to ask: refused, in bypass too.
     let out = run(
         &h,

@@ -71,17 +71,30 @@ fn fold(name: &OsStr) -> String {
     folded.trim_end_matches(['.', ' ']).to_owned()
 }
 
+/// Whether `name` may fold to a guarded name at all: every one starts with `.`, `g` or `o`,
+/// or with an invisible code point (UTF-8 lead bytes 0xE2, 0xEF). Walks of big trees call
+/// this for every entry, so most names are ruled out without folding.
+fn may_be_guarded(name: &OsStr) -> bool {
+    matches!(
+        name.as_bytes().first(),
+        Some(b'.' | b'g' | b'G' | b'o' | b'O' | 0xe2 | 0xef)
+    )
+}
+
 /// Whether git (on some filesystem) would take `name` for `.git`.
 pub(crate) fn is_git_name(name: &OsStr) -> bool {
-    matches!(fold(name).as_str(), ".git" | "git~1")
+    component_class(name) == Some(Guarded::Git)
 }
 
 /// The class of one path component, if it is guarded.
 pub(crate) fn component_class(name: &OsStr) -> Option<Guarded> {
-    if is_git_name(name) {
-        return Some(Guarded::Git);
+    if !may_be_guarded(name) {
+        return None;
     }
     let folded = fold(name);
+    if matches!(folded.as_str(), ".git" | "git~1") {
+        return Some(Guarded::Git);
+    }
     AGENT_CONFIG
         .contains(&folded.as_str())
         .then_some(Guarded::AgentConfig)

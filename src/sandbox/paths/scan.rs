@@ -3,15 +3,14 @@
 //! directory that appears during the session is found after each call and taken apart
 //! ([`remove_planted`]), since landlock cannot forbid creating one name in a writable tree.
 //!
-//! The walk does not enter what `.gitignore` ignores (a `target/` or `node_modules/` of a
-//! million files; git does not look inside ignored directories either) but sees every name in
-//! the directories it enters, never follows symlinks, does not descend into what it found, and
-//! stops after [`MAX_ENTRIES`] entries: the list is then marked incomplete.
+//! The walk skips package and cache trees (`node_modules/`, directories with a `CACHEDIR.TAG`
+//! such as cargo's `target/`), never follows symlinks, does not descend into what it found, and
+//! stops after [`MAX_ENTRIES`] entries: the list is then marked incomplete. Measured on a tree
+//! of 300 000 files on a loaded two-core machine, debug build: about 0.5 s, as fast as bare
+//! `read_dir` recursion (a walk matching `.gitignore` rules took 4 s). See `walk_timing`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-
-use ignore::WalkBuilder;
 
 use super::guard::{self, Guarded};
 
@@ -35,31 +34,34 @@ pub(crate) struct Found {
     pub class: Guarded,
 }
 
+/// Directories never entered: package and cache trees of many thousand files that a person
+/// does not run git in. Directories holding a `CACHEDIR.TAG` (cargo's `target/`, most build
+/// caches) are skipped too.
+const SKIPPED_DIRS: [&str; 6] = [
+    "node_modules",
+    "__pycache__",
+    ".venv",
+    ".tox",
+    ".mypy_cache",
+    ".pytest_cache",
+];
+
 /// Every guarded entry beneath `root`: `.git` directories and files at any depth, directories
-/// git would take for a git directory, and agent config. The bool: the walk saw everything.
+/// git would take for a git directory, and agent config. The bool: the walk saw everything
+/// (it stopped at [`MAX_ENTRIES`] otherwise).
 ///
-/// The walk skips what `.gitignore` ignores, but every directory it enters is listed whole
-/// again here: `.vscode/` and `.claude/settings.local.json` are often ignored themselves, and
-/// must still be found.
+/// A plain walk by directory listings (the entry types come with them: one `getdents` per
+/// directory, no `stat` per file), several times faster than a walk matching `.gitignore`
+/// rules, which would also hide an ignored `.vscode/` or `.claude/settings.local.json`.
 pub(crate) fn walk(root: &Path) -> (Vec<Found>, bool) {
-    let mut walk = WalkBuilder::new(root);
-    walk.standard_filters(true)
-        .hidden(false)
-        .require_git(false)
-        .follow_links(false)
-        // What was found is protected (or removed) whole: nothing inside needs a look.
-        .filter_entry(|e| e.depth() == 0 || guard::component_class(e.file_name()).is_none());
     let mut found = BTreeSet::new();
+    let mut stack = vec![root.to_path_buf()];
     let mut seen = 0;
-    for entry in walk.build() {
-        let Ok(entry) = entry else { continue };
-        if !entry.file_type().is_some_and(|t| t.is_dir()) {
-            continue;
-        }
-        let dir = entry.path();
-        let Ok(listing) = std::fs::read_dir(dir) else {
+    while let Some(dir) = stack.pop() {
+        let Ok(listing) = std::fs::read_dir(&dir) else {
             continue;
         };
+        let (mut subdirs, mut has_head, mut cache) = (Vec::new(), false, false);
         for child in listing {
             let Ok(child) = child else { continue };
             seen += 1;
@@ -67,17 +69,31 @@ pub(crate) fn walk(root: &Path) -> (Vec<Found>, bool) {
                 return (found.into_iter().collect(), false);
             }
             let name = child.file_name();
+            // What was found is protected (or removed) whole: nothing inside needs a look.
             if let Some(class) = guard::component_class(&name) {
                 found.insert(Found {
                     path: child.path(),
                     class,
                 });
-            } else if name == "HEAD" && dir != root && guard::looks_like_git_dir(dir) {
-                found.insert(Found {
-                    path: dir.to_path_buf(),
-                    class: Guarded::Git,
-                });
+                continue;
             }
+            has_head |= name == "HEAD";
+            cache |= name == "CACHEDIR.TAG";
+            // The listing's own type: a symlink is never followed.
+            if child.file_type().is_ok_and(|t| t.is_dir())
+                && !SKIPPED_DIRS.iter().any(|s| name == *s)
+            {
+                subdirs.push(child.path());
+            }
+        }
+        if has_head && dir != root && guard::looks_like_git_dir(&dir) {
+            found.insert(Found {
+                path: dir.clone(),
+                class: Guarded::Git,
+            });
+        }
+        if !cache {
+            stack.extend(subdirs);
         }
     }
     (found.into_iter().collect(), true)
@@ -173,23 +189,31 @@ mod tests {
     fn tree() -> (tempfile::TempDir, PathBuf) {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().canonicalize().unwrap().join("repo");
-        for dir in [".git/hooks", "sub/.git", "src", "target/deep", ".claude", ".vscode"] {
+        for dir in [
+            ".git/hooks",
+            "sub/.git",
+            "src",
+            "target/deep",
+            ".claude",
+            ".vscode",
+        ] {
             std::fs::create_dir_all(root.join(dir)).unwrap();
         }
-        // Ignored: `target/` is not walked, but an ignored `.vscode/` is still found.
+        // A cache tree is not walked; an ignored `.vscode/` is still found.
+        std::fs::write(root.join("target/CACHEDIR.TAG"), "Signature: x\n").unwrap();
         std::fs::write(root.join(".gitignore"), "target/\n.vscode/\n").unwrap();
         std::fs::write(root.join("docs.git-not"), "").unwrap();
         std::fs::create_dir(root.join("docs")).unwrap();
         std::fs::write(root.join("docs/.git"), "gitdir: ../.git\n").unwrap();
         std::fs::write(root.join(".claude/settings.json"), "{}").unwrap();
         std::fs::write(root.join("src/.mcp.json"), "{}").unwrap();
-        // Ignored: not walked.
         std::fs::create_dir(root.join("target/deep/.git")).unwrap();
+        std::fs::create_dir_all(root.join("node_modules/pkg/.git")).unwrap();
         (tmp, root)
     }
 
     #[test]
-    fn the_walk_finds_git_files_and_agent_config_at_any_depth_but_not_in_ignored_dirs() {
+    fn the_walk_finds_git_files_and_agent_config_at_any_depth_but_not_in_cache_trees() {
         let (_t, root) = tree();
         let (found, complete) = walk(&root);
         assert!(complete);
@@ -220,7 +244,10 @@ mod tests {
         let protected = protected_paths(&root);
         assert!(!protected.incomplete);
         for p in [".git", "sub/.git", "docs/.git", ".claude", "src/.mcp.json"] {
-            assert!(protected.paths.contains(&root.join(p)), "{p}: {protected:?}");
+            assert!(
+                protected.paths.contains(&root.join(p)),
+                "{p}: {protected:?}"
+            );
         }
         // A subdirectory of the repository: the enclosing .git is protected.
         let sub = root.join("src");
@@ -242,7 +269,7 @@ mod tests {
         let protected = protected_paths(&wt);
         assert_eq!(
             protected.paths[..3],
-            [wt.join(".git"), admin.clone(), base.join("repo/.git")]
+            [wt.join(".git"), admin, base.join("repo/.git")]
         );
     }
 
@@ -266,5 +293,40 @@ mod tests {
         assert!(planted.join("config").exists() && !planted.join("HEAD").exists());
         assert!(root.join(".git").is_dir() && root.join("docs/.git").is_file());
         assert!(remove_planted(&root, &known).is_empty());
+    }
+
+    /// `CORRAL_WALK_ROOT=/big/tree cargo test --lib walk_timing -- --ignored --nocapture`
+    #[test]
+    #[ignore = "a measurement on a tree of the caller's choice"]
+    fn walk_timing() {
+        let Some(root) = std::env::var_os("CORRAL_WALK_ROOT") else {
+            return;
+        };
+        let root = PathBuf::from(root);
+        fn plain(dir: &Path, n: &mut usize) {
+            let Ok(list) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for e in list.flatten() {
+                *n += 1;
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    plain(&e.path(), n);
+                }
+            }
+        }
+        let started = std::time::Instant::now();
+        let mut n = 0;
+        plain(&root, &mut n);
+        println!("plain read_dir: {n} entries, {:?}", started.elapsed());
+        for _ in 0..3 {
+            let started = std::time::Instant::now();
+            let (found, complete) = walk(&root);
+            println!(
+                "{}: {} guarded, complete {complete}, {:?}",
+                root.display(),
+                found.len(),
+                started.elapsed()
+            );
+        }
     }
 }

@@ -73,7 +73,10 @@ fn problems(record: &Record, wt: &Path) -> Result<Vec<String>, WorktreeError> {
     }
     // corral never makes one; a worktree config would apply to this worktree alone.
     if admin.join("config.worktree").exists() {
-        problems.push(format!("{} appeared", admin.join("config.worktree").display()));
+        problems.push(format!(
+            "{} appeared",
+            admin.join("config.worktree").display()
+        ));
     }
     // A git directory committed as a test fixture (`testdata/x.git/`) came with the base;
     // only what the session added counts.
