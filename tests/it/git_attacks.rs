@@ -415,3 +415,24 @@ async fn write_file_to_agent_config_asks_a_person_even_under_bypass() {
         "{}"
     );
 }
+
+#[tokio::test]
+async fn doctor_tries_read_only_mounts_of_git_directories_and_files() {
+    let h = Harness::new();
+    let out = h.corral().arg("doctor").run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains(".git and agent config protection"))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    if sandbox_here(&h).await {
+        assert!(line.starts_with("ok") && line.ends_with("usable"), "{line}");
+    }
+    assert!(
+        out.stdout
+            .contains("git files and agent config (file tools)"),
+        "{}",
+        out.stdout
+    );
+}
