@@ -104,6 +104,11 @@ impl RootDir {
         self.open_beneath(&rel, flags, &shown).map(File::from)
     }
 
+    /// Opens directory `rel` (relative to the root) beneath it, for `*at` calls.
+    pub(crate) fn open_dir(&self, rel: &Path) -> Result<OwnedFd, PathError> {
+        self.open_beneath(rel, DIR_FLAGS, &rel.to_string_lossy())
+    }
+
     /// Finds a file or directory to walk. The walk itself goes by path (see `walker`), so it
     /// starts from the path the kernel resolved, not from the one the model gave.
     pub(crate) fn locate(&self, requested: impl AsRef<Path>) -> Result<Located, PathError> {

@@ -12,6 +12,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use std::os::fd::AsRawFd;
+
+use super::RootDir;
 use super::guard::{self, Guarded};
 
 /// Entries looked at before the walk gives up (a few hundred ms on a warm cache).
@@ -164,13 +167,7 @@ pub(crate) fn remove_planted(root: &Path, known: &[PathBuf]) -> Vec<String> {
             .unwrap_or(&entry.path)
             .display()
             .to_string();
-        let is_dot_git = entry.path.file_name().is_some_and(guard::is_git_name);
-        let result = match std::fs::symlink_metadata(&entry.path) {
-            Ok(meta) if is_dot_git && meta.is_dir() => std::fs::remove_dir_all(&entry.path),
-            Ok(_) if is_dot_git => std::fs::remove_file(&entry.path),
-            Ok(_) => std::fs::remove_file(entry.path.join("HEAD")),
-            Err(e) => Err(e),
-        };
+        let result = take_apart(root, &entry.path);
         match result {
             Ok(()) => removed.push(shown),
             Err(e) => {
@@ -180,6 +177,32 @@ pub(crate) fn remove_planted(root: &Path, known: &[PathBuf]) -> Vec<String> {
         }
     }
     removed
+}
+
+/// Removes a planted `.git`, or the `HEAD` of a git directory by another name. The parent is
+/// opened beneath the root by the kernel and everything after goes through it (`/proc/self/fd`
+/// names the opened directory, not a path looked up again), so a directory swapped for a
+/// symlink since the walk cannot make this delete anything outside the root.
+fn take_apart(root: &Path, path: &Path) -> std::io::Result<()> {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+        return Err(std::io::Error::other("not beneath the root"));
+    };
+    let outside = |e: super::PathError| std::io::Error::other(e.to_string());
+    let dir = RootDir::open(root)
+        .and_then(|d| d.open_dir(parent))
+        .map_err(outside)?;
+    let at = |name: &Path| Path::new(&format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name);
+    let target = at(Path::new(name));
+    if !guard::is_git_name(name) {
+        return std::fs::remove_file(target.join("HEAD"));
+    }
+    // remove_dir_all does not follow a symlink it is given, nor any inside.
+    match std::fs::symlink_metadata(&target) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&target),
+        Ok(_) => std::fs::remove_file(&target),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]
@@ -293,6 +316,12 @@ mod tests {
         assert!(planted.join("config").exists() && !planted.join("HEAD").exists());
         assert!(root.join(".git").is_dir() && root.join("docs/.git").is_file());
         assert!(remove_planted(&root, &known).is_empty());
+        // A directory swapped for a symlink after the walk: nothing outside is removed.
+        let outside = root.parent().unwrap().join("outside");
+        std::fs::create_dir_all(outside.join(".git/objects")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("swapped")).unwrap();
+        assert!(take_apart(&root, &root.join("swapped/.git")).is_err());
+        assert!(outside.join(".git/objects").is_dir());
     }
 
     /// `CORRAL_WALK_ROOT=/big/tree cargo test --lib walk_timing -- --ignored --nocapture`
