@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use super::Agent;
 use super::calls::ValidCall;
 use crate::policy::{Decision, Verdict, approval_preview};
+use crate::tool::Guard;
 
 pub enum Authorized {
     Run,
@@ -23,9 +24,18 @@ impl Agent {
     ) -> Authorized {
         let call = &valid.call;
         let manifest = valid.tool.manifest;
-        let verdict = self
+        let mut verdict = self
             .gate
             .check(&call.name, manifest.danger, &call.arguments, &self.root);
+        // git's files are never a tool's to write, and agent config is a person's, in every
+        // preset: that overrides the gate's "allow" (bypass, a rule, a grant).
+        match crate::tool::write_guard(&call.name, &call.arguments, &self.root) {
+            Some(Guard::Never(reason)) => verdict = Verdict::Deny { reason },
+            Some(Guard::Person(reason)) if matches!(verdict, Verdict::Allow { .. }) => {
+                verdict = Verdict::Ask { reason };
+            }
+            _ => {}
+        }
         let reason = match verdict {
             Verdict::Allow { .. } => return Authorized::Run,
             Verdict::Deny { reason } => return Authorized::Refuse(format!("refused: {reason}")),

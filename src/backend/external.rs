@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::policy::{Decision, Gate, Policy, Verdict};
 use crate::session::Session;
-use crate::tool::{Danger, ToolRegistry};
+use crate::tool::{Danger, Guard, ToolRegistry};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExternalKind {
@@ -295,10 +295,15 @@ impl Approver {
                     let reason = format!("{name} is not available in this session");
                     return (Verdict::Deny { reason }, danger);
                 }
-                (
-                    gate.check(name, tool.manifest.danger, &ask.args, &self.root),
-                    danger,
-                )
+                let verdict = gate.check(name, tool.manifest.danger, &ask.args, &self.root);
+                // As in the native loop: git's files never, agent config only with a person.
+                match crate::tool::write_guard(name, &ask.args, &self.root) {
+                    Some(Guard::Never(reason)) => (Verdict::Deny { reason }, danger),
+                    Some(Guard::Person(reason)) if matches!(verdict, Verdict::Allow { .. }) => {
+                        (Verdict::Ask { reason }, danger)
+                    }
+                    _ => (verdict, danger),
+                }
             }
             None => (
                 Verdict::Ask {

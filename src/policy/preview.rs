@@ -50,6 +50,7 @@ fn write_preview(path: &str, content: &str, root: &Path) -> Value {
         Err(PathError::Invalid { reason, .. }) => {
             return json!({"path": path, "note": format!("the path is not valid: {reason}")});
         }
+        Err(e @ PathError::Guarded { .. }) => return json!({"path": path, "note": e.to_string()}),
         // Missing (or unreachable): the write would create it.
         Err(PathError::Io { .. }) => None,
         Ok(file) => match current_text(file) {

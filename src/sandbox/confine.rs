@@ -6,8 +6,9 @@
 //! process and runs single-threaded, before any runtime, which `unshare(CLONE_NEWUSER)` also
 //! requires. In order:
 //! 1. a user + mount namespace (plus an empty network namespace with `--network off`), so the
-//!    protected directories can be bind-mounted read-only (landlock only grants rights per
-//!    hierarchy and cannot take write access to `<root>/.git` back from a writable root), and
+//!    protected paths (git's files, agent config) can be bind-mounted read-only (landlock only
+//!    grants rights per hierarchy and cannot take write access to `<root>/.git` back from a
+//!    writable root), and
 //!    so a tool run by root holds its capabilities only inside that namespace;
 //! 2. the hidden paths and the Unix sockets outside the sandbox covered (hide.rs);
 //! 3. `PR_SET_NO_NEW_PRIVS`;
@@ -131,8 +132,14 @@ fn confine(spec: &SandboxSpec, probe: bool) -> SandboxSupport {
     // (ptrace, module loading …) only stay out of a tool's reach in a user namespace.
     enter_namespaces(want_net, &mut support);
     if support.mountns_error.is_none() {
-        let dirs: Vec<&PathBuf> = spec.protected.iter().filter(|p| p.is_dir()).collect();
-        if let Err(e) = protect(&dirs) {
+        // Directories and files alike (a worktree's `.git` is a file); never a symlink, whose
+        // mount would land on whatever it points to.
+        let paths: Vec<&PathBuf> = spec
+            .protected
+            .iter()
+            .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_symlink()))
+            .collect();
+        if let Err(e) = protect(&paths) {
             support.protect_error = Some(e);
         }
         if let Err(e) = hide::hide(spec, &bound) {
@@ -216,7 +223,8 @@ fn map_ids(uid: Uid, gid: Gid) -> Result<(), String> {
         .map_err(|e| format!("gid_map: {e}"))
 }
 
-/// Bind-mounts each directory onto itself, read-only, in the private mount namespace.
+/// Bind-mounts each directory or file onto itself, read-only, in the private mount namespace.
+/// A read-only mount point can be neither written, nor removed, nor renamed over (EBUSY).
 fn protect(dirs: &[&PathBuf]) -> Result<(), String> {
     if dirs.is_empty() {
         return Ok(());

@@ -4,9 +4,12 @@
 //! RESOLVE_BENEATH, so the rule holds at the moment of the open even if a symlink is swapped in
 //! mid-call; the file tools go through it. [`resolve_in_root`] is the portable, check-then-use
 //! resolution: it explains refusals, names paths for the gate and for tools that hand a
-//! directory to a process (`cwd`), and is the fallback where openat2 is missing.
+//! directory to a process (`cwd`), and is the fallback where openat2 is missing. `guard`
+//! says which paths no tool writes on its own (git's files, agent config).
 
 mod beneath;
+pub(crate) mod guard;
+pub(crate) mod scan;
 
 pub(crate) use beneath::{Existing, RootDir};
 
@@ -45,6 +48,9 @@ pub(crate) enum PathError {
     OutsideRoot { requested: String, root: PathBuf },
     #[error("path {requested:?} is not valid: {reason}")]
     Invalid { requested: String, reason: String },
+    /// git's own files, or agent config reached other than by its name (see `guard`).
+    #[error("{requested} is not written by corral's tools: {message}")]
+    Guarded { requested: String, message: String },
     #[error("cannot resolve path {requested}: {message}")]
     Io {
         requested: String,

@@ -10,6 +10,7 @@
 //! record must survive both, or a kept worktree could no longer be found or merged.
 
 mod inspect;
+mod links;
 mod merge;
 mod store;
 #[cfg(test)]
@@ -313,6 +314,8 @@ pub(crate) fn finish(record: &Record, store: &Store) -> Result<Ending, WorktreeE
     {
         wt.unlock()?;
     }
+    // A tampered worktree is kept, whatever it holds, for the person to look at.
+    links::check(record)?;
     let found = changes(record)?;
     if found.any() {
         Ok(Ending::Kept(found))

@@ -79,6 +79,13 @@ async fn sandbox(report: &mut Report) {
         if std::fs::create_dir(&git).is_ok() {
             spec.protected.push(git);
         }
+        // A worktree's or submodule's `.git` is a file: file mounts are tried too.
+        let file = dir.path().join("sub/.git");
+        if std::fs::create_dir(dir.path().join("sub")).is_ok()
+            && std::fs::write(&file, "gitdir: ../.git\n").is_ok()
+        {
+            spec.protected.push(file);
+        }
         spec.writable.push(dir.path().to_path_buf());
     }
     spec.hidden = crate::sandbox::default_hidden();
@@ -117,13 +124,21 @@ async fn sandbox(report: &mut Report) {
         ("user namespaces", &s.userns_error),
         ("mount namespaces", &s.mountns_error),
         ("network namespaces", &s.netns_error),
-        (".git protection (read-only bind mount)", &s.protect_error),
+        (
+            ".git and agent config protection (read-only bind mounts, dirs and files)",
+            &s.protect_error,
+        ),
     ] {
         match error {
             None => report.line(State::Ok, what, "usable"),
             Some(e) => report.line(State::Missing, what, e.clone()),
         }
     }
+    report.line(
+        State::Ok,
+        "git files and agent config (file tools)",
+        "write_file refuses .git in every form and preset; agent config always asks a person",
+    );
     confinement(report, &s);
     let limits = s.limits(&spec);
     match s.shortfall(&spec) {

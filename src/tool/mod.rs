@@ -18,6 +18,7 @@ pub use manifest::{Danger, ToolManifest, manifests};
 pub use output::cut_head_tail;
 pub use registry::{RegisteredTool, ToolRegistry};
 pub use settings::{OutputSink, ToolSettings};
+pub(crate) use write::{Guard, guard as write_guard};
 
 use std::future::Future;
 use std::path::PathBuf;

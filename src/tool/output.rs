@@ -99,6 +99,7 @@ impl From<PathError> for ToolError {
                 root.display()
             )),
             PathError::Invalid { .. } => ToolError::InvalidArguments(e.to_string()),
+            PathError::Guarded { .. } => ToolError::Refused(e.to_string()),
             PathError::Io {
                 requested,
                 kind: io::ErrorKind::NotFound | io::ErrorKind::NotADirectory,

@@ -13,6 +13,7 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
+use std::path::Path;
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
@@ -22,6 +23,7 @@ use serde_json::Value;
 use super::output::{io_error, open_root, parse_args, run_blocking};
 use super::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::sandbox::paths::Existing;
+use crate::sandbox::paths::guard::{self, Guarded};
 
 /// Random temp names tried before giving up; a clash needs a leftover with the same name.
 const TEMP_ATTEMPTS: usize = 16;
@@ -52,6 +54,52 @@ impl Tool for WriteFile {
             run_blocking(ctx, move |ctx| write_file(ctx, &args)).await
         })
     }
+}
+
+/// What a write to a guarded path needs, whatever the preset says (see
+/// `sandbox::paths::guard`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Guard {
+    /// git's own files: refused, bypass included.
+    Never(String),
+    /// Agent config named by its path: a person decides this very call; an "allow" from the
+    /// preset, a rule or a session grant does not count.
+    Person(String),
+}
+
+/// The guard for one call, checked before the gate's verdict is used. `write_file` is the one
+/// tool that writes by path (external agents' edits are mapped onto it). The path is judged by
+/// its name and, for git's files, also where it resolves (symlinks followed, inside the root);
+/// the tool checks again where the kernel really opens it, and refuses to reach agent config
+/// through a link, so what a person is shown is where the write goes.
+pub(crate) fn guard(tool: &str, args: &Value, root: &Path) -> Option<Guard> {
+    if tool != "write_file" {
+        return None;
+    }
+    let requested = args.get("path").and_then(Value::as_str)?;
+    let path = Path::new(requested);
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    let resolved = crate::sandbox::paths::resolve_in_root(root, requested).ok();
+    let resolved_rel = resolved.as_deref().and_then(|r| r.strip_prefix(root).ok());
+    let in_git_dir = resolved
+        .as_deref()
+        .and_then(Path::parent)
+        .is_some_and(|dir| guard::in_git_dir(root, dir));
+    if guard::classify(rel) == Some(Guarded::Git)
+        || resolved_rel.is_some_and(|r| guard::classify(r) == Some(Guarded::Git))
+        || in_git_dir
+    {
+        return Some(Guard::Never(format!(
+            "{requested}: {}",
+            guard::reason(Guarded::Git)
+        )));
+    }
+    (guard::classify(rel) == Some(Guarded::AgentConfig)).then(|| {
+        Guard::Person(format!(
+            "{requested} is agent config: {}; \"always\" does not cover it",
+            guard::reason(Guarded::AgentConfig)
+        ))
+    })
 }
 
 fn write_file(ctx: &ToolContext, args: &WriteArgs) -> Result<ToolOutput, ToolError> {
@@ -199,6 +247,126 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.to_string().contains("directory"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn git_files_are_refused_by_every_path_and_nothing_is_made_on_the_way() {
+        let (_tmp, ctx) = session();
+        let root = &ctx.root;
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+        std::fs::create_dir_all(root.join("sub/.git")).unwrap();
+        let planted = root.join("planted");
+        for dir in ["objects", "refs"] {
+            std::fs::create_dir_all(planted.join(dir)).unwrap();
+        }
+        std::fs::write(planted.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let link = |target: &str, name: &str| {
+            std::os::unix::fs::symlink(target, root.join(name)).unwrap();
+        };
+        link(".git", "docs");
+        link(".git/config", "cfg");
+        link("sub/.git/new-dir/x", "dangling");
+        for path in [
+            ".git/config",
+            ".git/hooks/pre-commit",
+            "./.git/config",
+            ".GIT/config",
+            "sub/.git/config",
+            "new/.git/config",
+            "docs/.git",
+            "deep/er/.git",
+            "git~1/config",
+            "docs/config",
+            "docs/made/inside",
+            "cfg",
+            "dangling",
+            "planted/config",
+            "planted/refs/heads/x",
+        ] {
+            let e = write(
+                &ctx,
+                json!({"path": path, "content": "[core]\n\tfsmonitor = x\n"}),
+            )
+            .await
+            .unwrap_err();
+            assert!(
+                matches!(&e, ToolError::Refused(m) if m.contains("git's own files")),
+                "{path}: {e}"
+            );
+            assert_eq!(
+                guard("write_file", &json!({"path": path}), root)
+                    .map(|g| matches!(g, Guard::Never(_))),
+                Some(true),
+                "{path}"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(root.join(".git/config")).unwrap(),
+            "[core]\n"
+        );
+        for made in ["new", "deep", ".git/made", "sub/.git/new-dir", "docs/.git"] {
+            assert!(!root.join(made).exists(), "{made} was created");
+        }
+        // Reading git's files is harmless and allowed; so are names that only look alike.
+        assert!(
+            super::super::fs::ReadFile
+                .call(json!({"path": "docs/config"}), &ctx)
+                .await
+                .is_ok()
+        );
+        for path in [".gitignore", ".github/workflows/ci.yml", "src/git.rs"] {
+            write(&ctx, json!({"path": path, "content": "x"}))
+                .await
+                .unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn agent_config_asks_by_its_name_and_is_never_reached_through_a_link() {
+        let (_tmp, ctx) = session();
+        let root = &ctx.root;
+        std::fs::create_dir(root.join(".claude")).unwrap();
+        std::os::unix::fs::symlink(".claude", root.join("cfg")).unwrap();
+        std::os::unix::fs::symlink(".vscode/tasks.json", root.join("tasks")).unwrap();
+        let person = |path: &str| guard("write_file", &json!({"path": path}), root);
+        for path in [
+            ".claude/settings.json",
+            "a/.mcp.json",
+            "opencode.json",
+            ".vscode/tasks.json",
+        ] {
+            assert!(matches!(person(path), Some(Guard::Person(_))), "{path}");
+        }
+        let absolute = root.join(".codex/config.toml");
+        assert!(matches!(
+            person(absolute.to_str().unwrap()),
+            Some(Guard::Person(_))
+        ));
+        assert_eq!(person("CLAUDE.md"), None);
+        assert_eq!(person("src/main.rs"), None);
+        assert_eq!(
+            guard("read_file", &json!({"path": ".claude/x"}), root),
+            None
+        );
+        // The tool itself writes agent config named as such (the gate asked a person first)…
+        write(
+            &ctx,
+            json!({"path": ".claude/settings.json", "content": "{}"}),
+        )
+        .await
+        .unwrap();
+        // …and refuses to reach it under another name.
+        for path in ["cfg/settings.json", "cfg/new.json", "tasks"] {
+            let e = write(&ctx, json!({"path": path, "content": "{}"}))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&e, ToolError::Refused(m) if m.contains("through a symbolic link")),
+                "{path}: {e}"
+            );
+        }
+        assert!(!root.join(".claude/new.json").exists() && !root.join(".vscode").exists());
     }
 
     #[tokio::test]

@@ -21,6 +21,7 @@ use std::path::{Component, Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
+use super::guard;
 use super::{MAX_SYMLINK_HOPS, PathError, openat2_supported, resolve_path};
 
 /// Stay beneath the root; magic links (/proc/…/fd/N) could name any open file.
@@ -103,6 +104,11 @@ impl RootDir {
         self.open_beneath(&rel, flags, &shown).map(File::from)
     }
 
+    /// Opens directory `rel` (relative to the root) beneath it, for `*at` calls.
+    pub(crate) fn open_dir(&self, rel: &Path) -> Result<OwnedFd, PathError> {
+        self.open_beneath(rel, DIR_FLAGS, &rel.to_string_lossy())
+    }
+
     /// Finds a file or directory to walk. The walk itself goes by path (see `walker`), so it
     /// starts from the path the kernel resolved, not from the one the model gave.
     pub(crate) fn locate(&self, requested: impl AsRef<Path>) -> Result<Located, PathError> {
@@ -127,14 +133,24 @@ impl RootDir {
     /// and opens the one the file goes in. A symlink as the last component is followed by
     /// hand, hop by hop, each hop opened beneath the root again, so writing through a link
     /// updates its target when that is inside, and is refused when it is not.
+    ///
+    /// git's own files are refused on every hop and where the write really lands; agent config
+    /// only where it lands, and only when `requested` did not name it (see `guard`).
     pub(crate) fn prepare_write(&self, requested: &str) -> Result<WriteTarget, PathError> {
         let mut rel = self.relative(Path::new(requested), requested)?;
+        let asked = guard::asked_agent_config(&rel);
         for _ in 0..MAX_SYMLINK_HOPS {
+            guard::refuse_named(&rel, requested, asked.as_deref())?;
             let (parent, name) = split_name(&rel, requested)?;
+            guard::refuse_parent(&self.path, parent, requested, asked.as_deref())?;
             let dir = self.create_dir_all(parent, requested)?;
+            let landing = |dir: &OwnedFd| {
+                guard::check_landing(&self.path, dir, parent, name, requested, asked.as_deref())
+            };
             let stat = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(stat) => stat,
                 Err(Errno::NOENT) => {
+                    landing(&dir)?;
                     return Ok(WriteTarget {
                         dir,
                         name: name.to_owned(),
@@ -161,6 +177,7 @@ impl RootDir {
                 },
                 _ => Existing::Other,
             };
+            landing(&dir)?;
             return Ok(WriteTarget {
                 dir,
                 name: name.to_owned(),

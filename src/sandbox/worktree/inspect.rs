@@ -124,6 +124,7 @@ pub(crate) fn changes(record: &Record) -> Result<Changes, WorktreeError> {
 /// A unified diff of everything the worktree changed against its base: committed,
 /// uncommitted and untracked files, like `git diff <base>` plus the new files.
 pub(crate) fn write_diff(record: &Record, out: &mut dyn Write) -> Result<(), WorktreeError> {
+    super::links::check(record)?;
     let (repo, worktree) = match open_worktree(record)? {
         Some(repo) => (repo, true),
         None => (Repository::open(&record.meta.repo)?, false),

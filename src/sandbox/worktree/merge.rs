@@ -86,6 +86,7 @@ pub(super) fn overlaps(a: &str, b: &str) -> bool {
 }
 
 pub(crate) fn merge(record: &Record) -> Result<MergeOutcome, WorktreeError> {
+    super::links::check(record)?;
     let (worktree, theirs, snapshotted) = if record.meta.path.is_dir() {
         let (repo, oid, new) = snapshot(record)?;
         (Some(repo), oid, new)

@@ -83,10 +83,11 @@ pub(crate) async fn start(
     Ok(Some(spec))
 }
 
-/// Writable: the root, its private temp dir, /dev/null and the preset's paths. Protected: the
-/// root's `.git` directory; a worktree's `.git` is a file and its git dir lies outside the root,
-/// read-only already. Hidden: corral's state, the credential stores and socket places, plus the
-/// preset's; sockets: the preset's.
+/// Writable: the root, its private temp dir, /dev/null and the preset's paths. Protected:
+/// git's files and agent config in and around the root (`paths::scan::protected_paths`): the
+/// root's `.git` directory or file and the git dirs it points to, nested ones, and an
+/// enclosing repository's `.git`. Hidden: corral's state, the credential stores and socket
+/// places, plus the preset's; sockets: the preset's.
 fn spec_for(
     mode: SandboxMode,
     network: NetworkMode,
@@ -107,10 +108,15 @@ fn spec_for(
             .iter()
             .map(|p| expand(p, root, home.as_deref())),
     );
-    let git = root.join(".git");
-    if std::fs::metadata(&git).is_ok_and(|m| m.is_dir()) {
-        spec.protected.push(git);
+    let protected = crate::sandbox::paths::scan::protected_paths(root);
+    if protected.incomplete {
+        tracing::warn!(
+            root = %root.display(),
+            "the tree is too big to find every nested .git and agent config; protecting {} paths",
+            protected.paths.len()
+        );
     }
+    spec.protected = protected.paths;
     spec.hidden = crate::sandbox::default_hidden();
     let preset_paths = |paths: &[String]| -> Vec<PathBuf> {
         paths
