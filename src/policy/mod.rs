@@ -7,8 +7,12 @@
 
 mod decision;
 mod gate;
+mod grant;
+mod pattern;
 mod preset;
 mod preview;
+mod program;
+mod readonly;
 pub(crate) mod shell;
 
 pub use decision::{Decision, UnknownDecision};
