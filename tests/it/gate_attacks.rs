@@ -357,3 +357,39 @@ async fn network_off_refuses_open_url() {
     assert!(error.contains("network is off"), "{error:?}");
     assert!(!log.exists(), "the URL was opened with the network off");
 }
+
+#[tokio::test]
+async fn doctor_reports_the_gate() {
+    let h = Harness::new();
+    let out = h.corral().arg("doctor").run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let line = |what: &str| {
+        out.stdout
+            .lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("{what}: {}", out.stdout))
+            .to_owned()
+    };
+    assert!(line("gate: programs:").starts_with("ok"));
+    let read_only = line("gate: read-only commands:");
+    assert!(
+        read_only.contains("open_url is refused with --network off"),
+        "{read_only}"
+    );
+    let h = Harness::new();
+    let out = h
+        .corral()
+        .arg("doctor")
+        .env("PATH", "bin:/usr/bin:/bin")
+        .run()
+        .await;
+    let programs = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("gate: programs:"))
+        .unwrap();
+    assert!(
+        programs.starts_with("warn") && programs.contains("\"bin\""),
+        "{programs}"
+    );
+}
