@@ -190,9 +190,11 @@ impl Gate {
     /// approving `git status && rm -rf x` once says nothing about `rm` in general.
     fn shell_grant(&self, args: &Value, root: &Path) -> Result<Grant, String> {
         let command = args.get("command").and_then(Value::as_str).unwrap_or("");
+        let cwd = commands::shell_cwd(args, root)?;
+        let dirs = program::Dirs { root, cwd: &cwd };
         match shell::simple_commands(command) {
             Ok(commands) => match commands.as_slice() {
-                [single] => grant::grant_for(single, root, program::search_path().as_deref()),
+                [single] => grant::grant_for(single, dirs, program::search_path().as_deref()),
                 _ => Err("it is more than one command; each needs its own approval".into()),
             },
             Err(e) => Err(format!("the command cannot be analysed ({e})")),

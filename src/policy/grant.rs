@@ -9,10 +9,9 @@
 //! (the model can rewrite them), and anything dynamic or compound.
 
 use std::ffi::OsStr;
-use std::path::Path;
 
 use super::pattern::shell_quote;
-use super::program::{self, Program};
+use super::program::{self, Dirs, Program};
 use super::shell::SimpleCommand;
 
 /// Programs whose first argument picks what they do, so a grant covers that subcommand only.
@@ -130,7 +129,7 @@ impl Grant {
 /// The grant "always" would give for `cmd`, or why none is offered.
 pub(crate) fn grant_for(
     cmd: &SimpleCommand,
-    root: &Path,
+    dirs: Dirs<'_>,
     path: Option<&OsStr>,
 ) -> Result<Grant, String> {
     if cmd.dynamic {
@@ -149,9 +148,9 @@ pub(crate) fn grant_for(
     if CHANGES_THE_SHELL.contains(&name) && !word.contains('/') {
         return Err(format!("{name} changes how later commands run"));
     }
-    let program = program::resolve(word, root, path)
+    let program = program::resolve(word, dirs.cwd, path)
         .ok_or_else(|| format!("`{}` cannot be found for certain", shell_quote(word)))?;
-    if program.inside(root) {
+    if program.inside(dirs.root) {
         return Err(format!(
             "{} is a file in the session root, which the model can change",
             program.describe()
@@ -242,7 +241,7 @@ mod tests {
     fn grant(s: &Setup, script: &str) -> Result<Grant, String> {
         let cmds = simple_commands(script).unwrap();
         assert_eq!(cmds.len(), 1, "{script}");
-        grant_for(&cmds[0], &s.root, Some(s.bin.as_os_str()))
+        grant_for(&cmds[0], Dirs::at_root(&s.root), Some(s.bin.as_os_str()))
     }
 
     fn label(s: &Setup, script: &str) -> Option<String> {

@@ -45,19 +45,34 @@ impl Program {
     }
 }
 
+/// Where a shell call runs: the session root, and the directory it starts in (the call's
+/// `cwd`, inside the root). Relative paths and `./prog` are looked up from `cwd`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dirs<'a> {
+    pub root: &'a Path,
+    pub cwd: &'a Path,
+}
+
+impl<'a> Dirs<'a> {
+    #[cfg(test)]
+    pub(crate) fn at_root(root: &'a Path) -> Dirs<'a> {
+        Dirs { root, cwd: root }
+    }
+}
+
 /// The PATH tool processes get (they inherit corral's).
 pub(crate) fn search_path() -> Option<std::ffi::OsString> {
     std::env::var_os("PATH")
 }
 
-/// What `word` runs when the shell starts in `root` with `path` as PATH; `None` when that
+/// What `word` runs when the shell starts in `cwd` with `path` as PATH; `None` when that
 /// cannot be known (not found, or found only through a relative PATH entry).
-pub(crate) fn resolve(word: &str, root: &Path, path: Option<&OsStr>) -> Option<Program> {
+pub(crate) fn resolve(word: &str, cwd: &Path, path: Option<&OsStr>) -> Option<Program> {
     if word.is_empty() || word.chars().any(|c| c.is_control()) {
         return None;
     }
     if word.contains('/') {
-        return file_at(&root.join(word));
+        return file_at(&cwd.join(word));
     }
     if BUILTINS.contains(&word) {
         return Some(Program::Builtin(word.to_string()));

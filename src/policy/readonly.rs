@@ -18,7 +18,7 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 
 use super::pattern::shell_quote;
-use super::program;
+use super::program::{self, Dirs};
 use super::shell::SimpleCommand;
 use crate::sandbox::paths::{PathError, resolve_in_root};
 
@@ -129,7 +129,7 @@ impl CommandSpec {
 pub(crate) fn check(
     specs: &BTreeMap<String, CommandSpec>,
     cmd: &SimpleCommand,
-    root: &Path,
+    dirs: Dirs<'_>,
     path: Option<&OsStr>,
 ) -> Result<(), String> {
     if cmd.dynamic {
@@ -147,8 +147,8 @@ pub(crate) fn check(
     let spec = specs
         .get(word)
         .ok_or_else(|| format!("{word} is not a read-only command the preset lists"))?;
-    match program::resolve(word, root, path) {
-        Some(p) if !p.inside(root) => {}
+    match program::resolve(word, dirs.cwd, path) {
+        Some(p) if !p.inside(dirs.root) => {}
         Some(p) => {
             return Err(format!(
                 "{} is a file in the session root, not the system's {word}",
@@ -162,10 +162,10 @@ pub(crate) fn check(
             return Err(format!("it writes to {:?}", redirect.target));
         }
         if !redirect.writes && redirect.target != "/dev/null" {
-            inside(root, &redirect.target)?;
+            inside(dirs, &redirect.target)?;
         }
     }
-    check_args(specs, word, spec, args, root)
+    check_args(specs, word, spec, args, dirs)
 }
 
 fn check_args(
@@ -173,7 +173,7 @@ fn check_args(
     key: &str,
     spec: &CommandSpec,
     args: &[String],
-    root: &Path,
+    dirs: Dirs<'_>,
 ) -> Result<(), String> {
     if matches!(spec.operands, Operands::Any) {
         return Ok(());
@@ -188,9 +188,9 @@ fn check_args(
                 let sub_spec = specs.get(&sub).ok_or_else(|| {
                     format!("`{sub}` is not a read-only command the preset lists")
                 })?;
-                return check_args(specs, &sub, sub_spec, words.as_slice(), root);
+                return check_args(specs, &sub, sub_spec, words.as_slice(), dirs);
             }
-            operand(spec, key, arg, root)?;
+            operand(spec, key, arg, dirs)?;
             continue;
         }
         if arg == "--" {
@@ -206,11 +206,11 @@ fn check_args(
                 None => (arg.as_str(), None),
             };
             match value {
-                Some(v) if spec.values.contains(name) => inside(root, v)?,
-                Some(v) if spec.flags.contains(&format!("{name}=")) => inside(root, v)?,
+                Some(v) if spec.values.contains(name) => inside(dirs, v)?,
+                Some(v) if spec.flags.contains(&format!("{name}=")) => inside(dirs, v)?,
                 Some(_) => return Err(unknown(name)),
                 None if spec.flags.contains(name) => {}
-                None if spec.values.contains(name) => next_value(&mut words, key, name, root)?,
+                None if spec.values.contains(name) => next_value(&mut words, key, name, dirs)?,
                 None => return Err(unknown(name)),
             }
             continue;
@@ -230,9 +230,9 @@ fn check_args(
             }
             let rest = &bundle[at + c.len_utf8()..];
             if rest.is_empty() {
-                next_value(&mut words, key, &option, root)?;
+                next_value(&mut words, key, &option, dirs)?;
             } else {
-                inside(root, rest)?;
+                inside(dirs, rest)?;
             }
             break;
         }
@@ -244,21 +244,21 @@ fn next_value<'a>(
     words: &mut impl Iterator<Item = &'a String>,
     key: &str,
     option: &str,
-    root: &Path,
+    dirs: Dirs<'_>,
 ) -> Result<(), String> {
     match words.next() {
         // The program might read it as an option where this reading takes it as a value.
         Some(value) if value.starts_with('-') && value != "-" => Err(format!(
             "`{key} {option} {value}`: a value that looks like an option"
         )),
-        Some(value) => inside(root, value),
+        Some(value) => inside(dirs, value),
         None => Err(format!("`{key} {option}` lacks its value")),
     }
 }
 
-fn operand(spec: &CommandSpec, key: &str, arg: &str, root: &Path) -> Result<(), String> {
+fn operand(spec: &CommandSpec, key: &str, arg: &str, dirs: Dirs<'_>) -> Result<(), String> {
     match &spec.operands {
-        Operands::Paths => inside(root, arg),
+        Operands::Paths => inside(dirs, arg),
         Operands::Text | Operands::Any => Ok(()),
         Operands::None => Err(format!("{key} runs without asking only with no operands")),
         Operands::Globs(set) if set.is_match(arg) => Ok(()),
@@ -272,7 +272,7 @@ fn operand(spec: &CommandSpec, key: &str, arg: &str, root: &Path) -> Result<(), 
 /// Text that may name a file must resolve inside the root: `..`, absolute paths and symlinks
 /// are followed first; `~` (which bash expands at the start and after `=` or `:`) is home.
 /// A glob is checked by what it can expand to in its directory.
-fn inside(root: &Path, text: &str) -> Result<(), String> {
+fn inside(dirs: Dirs<'_>, text: &str) -> Result<(), String> {
     let outside = || format!("{text} leads outside the session root");
     if text.starts_with('~') || text.contains("=~") || text.contains(":~") {
         return Err(outside());
@@ -281,7 +281,7 @@ fn inside(root: &Path, text: &str) -> Result<(), String> {
         .components()
         .position(|c| c.as_os_str().to_string_lossy().contains(['*', '?', '[']));
     let Some(at) = glob_at else {
-        return resolved(root, text).map(|_| ()).map_err(|_| outside());
+        return resolved(dirs, text).map(|_| ()).map_err(|_| outside());
     };
     let components: Vec<_> = Path::new(text).components().collect();
     if at + 1 != components.len() {
@@ -289,7 +289,7 @@ fn inside(root: &Path, text: &str) -> Result<(), String> {
         return Err(format!("{text}: a pattern in a directory part of a path"));
     }
     let dir: std::path::PathBuf = components[..at].iter().collect();
-    let dir = resolved(root, &dir.to_string_lossy()).map_err(|_| outside())?;
+    let dir = resolved(dirs, &dir.to_string_lossy()).map_err(|_| outside())?;
     let pattern = components[at].as_os_str().to_string_lossy();
     // Matching dot files too, which bash would not: a wider match only asks more often.
     let matcher = globset::GlobBuilder::new(&pattern)
@@ -304,7 +304,7 @@ fn inside(root: &Path, text: &str) -> Result<(), String> {
         let name = dir.join(entry.file_name());
         if matcher.is_match(entry.file_name())
             && entry.file_type().is_ok_and(|t| t.is_symlink())
-            && resolved(root, &name.to_string_lossy()).is_err()
+            && resolved(dirs, &name.to_string_lossy()).is_err()
         {
             return Err(format!(
                 "{text} can expand to {}, a link that leads outside the session root",
@@ -315,9 +315,10 @@ fn inside(root: &Path, text: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn resolved(root: &Path, text: &str) -> Result<std::path::PathBuf, PathError> {
-    let text = if text.is_empty() { "." } else { text };
-    resolve_in_root(root, text)
+/// `text` looked up from the call's directory, which must stay inside the root.
+fn resolved(dirs: Dirs<'_>, text: &str) -> Result<std::path::PathBuf, PathError> {
+    let full = dirs.cwd.join(text);
+    resolve_in_root(dirs.root, &full.to_string_lossy())
 }
 
 #[cfg(test)]

@@ -39,8 +39,16 @@ fn git_init(dir: &Path) {
 
 /// Runs one shell call under `-p auto` with nobody to ask; returns the call's error text.
 async fn auto_shell(h: &Harness, command: &str) -> String {
+    auto_shell_in(h, command, None).await
+}
+
+async fn auto_shell_in(h: &Harness, command: &str, cwd: Option<&str>) -> String {
     let server = FakeModel::start().await;
-    let args = json!({ "command": command }).to_string();
+    let mut args = json!({ "command": command });
+    if let Some(cwd) = cwd {
+        args["cwd"] = json!(cwd);
+    }
+    let args = args.to_string();
     server.push(Reply::new().tool_call("c1", "shell", &args));
     server.push(Reply::new().text("done"));
     let out = openai_run(h, &server, "go")
@@ -156,6 +164,12 @@ async fn auto_asks_before_reading_outside_the_root() {
         assert_needs_a_person(&error, command);
         assert!(!error.contains("SECRET-OUTSIDE-ROOT"));
     }
+    // Relative paths start from the call's cwd, where the link is.
+    std::fs::create_dir_all(h.work().join("sub")).unwrap();
+    std::fs::rename(h.work().join("link"), h.work().join("sub/link")).unwrap();
+    let error = auto_shell_in(&h, "cat link", Some("sub")).await;
+    assert_needs_a_person(&error, "cat link in sub");
+    assert!(!error.contains("SECRET-OUTSIDE-ROOT"));
 }
 
 #[tokio::test]

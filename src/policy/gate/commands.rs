@@ -8,15 +8,17 @@
 //! lists it as read-only with every option it uses (see `readonly`), or a person granted its
 //! program "always" (see `grant`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use super::{Gate, allow, ask, danger_word, deny};
 use crate::policy::pattern::{Match, render};
 use crate::policy::preset::Rule;
+use crate::policy::program::Dirs;
 use crate::policy::shell::{self, SimpleCommand};
 use crate::policy::{Verdict, grant, program, readonly};
+use crate::sandbox::paths::resolve_in_root;
 use crate::tool::Danger;
 
 impl Gate {
@@ -62,10 +64,22 @@ impl Gate {
         {
             return allow(format!("{} tools run without asking", danger_word(danger)));
         }
+        let cwd = match shell_cwd(args, root) {
+            Ok(cwd) => cwd,
+            Err(why) => return ask(why),
+        };
+        let dirs = Dirs { root, cwd: &cwd };
+        // After a `cd` relative paths no longer start where they are checked from.
+        let moves = commands.iter().any(|c| {
+            matches!(
+                c.words.first().map(String::as_str),
+                Some("cd" | "pushd" | "popd")
+            )
+        });
         let unapproved: Vec<String> = commands
             .iter()
             .filter_map(|cmd| {
-                self.command_approved(cmd, rules, root)
+                self.command_approved(cmd, rules, dirs, moves)
                     .err()
                     .map(|why| format!("`{}` ({why})", render(&cmd.words)))
             })
@@ -86,7 +100,8 @@ impl Gate {
         &self,
         cmd: &SimpleCommand,
         rules: &[&Rule],
-        root: &Path,
+        dirs: Dirs<'_>,
+        moves: bool,
     ) -> Result<(), String> {
         if cmd.words.is_empty() {
             return Err("a redirection with no command".into());
@@ -100,10 +115,10 @@ impl Gate {
             return Err("it matches an ask rule".into());
         }
         let path = program::search_path();
-        if self.rule_allows(cmd, rules, root, path.as_deref()) {
+        if self.rule_allows(cmd, rules, dirs, path.as_deref()) {
             return Ok(());
         }
-        let grant = grant::grant_for(cmd, root, path.as_deref());
+        let grant = grant::grant_for(cmd, dirs, path.as_deref());
         if grant
             .as_ref()
             .is_ok_and(|g| self.granted_commands.contains(g))
@@ -113,7 +128,10 @@ impl Gate {
         if self.policy.commands.is_empty() {
             return Err("no rule allows it".into());
         }
-        readonly::check(&self.policy.commands, cmd, root, path.as_deref())
+        if moves {
+            return Err("the command changes directory, so its paths cannot be checked".into());
+        }
+        readonly::check(&self.policy.commands, cmd, dirs, path.as_deref())
     }
 
     /// An allow rule matches the words, and the program they name is what the rule means: not
@@ -122,7 +140,7 @@ impl Gate {
         &self,
         cmd: &SimpleCommand,
         rules: &[&Rule],
-        root: &Path,
+        dirs: Dirs<'_>,
         path: Option<&std::ffi::OsStr>,
     ) -> bool {
         if cmd.dynamic || cmd.redirects.iter().any(|r| !r.harmless()) {
@@ -134,10 +152,20 @@ impl Gate {
                 .any(|p| p.matches(&cmd.words, Match::Exact))
         });
         matched
-            && program::resolve(&cmd.words[0], root, path).is_some_and(|p| {
+            && program::resolve(&cmd.words[0], dirs.cwd, path).is_some_and(|p| {
                 // A rule naming a path (`./build.sh *`) means that file; a bare name means
                 // what PATH finds, never a file the model could have written.
-                cmd.words[0].contains('/') || !p.inside(root)
+                cmd.words[0].contains('/') || !p.inside(dirs.root)
             })
+    }
+}
+
+/// The directory a shell call starts in: its `cwd` argument resolved inside the root.
+pub(super) fn shell_cwd(args: &Value, root: &Path) -> Result<PathBuf, String> {
+    match args.get("cwd").and_then(Value::as_str) {
+        None | Some("") => Ok(root.to_path_buf()),
+        Some(cwd) => {
+            resolve_in_root(root, cwd).map_err(|e| format!("the call's cwd cannot be used ({e})"))
+        }
     }
 }

@@ -483,3 +483,31 @@ fn desktop_and_url_tools_ask_in_auto() {
         root()
     )));
 }
+
+#[test]
+fn paths_are_checked_from_the_calls_cwd_and_a_cd_stops_the_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let root = base.join("root");
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::write(base.join("secret"), "s").unwrap();
+    std::fs::write(root.join("sub/a.txt"), "a").unwrap();
+    std::os::unix::fs::symlink(base.join("secret"), root.join("sub/link")).unwrap();
+    let text = format!(
+        "{}\n[[rules]]\ntool = \"shell\"\nallow = [\"cd *\"]\n",
+        include_str!("../../../policies/auto.toml")
+    );
+    let g = Gate::new(Policy::parse("auto-cd", &text, &PolicyOverrides::default()).unwrap());
+    let run = |args: Value| g.check("shell", Danger::Dangerous, &args, &root);
+    assert!(is_ask(&run(json!({"command": "cat link", "cwd": "sub"}))));
+    assert!(is_ask(&run(
+        json!({"command": "cat ../../secret", "cwd": "sub"})
+    )));
+    assert!(is_allow(&run(
+        json!({"command": "cat a.txt", "cwd": "sub"})
+    )));
+    assert!(is_allow(&run(json!({"command": "cat sub/a.txt"}))));
+    assert!(is_allow(&run(json!({"command": "cd sub"}))));
+    assert!(is_ask(&run(json!({"command": "cd sub && cat link"}))));
+    assert!(is_ask(&run(json!({"command": "ls", "cwd": "../.."}))));
+}

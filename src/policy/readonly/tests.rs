@@ -15,8 +15,14 @@ fn specs(toml_text: &str) -> BTreeMap<String, CommandSpec> {
 fn verdict(specs: &BTreeMap<String, CommandSpec>, script: &str) -> Result<(), String> {
     let cmds = simple_commands(script).unwrap();
     let root = Path::new("/nonexistent/root");
-    cmds.iter()
-        .try_for_each(|c| check(specs, c, root, Some(OsStr::new("/usr/bin:/bin"))))
+    cmds.iter().try_for_each(|c| {
+        check(
+            specs,
+            c,
+            Dirs::at_root(root),
+            Some(OsStr::new("/usr/bin:/bin")),
+        )
+    })
 }
 
 #[test]
