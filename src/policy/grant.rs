@@ -50,11 +50,12 @@ const RUNS_WHAT_IT_IS_GIVEN: &[&str] = &[
     "openssl", "gpg", "dpkg", "rpm", "tree", "git-shell",
 ];
 
-/// Builtins that change how later commands in the same shell run.
+/// Builtins that change how later commands in the same shell run. (`cd` is not one of them
+/// here: grants name absolute files, and read-only approval stops at a `cd` in the script.)
 #[rustfmt::skip]
 const CHANGES_THE_SHELL: &[&str] = &[
     "alias", "hash", "enable", "export", "declare", "typeset", "local", "readonly", "set",
-    "shopt", "trap", "unset", "ulimit", "umask", "cd", "pushd", "popd", "mapfile", "readarray",
+    "shopt", "trap", "unset", "ulimit", "umask", "mapfile", "readarray",
     "read", "let", "[[", "fc", "bind", "complete", "getopts",
 ];
 
@@ -263,6 +264,7 @@ mod tests {
         );
         assert_eq!(label(&s, "npm run lint").as_deref(), Some("npm run lint"));
         assert_eq!(label(&s, "git").as_deref(), Some("git"));
+        assert_eq!(label(&s, "cd sub").as_deref(), Some("cd"));
         // The same program by its full path is the same grant; a file in the root is not.
         let ls = grant(&s, "ls").unwrap();
         let full = format!("{} -l", s.bin.join("ls").display());
