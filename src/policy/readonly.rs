@@ -271,11 +271,18 @@ fn operand(spec: &CommandSpec, key: &str, arg: &str, dirs: Dirs<'_>) -> Result<(
 
 /// Text that may name a file must resolve inside the root: `..`, absolute paths and symlinks
 /// are followed first; `~` (which bash expands at the start and after `=` or `:`) is home.
-/// A glob is checked by what it can expand to in its directory.
+/// A glob is checked by what it can expand to in its directory; a brace expansion asks.
 fn inside(dirs: Dirs<'_>, text: &str) -> Result<(), String> {
     let outside = || format!("{text} leads outside the session root");
     if text.starts_with('~') || text.contains("=~") || text.contains(":~") {
         return Err(outside());
+    }
+    // Brace expansion makes several words of one (`{a,../../x}` is `a ../../x`).
+    if let Some(open) = text.find('{')
+        && let Some(close) = text[open..].find('}')
+        && text[open..open + close].contains([',', '.'])
+    {
+        return Err(format!("{text}: a brace expansion may name other paths"));
     }
     let glob_at = Path::new(text)
         .components()

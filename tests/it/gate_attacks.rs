@@ -156,6 +156,7 @@ async fn auto_asks_before_reading_outside_the_root() {
         "cat ../outside-secret.txt",
         "cat link",
         "cat *",
+        "cat {a,../outside-secret.txt}",
         "cat < ../outside-secret.txt",
         &format!("cat {}", secret.display()),
         "head -n 1 ~/outside-secret.txt",

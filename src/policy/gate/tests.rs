@@ -333,6 +333,10 @@ fn auto_asks_for_paths_that_lead_outside_the_root() {
         "grep --file=../secret a.txt",
         "cat *",
         "ls ../*",
+        "cat {a.txt,../secret}",
+        "cat {a.txt,link}",
+        "cat src/{..,..}/../secret",
+        "cat ~root/x",
     ] {
         assert!(matches!(run(command), Verdict::Ask { .. }), "{command}");
     }
