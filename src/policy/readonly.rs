@@ -59,6 +59,9 @@ impl Default for OperandsFile {
 enum Operands {
     /// Each must resolve inside the root.
     Paths,
+    /// Paths inside the root that are not directories (`diff a dir` reads `dir/a`, a name
+    /// found only when it runs).
+    Files,
     /// Text that names no file (`which ls`).
     Text,
     None,
@@ -82,13 +85,14 @@ impl CommandSpec {
         let operands = match &file.operands {
             OperandsFile::Kind(kind) => match kind.as_str() {
                 "paths" => Operands::Paths,
+                "files" => Operands::Files,
                 "text" => Operands::Text,
                 "none" => Operands::None,
                 "any" => Operands::Any,
                 other => {
                     return Err(format!(
-                        "commands.{name}: operands must be \"paths\", \"text\", \"none\", \
-                         \"any\" or a list of patterns, got {other:?}"
+                        "commands.{name}: operands must be \"paths\", \"files\", \"text\", \
+                         \"none\", \"any\" or a list of patterns, got {other:?}"
                     ));
                 }
             },
@@ -259,6 +263,15 @@ fn next_value<'a>(
 fn operand(spec: &CommandSpec, key: &str, arg: &str, dirs: Dirs<'_>) -> Result<(), String> {
     match &spec.operands {
         Operands::Paths => inside(dirs, arg),
+        Operands::Files => {
+            inside(dirs, arg)?;
+            match resolved(dirs, arg) {
+                Ok(path) if path.is_dir() => Err(format!(
+                    "{key} with the directory {arg} reads files it names only when it runs"
+                )),
+                _ => Ok(()),
+            }
+        }
         Operands::Text | Operands::Any => Ok(()),
         Operands::None => Err(format!("{key} runs without asking only with no operands")),
         Operands::Globs(set) if set.is_match(arg) => Ok(()),

@@ -337,10 +337,18 @@ fn auto_asks_for_paths_that_lead_outside_the_root() {
         "cat {a.txt,link}",
         "cat src/{..,..}/../secret",
         "cat ~root/x",
+        "diff a.txt src",
     ] {
         assert!(matches!(run(command), Verdict::Ask { .. }), "{command}");
     }
-    for command in ["cat a.txt", "cat src/../a.txt", "ls src", "cat s*", "ls ."] {
+    for command in [
+        "cat a.txt",
+        "cat src/../a.txt",
+        "ls src",
+        "cat s*",
+        "ls .",
+        "diff a.txt src/../a.txt",
+    ] {
         assert!(matches!(run(command), Verdict::Allow { .. }), "{command}");
     }
     // `cat *` would expand to the link; `cat s*` names src only (a directory with no links).
