@@ -74,6 +74,33 @@ const SUBCOMMANDS_THAT_RUN_CODE: &[(&str, &str)] = &[
     ("uv", "pip"),
 ];
 
+/// Options a grant never covers, wherever they appear: they make the program run another
+/// one (`cargo test --config 'target.x.runner=["sh","-c",…]'`, `go test -exec`,
+/// `npm test --script-shell`).
+#[rustfmt::skip]
+const RECONFIGURING: &[(&str, &[&str])] = &[
+    ("cargo", &["--config", "-Z"]),
+    ("go", &["-exec", "--exec", "-toolexec", "--toolexec"]),
+    ("npm", &["--script-shell", "--node-options", "--userconfig"]),
+    ("pnpm", &["--script-shell", "--node-options"]),
+    ("yarn", &["--script-shell"]),
+    ("npx", &["--script-shell", "--node-options", "--call", "-c"]),
+];
+
+fn reconfiguring<'a>(name: &str, args: &'a [String]) -> Option<&'a str> {
+    let (_, options) = RECONFIGURING.iter().find(|(p, _)| *p == name)?;
+    args.iter()
+        .find(|a| {
+            options.iter().any(|o| {
+                a.as_str() == *o
+                    || a.strip_prefix(o).is_some_and(|rest| {
+                        rest.starts_with('=') || (o.len() == 2 && !rest.is_empty())
+                    })
+            })
+        })
+        .map(String::as_str)
+}
+
 /// Options that may precede a subcommand without changing what it does. Any other leading
 /// option (`git -C dir`, `git -c alias.x=…`, `cargo --config …`, `cargo +toolchain`) may take
 /// a value or change behaviour, so such a command gets no grant.
@@ -112,10 +139,17 @@ impl Grant {
             Program::Builtin(_) => {
                 format!("`{command}` (the shell builtin) with any arguments, for this session")
             }
-            Program::File(path) => format!(
-                "`{command}` with any arguments, run as {}, for this session",
-                path.display()
-            ),
+            Program::File(path) => {
+                let except = RECONFIGURING
+                    .iter()
+                    .find(|(p, _)| *p == self.name)
+                    .map(|(_, o)| format!(" except {}", o.join(", ")))
+                    .unwrap_or_default();
+                format!(
+                    "`{command}` with any arguments{except}, run as {}, for this session",
+                    path.display()
+                )
+            }
         }
     }
 
@@ -156,6 +190,9 @@ pub(crate) fn grant_for(
             "{} is a file in the session root, which the model can change",
             program.describe()
         ));
+    }
+    if let Some(option) = reconfiguring(name, args) {
+        return Err(format!("`{option}` can make {name} run other programs"));
     }
     let sub = subcommand(name, args)?;
     if let Some(first) = sub.first()
@@ -265,6 +302,13 @@ mod tests {
         assert_eq!(label(&s, "npm run lint").as_deref(), Some("npm run lint"));
         assert_eq!(label(&s, "git").as_deref(), Some("git"));
         assert_eq!(label(&s, "cd sub").as_deref(), Some("cd"));
+        let cargo = grant(&s, "cargo test -q").unwrap();
+        assert!(
+            cargo
+                .covers()
+                .contains("with any arguments except --config, -Z")
+        );
+        assert_eq!(grant(&s, "cargo test --release").unwrap(), cargo);
         // The same program by its full path is the same grant; a file in the root is not.
         let ls = grant(&s, "ls").unwrap();
         let full = format!("{} -l", s.bin.join("ls").display());
@@ -292,6 +336,8 @@ mod tests {
             "git config core.pager cat",
             "git push origin",
             "npm run",
+            "cargo test --config 'target.x.runner=[\"sh\"]'",
+            "cargo test -Zbuild-std",
             "export X=1",
             "ls > out",
             "ls \"$HOME\"",

@@ -244,7 +244,8 @@ async fn grant_then(h: &Harness, first: &str, second: &str) -> (Value, Option<Va
             .await;
     }
     let out = running.wait().await;
-    assert_eq!(out.code, Some(0), "{out:?}");
+    // 1: every call of the turn failed in the sandbox (cargo without its toolchain home here).
+    assert!(matches!(out.code, Some(0 | 1)), "{out:?}");
     (request["data"].clone(), second_request)
 }
 
@@ -407,4 +408,18 @@ async fn doctor_reports_the_gate() {
         programs.starts_with("warn") && programs.contains("\"bin\""),
         "{programs}"
     );
+}
+
+#[tokio::test]
+async fn always_for_cargo_test_does_not_cover_a_runner_from_the_command_line() {
+    let h = Harness::new();
+    let runner =
+        r#"cargo test --config 'target.x86_64-unknown-linux-gnu.runner=["sh","-c","touch pwned"]'"#;
+    let (first, second) = grant_then(&h, "cargo test -q", runner).await;
+    assert!(offers_always(&first), "{first}");
+    let scope = first["always"]["scope"].as_str().unwrap();
+    assert!(scope.contains("except --config, -Z"), "{scope}");
+    let second = second.expect("cargo test --config ran on the grant for cargo test");
+    assert!(!offers_always(&second["data"]), "{second}");
+    assert!(!h.work().join("pwned").exists());
 }
