@@ -166,17 +166,31 @@ pub(crate) fn check(
             return Err(format!("it writes to {:?}", redirect.target));
         }
         if !redirect.writes && redirect.target != "/dev/null" {
-            inside(dirs, &redirect.target)?;
+            inside(dirs, &redirect.target, true)?;
         }
     }
-    check_args(specs, word, spec, args, dirs)
+    let args: Vec<Arg> = args
+        .iter()
+        .enumerate()
+        .map(|(i, text)| Arg {
+            text,
+            expands: cmd.expands(i + 1),
+        })
+        .collect();
+    check_args(specs, word, spec, &args, dirs)
+}
+
+/// An argument and whether bash expands it (unquoted `*`, `?`, `[…]`, `{…}`).
+struct Arg<'a> {
+    text: &'a str,
+    expands: bool,
 }
 
 fn check_args(
     specs: &BTreeMap<String, CommandSpec>,
     key: &str,
     spec: &CommandSpec,
-    args: &[String],
+    args: &[Arg<'_>],
     dirs: Dirs<'_>,
 ) -> Result<(), String> {
     if matches!(spec.operands, Operands::Any) {
@@ -185,7 +199,8 @@ fn check_args(
     let unknown = |option: &str| format!("`{key} {option}` is not an option known to be safe");
     let mut words = args.iter();
     let mut options_ended = false;
-    while let Some(arg) = words.next() {
+    while let Some(current) = words.next() {
+        let (arg, expands) = (current.text, current.expands);
         if options_ended || arg == "-" || !arg.starts_with('-') {
             if spec.subcommands {
                 let sub = format!("{key} {arg}");
@@ -194,7 +209,7 @@ fn check_args(
                 })?;
                 return check_args(specs, &sub, sub_spec, words.as_slice(), dirs);
             }
-            operand(spec, key, arg, dirs)?;
+            operand(spec, key, current, dirs)?;
             continue;
         }
         if arg == "--" {
@@ -207,11 +222,11 @@ fn check_args(
         if arg.starts_with("--") {
             let (name, value) = match arg.split_once('=') {
                 Some((name, value)) => (name, Some(value)),
-                None => (arg.as_str(), None),
+                None => (arg, None),
             };
             match value {
-                Some(v) if spec.values.contains(name) => inside(dirs, v)?,
-                Some(v) if spec.flags.contains(&format!("{name}=")) => inside(dirs, v)?,
+                Some(v) if spec.values.contains(name) => inside(dirs, v, expands)?,
+                Some(v) if spec.flags.contains(&format!("{name}=")) => inside(dirs, v, expands)?,
                 Some(_) => return Err(unknown(name)),
                 None if spec.flags.contains(name) => {}
                 None if spec.values.contains(name) => next_value(&mut words, key, name, dirs)?,
@@ -236,7 +251,7 @@ fn check_args(
             if rest.is_empty() {
                 next_value(&mut words, key, &option, dirs)?;
             } else {
-                inside(dirs, rest)?;
+                inside(dirs, rest, expands)?;
             }
             break;
         }
@@ -244,40 +259,42 @@ fn check_args(
     Ok(())
 }
 
-fn next_value<'a>(
-    words: &mut impl Iterator<Item = &'a String>,
+fn next_value<'a, 'b: 'a>(
+    words: &mut impl Iterator<Item = &'a Arg<'b>>,
     key: &str,
     option: &str,
     dirs: Dirs<'_>,
 ) -> Result<(), String> {
     match words.next() {
         // The program might read it as an option where this reading takes it as a value.
-        Some(value) if value.starts_with('-') && value != "-" => Err(format!(
-            "`{key} {option} {value}`: a value that looks like an option"
+        Some(value) if value.text.starts_with('-') && value.text != "-" => Err(format!(
+            "`{key} {option} {}`: a value that looks like an option",
+            value.text
         )),
-        Some(value) => inside(dirs, value),
+        Some(value) => inside(dirs, value.text, value.expands),
         None => Err(format!("`{key} {option}` lacks its value")),
     }
 }
 
-fn operand(spec: &CommandSpec, key: &str, arg: &str, dirs: Dirs<'_>) -> Result<(), String> {
+fn operand(spec: &CommandSpec, key: &str, arg: &Arg<'_>, dirs: Dirs<'_>) -> Result<(), String> {
+    let text = arg.text;
     match &spec.operands {
-        Operands::Paths => inside(dirs, arg),
+        Operands::Paths => inside(dirs, text, arg.expands),
         Operands::Files => {
-            inside(dirs, arg)?;
-            match resolved(dirs, arg) {
-                Ok(path) if path.is_dir() => Err(format!(
-                    "{key} with the directory {arg} reads files it names only when it runs"
+            inside(dirs, text, arg.expands)?;
+            match resolved(dirs, text) {
+                Ok(path) if path.is_dir() || arg.expands => Err(format!(
+                    "{key} with {text} may read files it names only when it runs"
                 )),
                 _ => Ok(()),
             }
         }
         Operands::Text | Operands::Any => Ok(()),
         Operands::None => Err(format!("{key} runs without asking only with no operands")),
-        Operands::Globs(set) if set.is_match(arg) => Ok(()),
+        Operands::Globs(set) if set.is_match(text) => Ok(()),
         Operands::Globs(_) => Err(format!(
             "`{key} {}` is not a read-only use",
-            shell_quote(arg)
+            shell_quote(text)
         )),
     }
 }
@@ -285,10 +302,13 @@ fn operand(spec: &CommandSpec, key: &str, arg: &str, dirs: Dirs<'_>) -> Result<(
 /// Text that may name a file must resolve inside the root: `..`, absolute paths and symlinks
 /// are followed first; `~` (which bash expands at the start and after `=` or `:`) is home.
 /// A glob is checked by what it can expand to in its directory; a brace expansion asks.
-fn inside(dirs: Dirs<'_>, text: &str) -> Result<(), String> {
+fn inside(dirs: Dirs<'_>, text: &str, expands: bool) -> Result<(), String> {
     let outside = || format!("{text} leads outside the session root");
     if text.starts_with('~') || text.contains("=~") || text.contains(":~") {
         return Err(outside());
+    }
+    if !expands {
+        return resolved(dirs, text).map(|_| ()).map_err(|_| outside());
     }
     // Brace expansion makes several words of one (`{a,../../x}` is `a ../../x`).
     if let Some(open) = text.find('{')

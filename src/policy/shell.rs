@@ -29,6 +29,17 @@ pub(crate) struct SimpleCommand {
     /// descriptor duplications and closes (`2>&1`, `>&-`), heredocs and here-strings name no
     /// file and are left out.
     pub redirects: Vec<Redirect>,
+    /// Per word of a plain simple command: whether it holds unquoted glob or brace characters
+    /// (`*.rs`, `{a,b}`), which bash expands into other names. Missing entries (words of
+    /// `[[ … ]]` and `let`) count as expanding.
+    pub expands: Vec<bool>,
+}
+
+impl SimpleCommand {
+    /// Whether word `index` may expand into other words or names.
+    pub(crate) fn expands(&self, index: usize) -> bool {
+        self.expands.get(index).copied().unwrap_or(true)
+    }
 }
 
 /// A redirection that names a file: the target after quote removal, and whether the shell
@@ -238,7 +249,7 @@ impl Walker {
         self.out[slot] = SimpleCommand {
             words,
             dynamic: true,
-            redirects: Vec::new(),
+            ..Default::default()
         };
         self.nested_in(expr)
     }
@@ -267,11 +278,13 @@ impl Walker {
                     program_pattern |= cmd.words.is_empty() && word.pattern;
                     cmd.dynamic |= word.dynamic;
                     cmd.words.push(word.text);
+                    cmd.expands.push(word.pattern);
                 }
                 Item::ProcessSubstitution(kind, subshell) => {
                     // Its argument is a /dev/fd path known only at run time.
                     cmd.words
                         .push(format!("{kind}({})", subshell.list).replace('\n', "; "));
+                    cmd.expands.push(true);
                     cmd.dynamic = true;
                     self.list(&subshell.list)?;
                 }

@@ -299,6 +299,8 @@ fn auto_asks_for_options_that_write_or_run_code() {
         "date +%F",
         "echo --pre anything",
         "wc -l < a.txt",
+        "rg 'a{1,3}' src",
+        "grep -E '[0-9]{2,}' a",
     ] {
         assert!(is_allow(&shell(&g, command)), "{command}");
     }
@@ -348,6 +350,7 @@ fn auto_asks_for_paths_that_lead_outside_the_root() {
         "cat s*",
         "ls .",
         "diff a.txt src/../a.txt",
+        "cat '*' 'x{a,../secret}'",
     ] {
         assert!(matches!(run(command), Verdict::Allow { .. }), "{command}");
     }

@@ -108,6 +108,14 @@ fn assignments() {
 }
 
 #[test]
+fn words_that_bash_expands_are_marked() {
+    let c = one("rg 'a{1,2}' *.rs \"*\" {a,b} x\\*");
+    assert_eq!(c.words, ["rg", "a{1,2}", "*.rs", "*", "{a,b}", "x*"]);
+    assert_eq!(c.expands, [false, false, true, false, true, false]);
+    assert!(c.expands(99), "unknown words count as expanding");
+}
+
+#[test]
 fn dynamic_programs() {
     let c = one("$CMD arg");
     assert!(c.dynamic);
