@@ -156,7 +156,8 @@ function findDiff(p) {
 
 function showConfirm(p) {
   $("approval-tool").textContent = p.tool || "tool";
-  $("approval-message").textContent = p.message || "";
+  const scope = p.always && p.always.scope;
+  $("approval-message").textContent = [p.message, scope].filter(Boolean).join(" — ");
   showDetails(p);
   const params = $("approval-params");
   params.textContent = "";
@@ -164,6 +165,10 @@ function showConfirm(p) {
     params.append(el("dt", { text: key }), el("dd", {}, el("pre", { text: pretty(value) })));
   }
   const dialog = $("approval");
+  // "Always" only where the gate offers it, titled with exactly what it would cover.
+  const always = dialog.querySelector("[data-action=allow_all]");
+  always.hidden = !!(p.always && p.always.offered === false);
+  always.title = (p.always && p.always.scope) || "Allow this tool for the rest of the session";
   if (!dialog.open) dialog.showModal();
   dialog.querySelector("[data-action=allow]").focus();
   enrichConfirm(p);

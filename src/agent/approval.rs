@@ -50,6 +50,7 @@ impl Agent {
             ));
         }
         let danger = self.gate.policy().danger_of(&call.name, manifest.danger);
+        let always = self.gate.always(&call.name, &call.arguments, &self.root);
         let mut request = json!({
             "toolCall": {
                 "toolCallId": call.id,
@@ -61,7 +62,8 @@ impl Agent {
             "tool": call.name,
             "danger": danger,
             "reason": reason,
-            "options": Decision::ALL.iter().map(|d| d.option()).collect::<Vec<Value>>(),
+            "always": always.to_json(),
+            "options": always.options(),
         });
         if let (Value::Object(target), Value::Object(preview)) = (
             &mut request,
@@ -85,7 +87,8 @@ impl Agent {
                 timeout.map(|t| t.as_secs()).unwrap_or_default()
             ))
         } else {
-            self.gate.record(&call.name, &call.arguments, decision)
+            self.gate
+                .record(&call.name, &call.arguments, &self.root, decision)
         };
         self.session
             .resolve_permission(&id, decision.as_str(), note.clone());

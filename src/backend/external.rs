@@ -337,6 +337,8 @@ impl Approver {
                 ),
             };
         }
+        let tool_name = ask.corral_tool.unwrap_or(ask.agent_tool.as_str());
+        let always = self.gate().always(tool_name, &ask.args, &self.root);
         let request = json!({
             "toolCall": {
                 "toolCallId": ask.tool_call_id,
@@ -349,7 +351,8 @@ impl Approver {
             "agentTool": ask.agent_tool,
             "danger": danger,
             "reason": reason,
-            "options": Decision::ALL.iter().map(|d| d.option()).collect::<Vec<Value>>(),
+            "always": always.to_json(),
+            "options": always.options(),
         });
         let request = match (
             request,
@@ -385,13 +388,17 @@ impl Approver {
             ))
         } else {
             let tool = ask.corral_tool.unwrap_or(ask.agent_tool.as_str());
-            self.gate().record(tool, &ask.args, decision)
+            self.gate().record(tool, &ask.args, &self.root, decision)
         };
         self.session
             .resolve_permission(&id, decision.as_str(), note.clone());
         match decision {
             Decision::Allow => Answer::Allow { always: false },
-            Decision::AllowAll => Answer::Allow { always: true },
+            // The agent remembers an "always" by its own rules, so it is passed on only where
+            // corral's gate offered one.
+            Decision::AllowAll => Answer::Allow {
+                always: always.offered,
+            },
             Decision::Deny if timed_out => Answer::Deny {
                 message: format!("denied: {}", note.unwrap_or_default()),
             },

@@ -13,8 +13,8 @@ pub enum Decision {
     Allow,
     /// Refuse this call; the model gets an error result and goes on.
     Deny,
-    /// Run it, and this tool from now on in this session (for shell: this program and
-    /// subcommand only).
+    /// Run it, and this tool from now on in this session (for shell: this program, resolved
+    /// to its file, and subcommand only; not offered where that would cover any program).
     AllowAll,
     /// Refuse it and take the tool away for the rest of the session.
     Disable,

@@ -1,10 +1,11 @@
 //! The decision for one call: the preset's offer and rules, the danger level, and what a
 //! person decided earlier in the session. Deny beats ask beats allow.
 //!
-//! Shell commands are parsed with a real shell parser: a compound command runs on its own
-//! only when every simple command in it would; a command whose program or arguments are only
-//! known at run time (`$CMD`, `$(…)`), or that writes to a file through a redirection, is never
-//! taken as matching an allow rule; anything the parser cannot read asks.
+//! File tools' path rules see the path the call would really touch: relative to the root,
+//! after symlinks and `..` (a link `docs -> .git` makes `docs/config` the `.git/config` it is).
+//! Shell commands are judged in `commands`; a grant there is keyed on the resolved program.
+
+mod commands;
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -12,8 +13,11 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::decision::Decision;
+use super::grant::{self, Grant};
 use super::preset::{Policy, Rule};
-use super::shell::{self, SimpleCommand};
+use super::program;
+use super::shell;
+use crate::sandbox::paths::resolve_in_root;
 use crate::tool::Danger;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,8 +31,8 @@ pub struct Gate {
     policy: Policy,
     /// Tools a person allowed for the session (`allow_all`), shell excluded.
     granted_tools: HashSet<String>,
-    /// Shell grants keyed by program and subcommand ("git status", "cargo test").
-    granted_commands: HashSet<String>,
+    /// Shell grants: a resolved program and its subcommand (see `grant`).
+    granted_commands: HashSet<Grant>,
     disabled: HashSet<String>,
     forbidden_this_turn: bool,
 }
@@ -74,22 +78,33 @@ impl Gate {
         let danger = self.policy.danger_of(tool, manifest_danger);
         let rules: Vec<&Rule> = self.policy.rules_for(tool).collect();
         if tool == "shell" {
-            return self.check_shell(danger, args, &rules);
+            return self.check_shell(danger, args, &rules, root);
         }
-        let subject = subject_of(tool, args, root);
-        if let Some(rule) = rules.iter().find(|r| r.deny_set.is_match(&subject)) {
-            return deny(format!(
-                "{tool} on {subject:?} is denied by the preset rule ({})",
-                rule.deny.join(", ")
-            ));
+        // Every name the call goes by: a rule that refuses or asks for any of them holds; an
+        // allow rule must cover all of them.
+        let subjects = subjects_of(tool, args, root);
+        for subject in &subjects {
+            if let Some(rule) = rules.iter().find(|r| r.deny_set.is_match(subject)) {
+                return deny(format!(
+                    "{tool} on {subject:?} is denied by the preset rule ({})",
+                    rule.deny.join(", ")
+                ));
+            }
         }
         if self.policy.bypass {
             return allow("bypass preset");
         }
-        if rules.iter().any(|r| r.ask_set.is_match(&subject)) {
+        if let Some(subject) = subjects
+            .iter()
+            .find(|s| rules.iter().any(|r| r.ask_set.is_match(s)))
+        {
             return ask(format!("{tool} on {subject:?} matches an ask rule"));
         }
-        if rules.iter().any(|r| r.allow_set.is_match(&subject)) {
+        if !subjects.is_empty()
+            && subjects
+                .iter()
+                .all(|s| rules.iter().any(|r| r.allow_set.is_match(s)))
+        {
             return allow("allowed by a preset rule");
         }
         if self.policy.allowed.iter().any(|a| a == tool) {
@@ -97,6 +112,13 @@ impl Gate {
         }
         if self.granted_tools.contains(tool) {
             return allow("allowed for this session");
+        }
+        if self.policy.always_ask.iter().any(|t| t == tool) {
+            return ask(format!(
+                "the '{}' preset asks for {tool} every time: {}",
+                self.policy.name,
+                why_always_ask(tool)
+            ));
         }
         if self
             .policy
@@ -108,85 +130,30 @@ impl Gate {
         ask(format!("{tool} is a {} tool", danger_word(danger)))
     }
 
-    fn check_shell(&self, danger: Danger, args: &Value, rules: &[&Rule]) -> Verdict {
-        let command = args.get("command").and_then(Value::as_str).unwrap_or("");
-        let commands = match shell::simple_commands(command) {
-            Ok(commands) => commands,
-            Err(e) if self.policy.bypass || self.allowed_whole("shell") => {
-                return allow(format!("allowed although unparsed ({e})"));
-            }
-            Err(e) => return ask(format!("the command cannot be analysed ({e})")),
-        };
-        for cmd in &commands {
-            let text = cmd.words.join(" ");
-            if let Some(rule) = rules.iter().find(|r| r.deny_set.is_match(&text)) {
-                return deny(format!(
-                    "`{text}` is denied by the preset rule ({})",
-                    rule.deny.join(", ")
-                ));
-            }
-        }
-        if self.policy.bypass {
-            return allow("bypass preset");
-        }
-        if self.allowed_whole("shell") {
-            return allow("allowed with --allow");
-        }
-        if self
-            .policy
-            .auto_approve
-            .is_some_and(|level| danger <= level)
-        {
-            return allow(format!("{} tools run without asking", danger_word(danger)));
-        }
-        let unapproved: Vec<String> = commands
-            .iter()
-            .filter(|cmd| !self.command_approved(cmd, rules))
-            .map(|cmd| format!("`{}`", cmd.words.join(" ")))
-            .collect();
-        if unapproved.is_empty() {
-            allow("every command in it is allowed")
-        } else {
-            ask(format!("needs approval: {}", unapproved.join(", ")))
-        }
-    }
-
-    fn allowed_whole(&self, tool: &str) -> bool {
-        self.policy.allowed.iter().any(|a| a == tool)
-    }
-
-    fn command_approved(&self, cmd: &SimpleCommand, rules: &[&Rule]) -> bool {
-        if cmd.dynamic || !harmless_redirects(cmd) || cmd.words.is_empty() {
-            return false;
-        }
-        let text = cmd.words.join(" ");
-        if rules.iter().any(|r| r.ask_set.is_match(&text)) {
-            return false;
-        }
-        rules.iter().any(|r| r.allow_set.is_match(&text))
-            || shell::grant_key(cmd).is_some_and(|key| self.granted_commands.contains(&key))
-    }
-
     /// Applies what a person decided. Returns a note on what was granted, if anything.
-    pub fn record(&mut self, tool: &str, args: &Value, decision: Decision) -> Option<String> {
+    pub fn record(
+        &mut self,
+        tool: &str,
+        args: &Value,
+        root: &Path,
+        decision: Decision,
+    ) -> Option<String> {
         match decision {
-            Decision::AllowAll if tool == "shell" => {
-                let command = args.get("command").and_then(Value::as_str).unwrap_or("");
-                // Only a single, static command is granted: approving `git status && rm -rf x`
-                // once says nothing about `rm` in general.
-                match shell::simple_commands(command).as_deref() {
-                    Ok([single]) if !single.dynamic => {
-                        let key = shell::grant_key(single)?;
-                        self.granted_commands.insert(key.clone());
-                        Some(format!("`{key}` commands allowed for this session"))
-                    }
-                    _ => Some("a compound command is allowed this once only".into()),
+            Decision::AllowAll if tool == "shell" => match self.shell_grant(args, root) {
+                Ok(grant) => {
+                    let note = format!("`{}` commands allowed for this session", grant.label());
+                    self.granted_commands.insert(grant);
+                    Some(note)
                 }
-            }
-            Decision::AllowAll => {
-                self.granted_tools.insert(tool.to_string());
-                Some(format!("{tool} allowed for this session"))
-            }
+                Err(why) => Some(format!("allowed this once: always is not offered ({why})")),
+            },
+            Decision::AllowAll => match tool_always(tool) {
+                Ok(_) => {
+                    self.granted_tools.insert(tool.to_string());
+                    Some(format!("{tool} allowed for this session"))
+                }
+                Err(why) => Some(format!("allowed this once: always is not offered ({why})")),
+            },
             Decision::Disable => {
                 self.disabled.insert(tool.to_string());
                 Some(format!("{tool} disabled for this session"))
@@ -198,35 +165,116 @@ impl Gate {
             Decision::Allow | Decision::Deny | Decision::Cancel => None,
         }
     }
-}
 
-/// Redirections to `/dev/null` or between descriptors (`2>&1`) write nothing.
-fn harmless_redirects(cmd: &SimpleCommand) -> bool {
-    cmd.redirects.iter().all(|target| {
-        target == "/dev/null"
-            || target.starts_with('&')
-            || target.chars().all(|c| c.is_ascii_digit() || c == '-')
-    })
-}
-
-/// What argument rules match against, per tool.
-fn subject_of(tool: &str, args: &Value, root: &Path) -> String {
-    let field = |name: &str| args.get(name).and_then(Value::as_str).unwrap_or("");
-    match tool {
-        "read_file" | "write_file" => relative(field("path"), root),
-        "list_directory" | "search_files" => {
-            let path = field("path");
-            relative(if path.is_empty() { "." } else { path }, root)
+    /// What "allow always" would cover for this call, for the permission request: the person
+    /// reads exactly this before choosing it, and where it is not offered, why.
+    pub fn always(&self, tool: &str, args: &Value, root: &Path) -> Always {
+        let scope = if tool == "shell" {
+            self.shell_grant(args, root).map(|g| g.covers())
+        } else {
+            tool_always(tool)
+        };
+        match scope {
+            Ok(covers) => Always {
+                offered: true,
+                text: format!("always: {covers}"),
+            },
+            Err(why) => Always {
+                offered: false,
+                text: format!("always is not offered: {why}"),
+            },
         }
-        "open_url" => field("url").to_string(),
-        "python" => field("code").to_string(),
-        _ => String::new(),
+    }
+
+    /// The grant "always" gives for a shell call: only a single, static command, since
+    /// approving `git status && rm -rf x` once says nothing about `rm` in general.
+    fn shell_grant(&self, args: &Value, root: &Path) -> Result<Grant, String> {
+        let command = args.get("command").and_then(Value::as_str).unwrap_or("");
+        let cwd = commands::shell_cwd(args, root)?;
+        let dirs = program::Dirs { root, cwd: &cwd };
+        match shell::simple_commands(command) {
+            Ok(commands) => match commands.as_slice() {
+                [single] => grant::grant_for(single, dirs, program::search_path().as_deref()),
+                _ => Err("it is more than one command; each needs its own approval".into()),
+            },
+            Err(e) => Err(format!("the command cannot be analysed ({e})")),
+        }
     }
 }
 
-fn relative(path: &str, root: &Path) -> String {
-    let as_path = Path::new(path);
-    let stripped = as_path.strip_prefix(root).unwrap_or(as_path);
+/// What "always" means for a tool other than shell.
+fn tool_always(tool: &str) -> Result<String, String> {
+    match tool {
+        "python" => Err("python runs whatever code it is given".into()),
+        "write_file" | "read_file" | "list_directory" | "search_files" => Ok(format!(
+            "{tool} on any path in the session root, for this session"
+        )),
+        "open_url" => Ok("open_url with any URL, for this session".into()),
+        _ => Ok(format!("{tool} with any arguments, for this session")),
+    }
+}
+
+/// What "allow always" covers for one permission request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Always {
+    pub offered: bool,
+    /// "always: `git status` with any arguments, run as /usr/bin/git, for this session", or
+    /// "always is not offered: find can run other programs or code".
+    pub text: String,
+}
+
+impl Always {
+    /// The decisions a person may choose from: "allow always" only where it applies.
+    pub fn options(&self) -> Vec<Value> {
+        Decision::ALL
+            .iter()
+            .filter(|d| self.offered || **d != Decision::AllowAll)
+            .map(|d| d.option())
+            .collect()
+    }
+
+    /// The request's `always` field.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({"offered": self.offered, "scope": self.text})
+    }
+}
+
+/// Why a preset's `always_ask` names a tool, for the person.
+fn why_always_ask(tool: &str) -> &'static str {
+    match tool {
+        "open_url" => "a URL can carry data off the machine",
+        "clipboard_read" | "screenshot" => "it reads the desktop",
+        "clipboard_write" => "another program may paste it anywhere",
+        _ => "the preset lists it",
+    }
+}
+
+/// What argument rules match against, per tool: for paths, the path as given (relative to the
+/// root) and, where it resolves inside the root, the path it really names.
+fn subjects_of(tool: &str, args: &Value, root: &Path) -> Vec<String> {
+    let field = |name: &str| args.get(name).and_then(Value::as_str).unwrap_or("");
+    let path = match tool {
+        "read_file" | "write_file" => field("path"),
+        "list_directory" | "search_files" => match field("path") {
+            "" => ".",
+            path => path,
+        },
+        "open_url" => return vec![field("url").to_string()],
+        "python" => return vec![field("code").to_string()],
+        _ => return vec![String::new()],
+    };
+    let mut subjects = vec![relative(Path::new(path), root)];
+    if let Ok(resolved) = resolve_in_root(root, path) {
+        let real = relative(&resolved, root);
+        if !subjects.contains(&real) {
+            subjects.push(real);
+        }
+    }
+    subjects
+}
+
+fn relative(path: &Path, root: &Path) -> String {
+    let stripped = path.strip_prefix(root).unwrap_or(path);
     let text = stripped.to_string_lossy();
     let text = text.trim_start_matches("./");
     if text.is_empty() {

@@ -7,11 +7,17 @@
 
 mod decision;
 mod gate;
+mod grant;
+mod pattern;
 mod preset;
 mod preview;
+mod program;
+mod readonly;
+mod report;
 pub(crate) mod shell;
 
 pub use decision::{Decision, UnknownDecision};
 pub use gate::{Gate, Verdict};
 pub use preset::{Policy, PolicyError, PolicyOverrides, preset_names};
 pub use preview::{approval_preview, write_diff_block};
+pub use report::doctor_lines;

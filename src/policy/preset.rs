@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 
+use super::pattern::CommandPattern;
+use super::readonly::{CommandFile, CommandSpec};
 use crate::sandbox::{NetworkMode, SandboxMode};
 use crate::tool::Danger;
 
@@ -78,8 +80,16 @@ struct PresetFile {
     sockets: Vec<String>,
     #[serde(default)]
     danger: BTreeMap<String, Danger>,
+    /// Tools that ask a person whatever `auto_approve` says (they carry data off the machine
+    /// or read the desktop). `--allow`, a rule or a grant still lets them run.
+    #[serde(default)]
+    always_ask: Vec<String>,
     #[serde(default)]
     rules: Vec<RuleFile>,
+    /// Read-only shell commands that run without asking, with the options known to be safe
+    /// for each (see `readonly`).
+    #[serde(default)]
+    commands: BTreeMap<String, CommandFile>,
 }
 
 fn default_auto() -> AutoApprove {
@@ -102,8 +112,9 @@ struct RuleFile {
     deny: Vec<String>,
 }
 
-/// Per-tool argument rules. Patterns are globs over the call's subject: each simple command
-/// for `shell` (words joined by spaces), the path for file tools, the URL for `open_url`.
+/// Per-tool argument rules. Patterns are globs over the call's subject: for `shell`, each
+/// simple command, program word alone then the quoted arguments (see `pattern`); the path
+/// relative to the root, after symlinks, for file tools; the URL for `open_url`.
 #[derive(Debug, Clone)]
 pub struct Rule {
     pub tool: String,
@@ -113,6 +124,9 @@ pub struct Rule {
     pub(crate) allow_set: GlobSet,
     pub(crate) ask_set: GlobSet,
     pub(crate) deny_set: GlobSet,
+    pub(crate) allow_commands: Vec<CommandPattern>,
+    pub(crate) ask_commands: Vec<CommandPattern>,
+    pub(crate) deny_commands: Vec<CommandPattern>,
 }
 
 /// A preset with the session's own flags applied.
@@ -141,7 +155,12 @@ pub struct Policy {
     /// Unix sockets outside the root tool processes may connect to, as written.
     pub sockets: Vec<String>,
     pub danger_overrides: BTreeMap<String, Danger>,
+    /// Tools that ask whatever the danger level (`always_ask`).
+    pub always_ask: Vec<String>,
     pub rules: Vec<Rule>,
+    /// Read-only shell commands and their safe options, by program (`"git status"` for a
+    /// subcommand).
+    pub(crate) commands: BTreeMap<String, CommandSpec>,
     /// `--allow`: offered and run without asking.
     pub allowed: Vec<String>,
     /// `--deny`: never offered.
@@ -258,6 +277,11 @@ impl Policy {
         for rule in file.rules {
             rules.push(compile_rule(rule).map_err(invalid)?);
         }
+        let mut commands = BTreeMap::new();
+        for (program, spec) in file.commands {
+            let compiled = CommandSpec::compile(&program, spec).map_err(invalid)?;
+            commands.insert(program, compiled);
+        }
         let auto_approve = match overrides.auto_approve {
             Some(level) if level >= Danger::Dangerous => {
                 return Err(invalid(
@@ -287,7 +311,9 @@ impl Policy {
             hidden: file.hidden,
             sockets: file.sockets,
             danger_overrides: file.danger,
+            always_ask: file.always_ask,
             rules,
+            commands,
             allowed: overrides.allow.clone(),
             denied: overrides.deny.clone(),
         })
@@ -375,6 +401,20 @@ impl Policy {
                 self.sockets.join(", ")
             ));
         }
+        if !self.always_ask.is_empty() {
+            out.push_str(&format!("always ask for: {}\n", self.always_ask.join(", ")));
+        }
+        if !self.commands.is_empty() {
+            let listed: Vec<String> = self
+                .commands
+                .iter()
+                .map(|(name, spec)| spec.summary(name))
+                .collect();
+            out.push_str(&format!(
+                "shell allow: {} (listed options only, paths inside the root)\n",
+                listed.join(" | ")
+            ));
+        }
         if let Some(schemes) = &self.url_schemes {
             out.push_str(&format!("URL schemes: {}\n", schemes.join(", ")));
         }
@@ -397,6 +437,18 @@ impl Policy {
 }
 
 fn compile_rule(rule: RuleFile) -> Result<Rule, String> {
+    let commands = |patterns: &[String]| -> Result<Vec<CommandPattern>, String> {
+        if rule.tool != "shell" && rule.tool != "*" {
+            return Ok(Vec::new());
+        }
+        patterns
+            .iter()
+            .map(|p| {
+                CommandPattern::new(p)
+                    .map_err(|e| format!("rule for {}: bad pattern {p:?}: {e}", rule.tool))
+            })
+            .collect()
+    };
     let build = |patterns: &[String]| -> Result<GlobSet, String> {
         let mut set = GlobSetBuilder::new();
         for pattern in patterns {
@@ -408,6 +460,9 @@ fn compile_rule(rule: RuleFile) -> Result<Rule, String> {
             .map_err(|e| format!("rule for {}: {e}", rule.tool))
     };
     Ok(Rule {
+        allow_commands: commands(&rule.allow)?,
+        ask_commands: commands(&rule.ask)?,
+        deny_commands: commands(&rule.deny)?,
         allow_set: build(&rule.allow)?,
         ask_set: build(&rule.ask)?,
         deny_set: build(&rule.deny)?,
@@ -419,73 +474,4 @@ fn compile_rule(rule: RuleFile) -> Result<Rule, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_embedded_preset_parses() {
-        for (name, _) in EMBEDDED {
-            let policy = Policy::load(name, None, &PolicyOverrides::default()).unwrap();
-            assert!(!policy.description.is_empty(), "{name}");
-        }
-    }
-
-    #[test]
-    fn user_presets_override_and_unknown_names_list_the_known() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("auto.toml"),
-            "description = \"mine\"\nauto_approve = \"none\"\n",
-        )
-        .unwrap();
-        std::fs::write(dir.path().join("team.toml"), "description = \"team\"\n").unwrap();
-        let auto = Policy::load("auto", Some(dir.path()), &PolicyOverrides::default()).unwrap();
-        assert_eq!(auto.description, "mine");
-        assert_eq!(auto.auto_approve, None);
-        assert!(preset_names(Some(dir.path())).contains(&"team".to_string()));
-        let e = Policy::load("nope", Some(dir.path()), &PolicyOverrides::default())
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("team") && e.contains("bypass"), "{e}");
-    }
-
-    #[test]
-    fn bad_patterns_and_dangerous_auto_approve_are_refused() {
-        let e = Policy::parse(
-            "x",
-            "description = \"d\"\n[[rules]]\ntool = \"shell\"\nallow = [\"a[\"]\n",
-            &PolicyOverrides::default(),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("a["), "{e}");
-        let overrides = PolicyOverrides {
-            auto_approve: Some(Danger::Dangerous),
-            ..PolicyOverrides::default()
-        };
-        assert!(Policy::parse("x", "description = \"d\"\n", &overrides).is_err());
-    }
-
-    #[test]
-    fn sandbox_keys_parse_and_are_described() {
-        let text = "description = \"d\"\nsandbox = \"strict\"\nnetwork = \"off\"\n\
-                    writable = [\"~/.cache/pip\"]\nhidden = [\"~/vault\"]\n\
-                    sockets = [\"/run/user/1000/bus\"]\n";
-        let policy = Policy::parse("x", text, &PolicyOverrides::default()).unwrap();
-        assert_eq!(policy.sandbox, Some(SandboxMode::Strict));
-        assert_eq!(policy.network, Some(NetworkMode::Off));
-        assert_eq!(policy.hidden, ["~/vault"]);
-        assert_eq!(policy.sockets, ["/run/user/1000/bus"]);
-        let shown = policy.describe();
-        assert!(shown.contains("sandbox: at least strict"), "{shown}");
-        assert!(shown.contains("network: off") && shown.contains("~/.cache/pip"));
-        assert!(shown.contains("also hidden from tools: ~/vault"), "{shown}");
-        assert!(shown.contains("connect to: /run/user/1000/bus"), "{shown}");
-        let bad = Policy::parse(
-            "x",
-            "description = \"d\"\nsandbox = \"lax\"\n",
-            &PolicyOverrides::default(),
-        );
-        assert!(bad.unwrap_err().to_string().contains("lax"));
-    }
-}
+mod tests;

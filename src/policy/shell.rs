@@ -15,27 +15,6 @@ use brush_parser::{Parser, ParserOptions};
 /// hundred levels would overflow the stack and abort the process, so it is refused up front.
 const MAX_NESTING: usize = 40;
 
-/// Programs whose first argument picks what they do, so a grant covers that subcommand only.
-#[rustfmt::skip]
-const WITH_SUBCOMMANDS: &[&str] = &[
-    "git", "cargo", "npm", "npx", "pnpm", "yarn", "go", "docker", "podman", "kubectl", "pip",
-    "pip3", "uv", "apt", "apt-get", "brew", "systemctl", "rustup", "gh", "dotnet",
-];
-
-/// Options that may precede a subcommand without changing what it does. Any other leading
-/// option (`git -C dir`, `git -c alias.x=…`, `cargo --config …`, `cargo +toolchain`) may take a
-/// value or change behaviour, so such a command gets no grant key.
-fn neutral_option(program: &str, option: &str) -> bool {
-    match program {
-        "git" => matches!(option, "--no-pager" | "-P" | "--no-optional-locks"),
-        "cargo" => matches!(
-            option,
-            "-q" | "--quiet" | "-v" | "--verbose" | "--locked" | "--offline" | "--frozen"
-        ),
-        _ => false,
-    }
-}
-
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct SimpleCommand {
     /// Words after quote removal where they are literal: ["git", "status", "--short"].
@@ -46,9 +25,38 @@ pub(crate) struct SimpleCommand {
     /// known statically, when an environment assignment precedes it (`PATH=… git`), when the
     /// program word would be glob- or brace-expanded, or when a redirection target is dynamic.
     pub dynamic: bool,
-    /// Input/output redirection targets as written (">out.txt" → "out.txt"); descriptor
-    /// duplications (`2>&1`), heredocs and here-strings are not paths and are left out.
-    pub redirects: Vec<String>,
+    /// Redirections to or from a file, by kind (`< in`, `> out`, `>> log`, `&> both`);
+    /// descriptor duplications and closes (`2>&1`, `>&-`), heredocs and here-strings name no
+    /// file and are left out.
+    pub redirects: Vec<Redirect>,
+    /// Per word of a plain simple command: whether it holds unquoted glob or brace characters
+    /// (`*.rs`, `{a,b}`), which bash expands into other names. Missing entries (words of
+    /// `[[ … ]]` and `let`) count as expanding.
+    pub expands: Vec<bool>,
+}
+
+impl SimpleCommand {
+    /// Whether word `index` may expand into other words or names.
+    pub(crate) fn expands(&self, index: usize) -> bool {
+        self.expands.get(index).copied().unwrap_or(true)
+    }
+}
+
+/// A redirection that names a file: the target after quote removal, and whether the shell
+/// opens it for reading only (`<`) or may create or change it (`>`, `>>`, `>|`, `<>`, `&>`,
+/// `>&file`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Redirect {
+    pub target: String,
+    pub writes: bool,
+}
+
+impl Redirect {
+    /// Writes nothing: a read, or a write to `/dev/null`. Every other write target is a file,
+    /// whatever its name looks like (`> 1` and `> -` create files named `1` and `-`).
+    pub(crate) fn harmless(&self) -> bool {
+        !self.writes || self.target == "/dev/null"
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -87,32 +95,10 @@ pub(crate) fn simple_commands(script: &str) -> Result<Vec<SimpleCommand>, ShellP
     Ok(walker.out)
 }
 
-/// The key an "allow always" grant is stored under: the program's file name, plus the
-/// subcommand for programs that have one, or `python -m module`. None for dynamic commands:
-/// their words are not what will run.
-pub(crate) fn grant_key(command: &SimpleCommand) -> Option<String> {
-    if command.dynamic {
-        return None;
-    }
-    let (program, args) = command.words.split_first()?;
-    let name = program.rsplit('/').next().filter(|n| !n.is_empty())?;
-    let is_python = name
-        .strip_prefix("python")
-        .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'));
-    if is_python
-        && let [flag, module, ..] = args
-        && flag == "-m"
-    {
-        return Some(format!("{name} -m {module}"));
-    }
-    if !WITH_SUBCOMMANDS.contains(&name) {
-        return Some(name.to_string());
-    }
-    match args.iter().find(|arg| !neutral_option(name, arg)) {
-        None => Some(name.to_string()),
-        Some(arg) if arg.starts_with(['-', '+']) => None,
-        Some(sub) => Some(format!("{name} {sub}")),
-    }
+/// A duplication target that names a descriptor: `1`, `-` (close), `3-` (move).
+fn is_descriptor(text: &str) -> bool {
+    let digits = text.strip_suffix('-').unwrap_or(text);
+    text == "-" || (!digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()))
 }
 
 fn parse(script: &str) -> Result<ast::Program, ShellParseError> {
@@ -263,7 +249,7 @@ impl Walker {
         self.out[slot] = SimpleCommand {
             words,
             dynamic: true,
-            redirects: Vec::new(),
+            ..Default::default()
         };
         self.nested_in(expr)
     }
@@ -292,11 +278,13 @@ impl Walker {
                     program_pattern |= cmd.words.is_empty() && word.pattern;
                     cmd.dynamic |= word.dynamic;
                     cmd.words.push(word.text);
+                    cmd.expands.push(word.pattern);
                 }
                 Item::ProcessSubstitution(kind, subshell) => {
                     // Its argument is a /dev/fd path known only at run time.
                     cmd.words
                         .push(format!("{kind}({})", subshell.list).replace('\n', "; "));
+                    cmd.expands.push(true);
                     cmd.dynamic = true;
                     self.list(&subshell.list)?;
                 }
@@ -345,20 +333,34 @@ impl Walker {
         redirect: &ast::IoRedirect,
         cmd: &mut SimpleCommand,
     ) -> Result<(), ShellParseError> {
+        use ast::IoFileRedirectKind as K;
         use ast::IoFileRedirectTarget as T;
         match redirect {
-            ast::IoRedirect::File(_, _, T::Filename(target))
-            | ast::IoRedirect::OutputAndError(target, _) => {
+            ast::IoRedirect::File(_, kind, T::Filename(target)) => {
                 let word = self.word(&target.value)?;
                 cmd.dynamic |= word.dynamic;
-                cmd.redirects.push(word.text);
+                cmd.redirects.push(Redirect {
+                    target: word.text,
+                    writes: !matches!(kind, K::Read | K::DuplicateInput),
+                });
             }
-            ast::IoRedirect::File(_, _, T::Duplicate(target)) => {
+            ast::IoRedirect::OutputAndError(target, _) => {
                 let word = self.word(&target.value)?;
                 cmd.dynamic |= word.dynamic;
-                // `>&2` and `>&3-` name descriptors; `>&file` is bash for `&>file`.
-                if !word.text.chars().all(|c| c.is_ascii_digit() || c == '-') {
-                    cmd.redirects.push(word.text);
+                cmd.redirects.push(Redirect {
+                    target: word.text,
+                    writes: true,
+                });
+            }
+            ast::IoRedirect::File(_, kind, T::Duplicate(target)) => {
+                let word = self.word(&target.value)?;
+                cmd.dynamic |= word.dynamic;
+                // `>&2`, `>&-` and `>&3-` name descriptors; `>&file` is bash for `&>file`.
+                if !is_descriptor(&word.text) {
+                    cmd.redirects.push(Redirect {
+                        target: word.text,
+                        writes: !matches!(kind, K::DuplicateInput),
+                    });
                 }
             }
             ast::IoRedirect::File(_, _, T::Fd(_)) => {}

@@ -52,7 +52,14 @@ pub fn describe_request(request: &Value) -> String {
     if let Some(note) = request.get("note").and_then(Value::as_str) {
         text.push_str(&format!("  ({})\n", safe_text::escape_line(note)));
     }
-    text.push_str("[y]es [n]o [a]lways [d]isable [f]orbid-all [c]ancel › ");
+    if let Some(scope) = request.pointer("/always/scope").and_then(Value::as_str) {
+        text.push_str(&format!("  {scope}\n"));
+    }
+    text.push_str(if always_offered(request) {
+        "[y]es [n]o [a]lways [d]isable [f]orbid-all [c]ancel › "
+    } else {
+        "[y]es [n]o [d]isable [f]orbid-all [c]ancel › "
+    });
     // Whatever else the block carries is model text too.
     safe_text::escape(&text).into_owned()
 }
@@ -105,6 +112,14 @@ fn parsed_commands(command: &str) -> String {
     text
 }
 
+/// Whether the request offers "allow always" (older requests without the field do).
+fn always_offered(request: &Value) -> bool {
+    request
+        .pointer("/always/offered")
+        .and_then(Value::as_bool)
+        .unwrap_or(true)
+}
+
 fn decision_for(key: &KeyEvent) -> Option<Decision> {
     if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
         return Some(Decision::Cancel);
@@ -141,7 +156,9 @@ pub async fn ask_on_terminal(session: Arc<Session>, request: Value) {
     let _ = err.flush();
     let waiting = session.clone();
     let waited_id = id.clone();
-    let key = tokio::task::spawn_blocking(move || read_decision(&waiting, &waited_id)).await;
+    let always = always_offered(&request);
+    let key =
+        tokio::task::spawn_blocking(move || read_decision(&waiting, &waited_id, always)).await;
     let decision = match key {
         Ok(Ok(Some(decision))) => decision,
         Ok(Ok(None)) => return,
@@ -161,16 +178,16 @@ pub async fn ask_on_terminal(session: Arc<Session>, request: Value) {
 }
 
 /// Raw mode only while waiting for the key, restored on every path out.
-fn read_decision(session: &Session, id: &str) -> std::io::Result<Option<Decision>> {
+fn read_decision(session: &Session, id: &str, always: bool) -> std::io::Result<Option<Decision>> {
     crossterm::terminal::enable_raw_mode()?;
-    let result = wait_for_key(session, id);
+    let result = wait_for_key(session, id, always);
     let restored = crossterm::terminal::disable_raw_mode();
     let decision = result?;
     restored?;
     Ok(decision)
 }
 
-fn wait_for_key(session: &Session, id: &str) -> std::io::Result<Option<Decision>> {
+fn wait_for_key(session: &Session, id: &str, always: bool) -> std::io::Result<Option<Decision>> {
     loop {
         let still_open = session
             .pending_permissions()
@@ -182,6 +199,7 @@ fn wait_for_key(session: &Session, id: &str) -> std::io::Result<Option<Decision>
         if event::poll(Duration::from_millis(100))?
             && let Event::Key(key) = event::read()?
             && let Some(decision) = decision_for(&key)
+            && (always || decision != Decision::AllowAll)
         {
             return Ok(Some(decision));
         }

@@ -46,6 +46,10 @@ pub async fn doctor(config_path: Option<PathBuf>) -> String {
     let mut report = Report(Vec::new());
     kernel(&mut report);
     sandbox(&mut report).await;
+    for line in crate::policy::doctor_lines() {
+        let state = if line.ok { State::Ok } else { State::Warn };
+        report.line(state, line.what, line.detail);
+    }
     desktop(&mut report).await;
     let config_path = config_path.or_else(Config::default_path);
     let config = files(&mut report, config_path.as_deref());

@@ -12,6 +12,7 @@ mod external_claude;
 mod external_codex;
 mod file_tools;
 mod gate;
+mod gate_attacks;
 mod git_attacks;
 mod mcp;
 mod run_cli;

@@ -165,7 +165,8 @@ fn allow_all_on_shell_is_scoped_to_program_and_subcommand() {
     let mut g = gate("default");
     let args = json!({"command": "cargo test -q"});
     assert_eq!(
-        g.record("shell", &args, Decision::AllowAll).as_deref(),
+        g.record("shell", &args, root(), Decision::AllowAll)
+            .as_deref(),
         Some("`cargo test` commands allowed for this session")
     );
     assert!(is_allow(&shell(&g, "cargo test --release")));
@@ -173,7 +174,7 @@ fn allow_all_on_shell_is_scoped_to_program_and_subcommand() {
     assert!(is_ask(&shell(&g, "cargo test && rm -rf x")));
     // A compound approval grants nothing for later.
     let compound = json!({"command": "git status && rm -rf x"});
-    g.record("shell", &compound, Decision::AllowAll);
+    g.record("shell", &compound, root(), Decision::AllowAll);
     assert!(is_ask(&shell(&g, "rm -rf y")));
     assert!(is_ask(&shell(&g, "git status")));
 }
@@ -182,14 +183,14 @@ fn allow_all_on_shell_is_scoped_to_program_and_subcommand() {
 fn allow_all_disable_and_forbid_all_for_other_tools() {
     let mut g = gate("default");
     let args = json!({"path": "a", "content": "b"});
-    g.record("write_file", &args, Decision::AllowAll);
+    g.record("write_file", &args, root(), Decision::AllowAll);
     assert!(is_allow(&g.check(
         "write_file",
         Danger::Moderate,
         &args,
         root()
     )));
-    g.record("write_file", &args, Decision::Disable);
+    g.record("write_file", &args, root(), Decision::Disable);
     assert!(!g.offers("write_file"));
     assert!(is_deny(&g.check(
         "write_file",
@@ -197,7 +198,7 @@ fn allow_all_disable_and_forbid_all_for_other_tools() {
         &args,
         root()
     )));
-    g.record("read_file", &args, Decision::ForbidAll);
+    g.record("read_file", &args, root(), Decision::ForbidAll);
     assert!(is_deny(&g.check(
         "read_file",
         Danger::Safe,
@@ -233,4 +234,295 @@ fn overrides_raise_auto_approve_and_deny_tools() {
     )));
     assert!(!g.offers("search_files"));
     assert!(is_ask(&shell(&g, "ls")), "dangerous still asks");
+}
+
+#[test]
+fn auto_asks_for_options_that_write_or_run_code() {
+    let g = gate("auto");
+    for command in [
+        "rg --pre ./x TODO",
+        "rg --pre=./x TODO",
+        "rg --pre-glob '*' TODO",
+        "rg -z TODO",
+        "rg -L TODO",
+        "echo x > 1",
+        "echo x > -",
+        "echo x >> f",
+        "ls &> f",
+        "ls >| f",
+        "cat <> f",
+        "ls >&f",
+        "git diff --output=f",
+        "git diff --out=f",
+        "git log --output f",
+        "git show --output=f HEAD",
+        "git diff --ext-diff",
+        "git log -p --textconv",
+        "git log --show-signature",
+        "git -C /tmp status",
+        "git -c core.pager=sh log",
+        "git --git-dir=/tmp/x status",
+        "git branch evil",
+        "git branch -D main",
+        "git push",
+        "cargo check",
+        "cargo metadata --format-version 1",
+        "cargo tree",
+        "sort -o f x",
+        "find . -exec touch x ;",
+        "tree -o f",
+        "du --files0-from=list",
+        "grep -R x .",
+        "date 01010000",
+        "date -s now",
+        "file -z x.gz",
+        "head -n -5 x",
+        "pwd x",
+    ] {
+        assert!(is_ask(&shell(&g, command)), "{command}");
+    }
+    for command in [
+        "echo x > /dev/null",
+        "ls 2>&1",
+        "ls -la 2>/dev/null",
+        "ls >&2",
+        "grep -rn TODO src",
+        "head -5 a",
+        "head -n5 a",
+        "tail --lines=3 a",
+        "rg -i -t rust foo src",
+        "git --no-pager log --oneline -5",
+        "git log -n 3 --format=%H",
+        "git diff --stat HEAD~1 -- src",
+        "git status --porcelain=v1",
+        "git branch --show-current",
+        "date +%F",
+        "echo --pre anything",
+        "wc -l < a.txt",
+        "rg 'a{1,3}' src",
+        "grep -E '[0-9]{2,}' a",
+    ] {
+        assert!(is_allow(&shell(&g, command)), "{command}");
+    }
+}
+
+#[test]
+fn auto_asks_for_paths_that_lead_outside_the_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let root = base.join("root");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(base.join("secret"), "s").unwrap();
+    std::fs::write(root.join("a.txt"), "a").unwrap();
+    std::os::unix::fs::symlink(base.join("secret"), root.join("link")).unwrap();
+    let g = gate("auto");
+    let run = |command: &str| {
+        g.check(
+            "shell",
+            Danger::Dangerous,
+            &json!({ "command": command }),
+            &root,
+        )
+    };
+    for command in [
+        "cat /etc/passwd",
+        "cat ../secret",
+        "cat src/../../secret",
+        "cat link",
+        "cat ~/.ssh/id_rsa",
+        "cat < ../secret",
+        "grep -f ../secret a.txt",
+        "grep --file=../secret a.txt",
+        "cat *",
+        "ls ../*",
+        "cat {a.txt,../secret}",
+        "cat {a.txt,link}",
+        "cat src/{..,..}/../secret",
+        "cat ~root/x",
+        "diff a.txt src",
+    ] {
+        assert!(matches!(run(command), Verdict::Ask { .. }), "{command}");
+    }
+    for command in [
+        "cat a.txt",
+        "cat src/../a.txt",
+        "ls src",
+        "cat s*",
+        "ls .",
+        "diff a.txt src/../a.txt",
+        "cat '*' 'x{a,../secret}'",
+    ] {
+        assert!(matches!(run(command), Verdict::Allow { .. }), "{command}");
+    }
+    // `cat *` would expand to the link; `cat s*` names src only (a directory with no links).
+    std::fs::remove_file(root.join("link")).unwrap();
+    assert!(matches!(run("cat *"), Verdict::Allow { .. }));
+}
+
+#[test]
+fn rules_see_the_program_word_alone() {
+    let policy = Policy::parse(
+        "p",
+        "description = \"d\"\n[[rules]]\ntool = \"shell\"\nallow = [\"echo *\", \"ls\"]\n\
+         deny = [\"python3 *\"]\n",
+        &PolicyOverrides::default(),
+    )
+    .unwrap();
+    let g = Gate::new(policy);
+    assert!(is_allow(&shell(&g, "echo hi there")));
+    assert!(is_ask(&shell(&g, r"echo\ /../../usr/bin/true x")));
+    assert!(is_ask(&shell(&g, "'echo /x'")));
+    assert!(is_ask(&shell(&g, "./ls")));
+    assert!(is_allow(&shell(&g, "ls")));
+    assert!(is_deny(&shell(&g, r"echo\ /../../usr/bin/python3 -c 1")));
+    assert!(is_deny(&shell(&g, "/usr/bin/python3 -c 1")));
+}
+
+#[test]
+fn always_is_offered_only_where_it_holds_and_says_what_it_covers() {
+    let g = gate("default");
+    let always = |command: &str| g.always("shell", &json!({ "command": command }), root());
+    let git = always("git status --short");
+    assert!(git.offered);
+    assert!(
+        git.text
+            .starts_with("always: `git status` with any arguments, run as /"),
+        "{}",
+        git.text
+    );
+    assert!(git.options().iter().any(|o| o["optionId"] == "allow_all"));
+    for command in [
+        "find . -name '*.txt'",
+        "timeout 10 ls",
+        "env ls",
+        "python3 -c 1",
+        "ls && pwd",
+        "./ls",
+    ] {
+        let a = always(command);
+        assert!(!a.offered, "{command}");
+        assert!(a.text.starts_with("always is not offered: "), "{}", a.text);
+        assert!(!a.options().iter().any(|o| o["optionId"] == "allow_all"));
+    }
+    assert_eq!(
+        always("find . -name x").text,
+        "always is not offered: find can run other programs or code"
+    );
+    assert!(!g.always("python", &json!({"code": "1"}), root()).offered);
+    assert!(
+        g.always("write_file", &json!({"path": "a"}), root())
+            .offered
+    );
+}
+
+#[test]
+fn grants_cover_the_same_program_only() {
+    let mut g = gate("default");
+    let note = g.record(
+        "shell",
+        &json!({"command": "ls -la"}),
+        root(),
+        Decision::AllowAll,
+    );
+    assert_eq!(
+        note.as_deref(),
+        Some("`ls` commands allowed for this session")
+    );
+    assert!(is_allow(&shell(&g, "ls src")));
+    assert!(is_ask(&shell(&g, "./ls")));
+    assert!(is_ask(&shell(&g, "ls > out")));
+    let note = g.record(
+        "shell",
+        &json!({"command": "timeout 10 ls"}),
+        root(),
+        Decision::AllowAll,
+    );
+    assert!(note.unwrap().starts_with("allowed this once"));
+    assert!(is_ask(&shell(&g, "timeout 10 touch x")));
+    g.record(
+        "shell",
+        &json!({"command": "find . -name '*.txt'"}),
+        root(),
+        Decision::AllowAll,
+    );
+    assert!(is_ask(&shell(&g, "find . -exec touch x ;")));
+}
+
+#[test]
+fn path_rules_match_the_resolved_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::os::unix::fs::symlink(".git", root.join("docs")).unwrap();
+    let g = gate("auto");
+    let write = |path: &str| {
+        g.check(
+            "write_file",
+            Danger::Moderate,
+            &json!({"path": path, "content": "x"}),
+            &root,
+        )
+    };
+    assert!(is_deny(&write("docs/config")));
+    assert!(is_deny(&write("src/../.git/config")));
+    assert!(is_deny(&write(
+        &root.join("docs/hooks/pre-commit").display().to_string()
+    )));
+    assert!(is_allow(&write("src/a.rs")));
+}
+
+#[test]
+fn desktop_and_url_tools_ask_in_auto() {
+    let g = gate("auto");
+    for (tool, args) in [
+        ("open_url", json!({"url": "https://example.com/?q=secret"})),
+        ("clipboard_read", json!({})),
+        ("clipboard_write", json!({"text": "x"})),
+        ("screenshot", json!({})),
+    ] {
+        let v = g.check(tool, Danger::Moderate, &args, root());
+        assert!(is_ask(&v), "{tool}: {v:?}");
+    }
+    let allowed = gate_with(
+        "auto",
+        PolicyOverrides {
+            allow: vec!["open_url".into()],
+            ..PolicyOverrides::default()
+        },
+    );
+    let url = json!({"url": "https://example.com"});
+    assert!(is_allow(&allowed.check(
+        "open_url",
+        Danger::Moderate,
+        &url,
+        root()
+    )));
+}
+
+#[test]
+fn paths_are_checked_from_the_calls_cwd_and_a_cd_stops_the_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let root = base.join("root");
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::write(base.join("secret"), "s").unwrap();
+    std::fs::write(root.join("sub/a.txt"), "a").unwrap();
+    std::os::unix::fs::symlink(base.join("secret"), root.join("sub/link")).unwrap();
+    let text = format!(
+        "{}\n[[rules]]\ntool = \"shell\"\nallow = [\"cd *\"]\n",
+        include_str!("../../../policies/auto.toml")
+    );
+    let g = Gate::new(Policy::parse("auto-cd", &text, &PolicyOverrides::default()).unwrap());
+    let run = |args: Value| g.check("shell", Danger::Dangerous, &args, &root);
+    assert!(is_ask(&run(json!({"command": "cat link", "cwd": "sub"}))));
+    assert!(is_ask(&run(
+        json!({"command": "cat ../../secret", "cwd": "sub"})
+    )));
+    assert!(is_allow(&run(
+        json!({"command": "cat a.txt", "cwd": "sub"})
+    )));
+    assert!(is_allow(&run(json!({"command": "cat sub/a.txt"}))));
+    assert!(is_allow(&run(json!({"command": "cd sub"}))));
+    assert!(is_ask(&run(json!({"command": "cd sub && cat link"}))));
+    assert!(is_ask(&run(json!({"command": "ls", "cwd": "../.."}))));
 }

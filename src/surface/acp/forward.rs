@@ -69,7 +69,7 @@ fn ask_client(
     let question: Result<RequestPermissionRequest, _> = typed(json!({
         "sessionId": session,
         "toolCall": tool_call,
-        "options": permission_options(),
+        "options": permission_options(request),
     }));
     let question = match question {
         Ok(question) => question,

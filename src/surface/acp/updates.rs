@@ -186,14 +186,29 @@ impl Projection {
 }
 
 /// The options a gate question offers an ACP client, by kind, and the corral decision each
-/// stands for. `reject_always` takes the tool away for the session.
-pub fn permission_options() -> Value {
-    json!([
-        {"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
-        {"optionId": "allow_all", "name": "Always allow", "kind": "allow_always"},
-        {"optionId": "deny", "name": "Reject", "kind": "reject_once"},
-        {"optionId": "disable", "name": "Reject always", "kind": "reject_always"},
-    ])
+/// stands for. `reject_always` takes the tool away for the session. "Always" is offered only
+/// where the gate offers it, named with what it covers, since that name is all an editor shows.
+pub fn permission_options(request: &Value) -> Value {
+    let mut options =
+        vec![json!({"optionId": "allow", "name": "Allow once", "kind": "allow_once"})];
+    if request
+        .pointer("/always/offered")
+        .and_then(Value::as_bool)
+        .unwrap_or(true)
+    {
+        let name = match request
+            .pointer("/always/scope")
+            .and_then(Value::as_str)
+            .and_then(|s| s.strip_prefix("always: "))
+        {
+            Some(scope) => format!("Always allow {scope}"),
+            None => "Always allow".to_string(),
+        };
+        options.push(json!({"optionId": "allow_all", "name": name, "kind": "allow_always"}));
+    }
+    options.push(json!({"optionId": "deny", "name": "Reject", "kind": "reject_once"}));
+    options.push(json!({"optionId": "disable", "name": "Reject always", "kind": "reject_always"}));
+    Value::Array(options)
 }
 
 #[cfg(test)]

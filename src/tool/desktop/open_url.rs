@@ -2,6 +2,8 @@
 //!
 //! The URL is passed as one argument, never through a shell, so nothing in it is interpreted.
 //! Only allowed schemes get through: `file:` or a custom handler scheme could run things.
+//! With the session's network off nothing is opened: a browser outside the sandbox would carry
+//! the URL, and whatever the model put in it, off the machine.
 
 use std::io;
 use std::process::Stdio;
@@ -18,6 +20,7 @@ use tokio::process::Command;
 use super::super::output::parse_args;
 use super::super::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use super::excerpt;
+use crate::sandbox::NetworkMode;
 
 /// An opener still running after this is taken to be the browser itself (xdg-open waits for
 /// `$BROWSER`); it is left running, since killing it would close what was just opened.
@@ -47,6 +50,7 @@ impl Tool for OpenUrl {
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let Args { url } = parse_args(args)?;
+            refuse_without_network(ctx)?;
             check_url(&url, &ctx.settings.url_schemes)?;
             // The configured command, else `$BROWSER` (the first entry of its `:`-separated
             // list — xdg-open would prefer a desktop's handler over it once a browser is
@@ -78,6 +82,23 @@ impl Tool for OpenUrl {
             }))
         })
     }
+}
+
+/// The browser runs outside the sandbox, so "network off" is kept by not starting it.
+fn refuse_without_network(ctx: &ToolContext) -> Result<(), ToolError> {
+    let off = ctx
+        .settings
+        .sandbox
+        .as_ref()
+        .is_some_and(|s| s.network == NetworkMode::Off);
+    if off {
+        return Err(ToolError::Refused(
+            "open_url is refused: the network is off for this session (--network off), and \
+             a browser would take the URL off the machine"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses URLs whose scheme is not allowed, naming the allowed ones.
@@ -322,6 +343,24 @@ mod tests {
         assert_eq!(out.text, format!("opened {url}"));
         let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
         assert_eq!(log, format!("1\n{url}\n"));
+    }
+
+    #[tokio::test]
+    async fn with_network_off_nothing_is_opened() {
+        let (dir, mut ctx) = with_fake("xdg-open", r#"printf '%s\n' "$1" > "$LOG""#);
+        let mut settings = (*ctx.settings).clone();
+        let spec = crate::sandbox::SandboxSpec::new(
+            crate::sandbox::SandboxMode::BestEffort,
+            NetworkMode::Off,
+        );
+        settings.sandbox = Some(spec);
+        ctx.settings = Arc::new(settings);
+        let err = OpenUrl
+            .call(json!({"url": "https://example.com/?leak=1"}), &ctx)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("network is off"), "{err}");
+        assert!(!dir.path().join("log").exists());
     }
 
     #[tokio::test]

@@ -223,6 +223,7 @@ impl Projector {
                         "tool": tool,
                         "parameters": sorted_parameters(&input),
                         "message": describe(&tool, &input),
+                        "always": p.get("always").cloned().unwrap_or(Value::Null),
                     }),
                 ));
             }
