@@ -1,7 +1,10 @@
 //! External agent backends: the model spec names an agent program instead of a model
 //! (`claude[:<model>]`, `acp:<agent>[:<model>]`, `acp:cmd=<command line>`, `codex[:<model>]`).
 //! [`ExternalContext`] is what every such backend starts from; [`Approver`] answers its
-//! permission questions with corral's gate and, when the gate asks, a person.
+//! permission questions with corral's gate and, when the gate asks, a person, after
+//! [`confine`] has checked that every path the call names stays beneath the session root.
+
+pub mod confine;
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -211,6 +214,11 @@ pub struct ExternalContext {
     pub stderr_log: Option<PathBuf>,
     /// Saves the agent's own session id in the session's metadata, for resuming.
     pub record_external_id: Box<dyn Fn(&str) + Send + Sync>,
+    /// Let the agent load the project's own settings (`.claude/settings.json`, `.mcp.json`,
+    /// `opencode.json`, `.gemini/settings.json`, `.codex/config.toml`): their hooks and MCP
+    /// commands run outside corral's sandbox, so only the person opts in
+    /// (`[agents] project_settings = true`).
+    pub project_settings: bool,
 }
 
 /// A tool call an external agent wants to make, described in corral's terms.
@@ -231,6 +239,9 @@ pub struct ToolAsk {
     pub kind: &'static str,
     /// The agent's own input, shown as is.
     pub raw_input: Value,
+    /// Every other path the call names (files besides `args.path`, a command's working
+    /// directory, a search's base), as the agent gave them: each must resolve beneath the root.
+    pub paths: Vec<String>,
 }
 
 /// The outcome of asking.
@@ -314,6 +325,16 @@ impl Approver {
 
     /// Decides one call: the gate's verdict, and a person's answer when it asks.
     pub async fn decide(&self, ask: &ToolAsk, cancel: &CancellationToken) -> Answer {
+        // Before any rule: the agent does the write itself once allowed, so no preset (not
+        // even bypass) may let it touch a path outside the root.
+        let ask = match confine::confine(ask, &self.root) {
+            Ok(ask) => ask,
+            Err(message) => {
+                tracing::warn!(tool = %ask.agent_tool, %message, "an external agent's call leads out of the root");
+                return Answer::Deny { message };
+            }
+        };
+        let ask = &ask;
         let (verdict, danger) = self.verdict(ask);
         let reason = match verdict {
             Verdict::Allow { .. } => return Answer::Allow { always: false },
@@ -438,5 +459,58 @@ mod tests {
         assert!("acp:zed".parse::<ExternalSpec>().is_err());
         assert!("acp:cmd=".parse::<ExternalSpec>().is_err());
         assert!(!ExternalSpec::is_external("ollama:qwen3"));
+    }
+
+    fn approver(preset: &str, root: &std::path::Path) -> Approver {
+        let policy = Policy::load(preset, None, &Default::default()).unwrap();
+        Approver::new(
+            Session::create(None).unwrap(),
+            policy,
+            ToolRegistry::builtin().unwrap(),
+            root.to_path_buf(),
+            false,
+            None,
+        )
+    }
+
+    fn write_ask(path: &str, paths: &[&str]) -> ToolAsk {
+        ToolAsk {
+            tool_call_id: "t1".into(),
+            agent_tool: "Write".into(),
+            corral_tool: Some("write_file"),
+            args: json!({"path": path, "content": "x"}),
+            title: format!("Write {path}"),
+            kind: "edit",
+            raw_input: json!({"file_path": path}),
+            paths: paths.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn no_preset_lets_an_agent_write_outside_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        let cancel = CancellationToken::new();
+        let outside = root.join("../x.txt").display().to_string();
+        let inside = root.join("x.txt").display().to_string();
+        for preset in ["auto", "bypass"] {
+            let approver = approver(preset, &root);
+            let answer = approver.decide(&write_ask(&outside, &[]), &cancel).await;
+            assert!(
+                matches!(&answer, Answer::Deny { message } if message.contains("outside the session root")),
+                "{preset}: {answer:?}"
+            );
+            // A second path the call names (a command's cwd, a move's target) counts too.
+            let answer = approver
+                .decide(&write_ask(&inside, &["/etc"]), &cancel)
+                .await;
+            assert!(
+                matches!(answer, Answer::Deny { .. }),
+                "{preset}: {answer:?}"
+            );
+            let answer = approver.decide(&write_ask(&inside, &[]), &cancel).await;
+            assert_eq!(answer, Answer::Allow { always: false }, "{preset}");
+        }
     }
 }

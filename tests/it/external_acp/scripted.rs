@@ -443,3 +443,71 @@ async fn an_agent_that_exits_between_turns_is_dead_at_once() {
     running.close_stdin();
     running.wait().await;
 }
+
+/// Issue 12 §9: an edit the agent makes with its own tool is asked about with its path in
+/// `locations`; under `-p auto` (edits run unasked) every path leading out of the root is
+/// refused before the gate's auto-approval, so the agent never writes it. The edit inside
+/// the root is the control: the same auto-approval lets it through.
+#[tokio::test]
+async fn edits_outside_the_root_are_refused_whatever_the_preset() {
+    let h = Harness::new();
+    let outside = tempfile::tempdir().unwrap();
+    let root = h.work().canonicalize().unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.join("link")).unwrap();
+    let targets = [
+        outside.path().join("abs.txt").display().to_string(),
+        format!("{}/../dotdot.txt", root.display()),
+        root.join("link/linked.txt").display().to_string(),
+        "../relative.txt".to_owned(),
+    ];
+    let prompt = format!(
+        "edit {} inside; edit {} a; edit {} b; edit {} c; edit {} d",
+        root.join("in.txt").display(),
+        targets[0],
+        targets[1],
+        targets[2],
+        targets[3],
+    );
+    let out = scripted_run(&h, &prompt).args(["-p", "auto"]).run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("in.txt")).unwrap(),
+        "inside"
+    );
+    for written in [
+        outside.path().join("abs.txt"),
+        h.home_dir().join("dotdot.txt"),
+        outside.path().join("linked.txt"),
+        h.home_dir().join("relative.txt"),
+    ] {
+        assert!(
+            !written.exists(),
+            "{} was written: {out:?}",
+            written.display()
+        );
+    }
+    let text = authoritative(&out, "assistant_text").concat();
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        ["EDIT yes", "EDIT no", "EDIT no", "EDIT no", "EDIT no"],
+        "{out:?}"
+    );
+    let failed: Vec<String> = out
+        .of_kind("tool_result")
+        .iter()
+        .filter(|r| r["data"]["result"]["success"] == false)
+        .map(|r| {
+            r["data"]["result"]["error"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(failed.len(), 4, "{out:?}");
+    for error in &failed {
+        assert!(
+            error.contains("refused by corral") && error.contains("outside the session root"),
+            "{error}"
+        );
+    }
+}
