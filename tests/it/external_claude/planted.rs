@@ -96,7 +96,6 @@ async fn stopped_mid_turn_stops_claude(signal: &str, code: i32) {
     assert!(alive(pid), "claude {pid} runs mid-turn");
     running.signal(signal).await;
     let out = running.wait().await;
-    assert_eq!(out.code, Some(code), "{out:?}");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while alive(pid) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -108,7 +107,11 @@ async fn stopped_mid_turn_stops_claude(signal: &str, code: i32) {
             .args(["-KILL", &pid.to_string()])
             .status();
     }
-    assert!(!left, "claude {pid} outlived corral stopped by SIG{signal}");
+    assert!(
+        !left,
+        "claude {pid} outlived corral stopped by SIG{signal}: {out:?}"
+    );
+    assert_eq!(out.code, Some(code), "{out:?}");
     // The session was closed the orderly way: its log ends dead.
     assert_eq!(
         statuses(&out).last().map(String::as_str),
