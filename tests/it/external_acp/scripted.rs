@@ -15,7 +15,9 @@ use crate::support::{Cmd, Harness, Running};
 /// `set_config_option.log` and each `session/load` to `session_load.log` in its cwd. A prompt
 /// is `;`-separated commands: `say <text>`, `think <text>`, `plan`, `usage`,
 /// `stop <stopReason>`, `read <path>` / `write <path> <content>` (fs/* answers said back),
-/// `ask <command>` (a shell call asking permission; the option chosen said back), `whoami`
+/// `ask <command>` (a shell call asking permission; the option chosen said back),
+/// `edit <path> <content>` (an edit with its own tool, written by the agent once allowed),
+/// `whoami`
 /// (pid to `agent.pid`, HOME said back), `crash`, `ask-and-crash`, `ask-twice` (two
 /// permission requests at once), `leave-after` (exit 4 a moment after the turn's answer).
 const SCRIPTED_AGENT: &str = include_str!("scripted_agent.py");

@@ -119,3 +119,29 @@ async fn codex_starts_no_mcp_server_planted_in_the_project() {
 async fn codex_starts_the_projects_mcp_server_with_the_opt_in() {
     assert!(codex_in_planted_project(true).await);
 }
+
+#[tokio::test]
+async fn a_command_whose_working_directory_is_outside_the_root_is_refused() {
+    // `--allow shell` lets every command through the gate; the directory it runs in must
+    // still be inside the root.
+    let program = codex_program();
+    let h = Harness::new();
+    let outside = tempfile::tempdir().unwrap();
+    let server = FakeModel::start().await;
+    let args = json!({"cmd": "touch made-outside.txt", "workdir": outside.path()}).to_string();
+    server.push(Reply::new().tool_call("call_touch", "exec_command", &args));
+    server.push(Reply::new().text("ALL_DONE"));
+    let out = codex_run(&h, &server, &program)
+        .args(["-p", "auto", "--allow", "shell", "make the file"])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        !outside.path().join("made-outside.txt").exists(),
+        "codex ran the command outside the root: {out:?}"
+    );
+    let result = &out.of_kind("tool_result")[0]["data"]["result"];
+    assert_eq!(result["success"], false, "{result}");
+    let error = result["error"].as_str().unwrap_or_default();
+    assert!(error.contains("outside the session root"), "{error}");
+}
