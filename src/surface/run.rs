@@ -179,7 +179,17 @@ pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
     let first_prompt = initial_prompt(&args)?;
     let warning = plan.policy().warning.clone();
     let log_dir = open::agents_dir()?;
-    let mut opened = match open::start(plan, &log_dir, &mut std::io::stderr()).await {
+    let mut stderr = std::io::stderr();
+    let started = tokio::select! {
+        started = open::start(plan, &log_dir, &mut stderr) => started,
+        exit = stops.next() => {
+            // Mid-start (a model server loading, an agent's handshake): what was spawned so
+            // far is dropped with the start, and anything tracked is killed.
+            crate::sandbox::reaper::kill_own_children();
+            return Ok(exit);
+        }
+    };
+    let mut opened = match started {
         Ok(opened) => opened,
         Err(failed) => {
             // What the session said before it failed (the model's error, say) is shown.

@@ -513,3 +513,52 @@ async fn edits_outside_the_root_are_refused_whatever_the_preset() {
         );
     }
 }
+
+/// Issue 13 §7: SIGTERM while an agent is still starting (its handshake unanswered) stops it
+/// with corral, at once, instead of after the handshake's timeout.
+#[tokio::test]
+async fn sigterm_while_the_agent_starts_stops_it_with_corral() {
+    let h = Harness::new();
+    let running = h
+        .corral()
+        .args(["run", "--json", "-m", "acp:cmd=sleep 300", "hello"])
+        .spawn()
+        .await;
+    let pids = h.cache_dir().join("corral/agents/pids.json");
+    let mut pid = None;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while pid.is_none() && tokio::time::Instant::now() < deadline {
+        pid = std::fs::read_to_string(&pids)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok())
+            .and_then(|entries| {
+                entries
+                    .iter()
+                    .find(|e| e["kind"] == "acp")
+                    .and_then(|e| e["pid"].as_u64())
+            });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let pid = pid.unwrap_or_else(|| panic!("the agent never started"));
+    let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+    assert!(proc_dir.exists());
+    running.signal("TERM").await;
+    let out = running.wait().await;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    let gone = |dir: &Path| {
+        std::fs::read_to_string(dir.join("stat"))
+            .map(|s| s.contains(") Z") || s.contains(") X"))
+            .unwrap_or(true)
+    };
+    while !gone(&proc_dir) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let left = !gone(&proc_dir);
+    if left {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    assert!(!left, "the agent {pid} outlived corral: {out:?}");
+    assert_eq!(out.code, Some(143), "{out:?}");
+}
