@@ -562,3 +562,62 @@ async fn sigterm_while_the_agent_starts_stops_it_with_corral() {
     assert!(!left, "the agent {pid} outlived corral: {out:?}");
     assert_eq!(out.code, Some(143), "{out:?}");
 }
+
+/// An agent's children that left its process group (`setsid`, as claude does for every shell
+/// command) are stopped with it when the session ends.
+#[tokio::test]
+async fn an_agents_child_in_a_session_of_its_own_is_stopped_with_it() {
+    let h = Harness::new();
+    let script = h.home_dir().join("scripted_agent.py");
+    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
+    let pid_file = h.home_dir().join("escaped.pid");
+    let wrapper = h.home_dir().join("agent.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nsetsid sleep 300 &\necho $! > {}\nexec python3 {}\n",
+            pid_file.display(),
+            script.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = h
+        .corral()
+        .args([
+            "run",
+            "--json",
+            "-m",
+            &format!("acp:cmd={}", wrapper.display()),
+            "say hi",
+        ])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+    let running = || {
+        std::fs::read_to_string(proc_dir.join("stat"))
+            .is_ok_and(|s| !s.contains(") Z") && !s.contains(") X"))
+            && std::fs::read_to_string(proc_dir.join("cmdline")).is_ok_and(|c| c.contains("sleep"))
+    };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while running() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let left = running();
+    if left {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    assert!(!left, "the agent's child {pid} outlived the session");
+}
