@@ -27,6 +27,9 @@
 //!
 //! tool_choice = "first-required"   # auto | required | none | first-required
 //!
+//! [agents]                         # external agents (claude, codex, acp:…)
+//! project_settings = false         # true: they load the project's own settings and hooks
+//!
 //! [server]                         # corral serve
 //! listen = "127.0.0.1:7777"
 //! jwt_secret = "…"                 # else CORRAL_JWT_SECRET, else a generated 0600 file
@@ -83,6 +86,8 @@ pub struct Config {
     #[serde(default)]
     pub local: Local,
     #[serde(default)]
+    pub agents: Agents,
+    #[serde(default)]
     pub server: Server,
     #[serde(default)]
     pub timeouts: Timeouts,
@@ -90,6 +95,15 @@ pub struct Config {
     pub retry: Retry,
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
+}
+
+/// External agents.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Agents {
+    /// Whether an external agent loads the settings planted in the project it works on
+    /// (hooks, MCP servers, which run outside corral's sandbox). Default: no.
+    pub project_settings: Option<bool>,
 }
 
 /// `corral serve`.

@@ -1,7 +1,10 @@
 //! External agent backends: the model spec names an agent program instead of a model
 //! (`claude[:<model>]`, `acp:<agent>[:<model>]`, `acp:cmd=<command line>`, `codex[:<model>]`).
 //! [`ExternalContext`] is what every such backend starts from; [`Approver`] answers its
-//! permission questions with corral's gate and, when the gate asks, a person.
+//! permission questions with corral's gate and, when the gate asks, a person, after
+//! [`confine`] has checked that every path the call names stays beneath the session root.
+
+pub mod confine;
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -211,6 +214,11 @@ pub struct ExternalContext {
     pub stderr_log: Option<PathBuf>,
     /// Saves the agent's own session id in the session's metadata, for resuming.
     pub record_external_id: Box<dyn Fn(&str) + Send + Sync>,
+    /// Let the agent load the project's own settings (`.claude/settings.json`, `.mcp.json`,
+    /// `opencode.json`, `.gemini/settings.json`, `.codex/config.toml`): their hooks and MCP
+    /// commands run outside corral's sandbox, so only the person opts in
+    /// (`[agents] project_settings = true`).
+    pub project_settings: bool,
 }
 
 /// A tool call an external agent wants to make, described in corral's terms.
@@ -231,6 +239,9 @@ pub struct ToolAsk {
     pub kind: &'static str,
     /// The agent's own input, shown as is.
     pub raw_input: Value,
+    /// Every other path the call names (files besides `args.path`, a command's working
+    /// directory, a search's base), as the agent gave them: each must resolve beneath the root.
+    pub paths: Vec<String>,
 }
 
 /// The outcome of asking.
@@ -319,6 +330,16 @@ impl Approver {
 
     /// Decides one call: the gate's verdict, and a person's answer when it asks.
     pub async fn decide(&self, ask: &ToolAsk, cancel: &CancellationToken) -> Answer {
+        // Before any rule: the agent does the write itself once allowed, so no preset (not
+        // even bypass) may let it touch a path outside the root.
+        let ask = match confine::confine(ask, &self.root) {
+            Ok(ask) => ask,
+            Err(message) => {
+                tracing::warn!(tool = %ask.agent_tool, %message, "an external agent's call leads out of the root");
+                return Answer::Deny { message };
+            }
+        };
+        let ask = &ask;
         let (verdict, danger) = self.verdict(ask);
         let reason = match verdict {
             Verdict::Allow { .. } => return Answer::Allow { always: false },
@@ -427,28 +448,4 @@ async fn sleep_or_forever(timeout: Option<Duration>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn specs_parse_and_print_back() {
-        for text in [
-            "claude",
-            "claude:sonnet",
-            "codex",
-            "codex:gpt-5",
-            "acp:opencode",
-            "acp:gemini:gemini-2.5-flash",
-            "acp:claude",
-            "acp:cmd=corral acp -m openai:x",
-        ] {
-            let spec: ExternalSpec = text.parse().unwrap();
-            assert_eq!(spec.to_string(), text);
-            assert!(ExternalSpec::is_external(text));
-        }
-        assert!("acp:".parse::<ExternalSpec>().is_err());
-        assert!("acp:zed".parse::<ExternalSpec>().is_err());
-        assert!("acp:cmd=".parse::<ExternalSpec>().is_err());
-        assert!(!ExternalSpec::is_external("ollama:qwen3"));
-    }
-}
+mod tests;

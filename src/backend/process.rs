@@ -1,4 +1,5 @@
-//! An external agent's process: its own process group (so its tools die with it), tracked in
+//! An external agent's process: its own process group (so its tools die with it, and the
+//! descendants that left the group are found through /proc and killed as well), tracked in
 //! pids.json for reaping, stderr kept in a file beside the session's event log and its last
 //! lines in memory for the error a crash reports.
 
@@ -141,11 +142,15 @@ impl AgentProcess {
         }
     }
 
-    /// Stops the whole group: SIGTERM, a moment's grace, then SIGKILL.
+    /// Stops the whole group: SIGTERM, a moment's grace, then SIGKILL; then whatever the
+    /// agent started that left its group.
     pub async fn stop(&mut self, stdin: Option<ChildStdin>) {
         if let Some(mut stdin) = stdin {
             let _ = stdin.shutdown().await;
         }
+        // Taken first: once the agent is gone its children are the init process's, and
+        // nothing leads to them any more.
+        let family = descendants(self.pgid);
         if self.pgid > 1 {
             let group = Pid::from_raw(self.pgid);
             let _ = killpg(group, Signal::SIGTERM);
@@ -157,13 +162,69 @@ impl AgentProcess {
                 let _ = killpg(group, Signal::SIGKILL);
             }
         }
+        kill_all(&family);
+    }
+}
+
+/// Every live process below `pid`, with its start time, as /proc shows them now. An agent's
+/// own children may leave its process group (claude starts each shell command in a session
+/// of its own), so killing the group alone would leave them running.
+fn descendants(pid: i32) -> Vec<(u32, u64)> {
+    let Ok(root) = u32::try_from(pid) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let parents: Vec<(u32, u32)> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|child| Some((child, parent_of(child)?)))
+        .collect();
+    let mut found: Vec<u32> = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        let children: Vec<u32> = parents
+            .iter()
+            .filter(|(c, p)| *p == parent && !found.contains(c))
+            .map(|(c, _)| *c)
+            .collect();
+        found.extend(&children);
+        frontier.extend(children);
+    }
+    found
+        .into_iter()
+        .filter_map(|child| Some((child, reaper::start_time(child)?)))
+        .collect()
+}
+
+/// Field 4 of `/proc/<pid>/stat`, after the command name (which may hold spaces and `)`).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// SIGKILL for each process still alive as the same process (its start time unchanged: a
+/// pid the kernel reused is spared).
+fn kill_all(family: &[(u32, u64)]) {
+    for &(pid, start) in family {
+        if reaper::start_time(pid) == Some(start)
+            && let Ok(raw) = i32::try_from(pid)
+        {
+            let _ = nix::sys::signal::kill(Pid::from_raw(raw), Signal::SIGKILL);
+        }
     }
 }
 
 impl Drop for AgentProcess {
     fn drop(&mut self) {
         if self.pgid > 1 && self.child.try_wait().ok().flatten().is_none() {
+            let family = descendants(self.pgid);
             let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGKILL);
+            kill_all(&family);
         }
     }
 }

@@ -54,6 +54,7 @@ pub async fn doctor(config_path: Option<PathBuf>) -> String {
     let config_path = config_path.or_else(Config::default_path);
     let config = files(&mut report, config_path.as_deref());
     output(&mut report, &config);
+    agents(&mut report, &config);
     models(&mut report, &config).await;
     report.text()
 }
@@ -409,6 +410,31 @@ fn output(report: &mut Report, config: &Config) {
         )
     };
     report.line(State::Ok, "redaction", detail);
+}
+
+/// External agents (claude, codex, ACP): what corral holds them to, from their config.
+fn agents(report: &mut Report, config: &Config) {
+    report.line(
+        State::Ok,
+        "agent paths",
+        "every path in an external agent's permission request must resolve inside the \
+         session root (what an agent does without asking is not seen)",
+    );
+    if config.agents.project_settings == Some(true) {
+        report.line(
+            State::Warn,
+            "agent project settings",
+            "loaded ([agents] project_settings = true): hooks and MCP commands planted in a \
+             project run outside the sandbox",
+        );
+    } else {
+        report.line(
+            State::Ok,
+            "agent project settings",
+            "not loaded (claude, claude-agent-acp, opencode, gemini, codex); opt in with \
+             [agents] project_settings = true",
+        );
+    }
 }
 
 async fn models(report: &mut Report, config: &Config) {

@@ -3,6 +3,9 @@
 //! Order of business: the request is planned (usage errors exit 2 before anything starts),
 //! the session is started and its renderer attached, then turns. Ctrl-C once cancels the
 //! running turn (the tool is killed, the turn ends `cancelled`); twice exits at once.
+//! SIGTERM and SIGHUP end the run the orderly way — the turn is dropped, the agent's process
+//! group (an external agent, a model server) stopped, the session closed — and a watchdog
+//! kills every child corral tracks if that takes too long.
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -67,6 +70,10 @@ pub enum Exit {
     Failure = 1,
     Usage = 2,
     Cancelled = 130,
+    /// Stopped by SIGHUP (128 + 1).
+    HungUp = 129,
+    /// Stopped by SIGTERM (128 + 15).
+    Terminated = 143,
 }
 
 impl OpenError {
@@ -164,6 +171,8 @@ fn render(args: &RunArgs, session: &Arc<Session>) -> tokio::task::JoinHandle<()>
 
 /// Runs `corral run` to its end and returns the exit code.
 pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
+    // Before anything is started: a SIGTERM from here on must not leave children behind.
+    let mut stops = Stops::install();
     let config = load_config(args.config_path.as_ref())?;
     if args.approve_stdin && (args.prompt.is_none() || args.interactive) {
         return Err(usage(
@@ -175,7 +184,16 @@ pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
     let warning = plan.policy().warning.clone();
     let log_dir = open::agents_dir()?;
     let mut start_lines = SafeWriter::new(std::io::stderr());
-    let mut opened = match open::start(plan, &log_dir, &mut start_lines).await {
+    let started = tokio::select! {
+        started = open::start(plan, &log_dir, &mut start_lines) => started,
+        exit = stops.next() => {
+            // Mid-start (a model server loading, an agent's handshake): what was spawned so
+            // far is dropped with the start, and anything tracked is killed.
+            crate::sandbox::reaper::kill_own_children();
+            return Ok(exit);
+        }
+    };
+    let mut opened = match started {
         Ok(opened) => opened,
         Err(failed) => {
             // What the session said before it failed (the model's error, say) is shown.
@@ -201,7 +219,14 @@ pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
     if args.approve_stdin {
         tokio::spawn(approve::answer_from_stdin(session.clone()));
     }
-    let result = drive(&args, opened.backend.as_mut(), &session, first_prompt).await;
+    let result = tokio::select! {
+        result = drive(&args, opened.backend.as_mut(), &session, first_prompt) => result,
+        exit = stops.next() => {
+            tracing::info!(?exit, "stopped by a signal; stopping the agent");
+            watchdog(exit);
+            Ok(exit)
+        }
+    };
     let mut notes = Vec::new();
     opened.finish(&mut notes).await;
     if let Err(e) = renderer.await {
@@ -262,6 +287,56 @@ async fn converse(interrupts: &Interrupts, agent: &mut dyn Backend) -> Result<Ex
     }
     // A conversation that ended at the person's request ended normally.
     Ok(Exit::Ok)
+}
+
+/// How long stopping what the session owns may take after SIGTERM or SIGHUP before every
+/// tracked child is killed and corral exits anyway.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// SIGTERM and SIGHUP, caught from the start of the run so the default action (exit at once,
+/// the agent's process group left running) never applies.
+struct Stops {
+    term: Option<tokio::signal::unix::Signal>,
+    hup: Option<tokio::signal::unix::Signal>,
+}
+
+impl Stops {
+    fn install() -> Stops {
+        use tokio::signal::unix::{SignalKind, signal};
+        let catch = |kind: SignalKind, name: &str| {
+            signal(kind)
+                .inspect_err(|e| tracing::warn!(error = %e, "cannot catch {name}"))
+                .ok()
+        };
+        Stops {
+            term: catch(SignalKind::terminate(), "SIGTERM"),
+            hup: catch(SignalKind::hangup(), "SIGHUP"),
+        }
+    }
+
+    async fn next(&mut self) -> Exit {
+        async fn recv(signal: &mut Option<tokio::signal::unix::Signal>) {
+            match signal {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+        tokio::select! {
+            () = recv(&mut self.term) => Exit::Terminated,
+            () = recv(&mut self.hup) => Exit::HungUp,
+        }
+    }
+}
+
+/// A thread, not a task: it must fire even when the orderly stop blocks the runtime.
+fn watchdog(exit: Exit) {
+    std::thread::spawn(move || {
+        std::thread::sleep(STOP_GRACE);
+        crate::sandbox::reaper::kill_own_children();
+        std::process::exit(exit as i32);
+    });
 }
 
 /// Ctrl-C handling: the first press cancels the running turn, a second press while it is

@@ -12,7 +12,9 @@ use crate::support::fake_anthropic::{message_requests, texts};
 use crate::support::{Cmd, FakeModel, Harness, Outcome, Reply};
 
 mod approval;
+mod confine;
 mod lifecycle;
+mod planted;
 mod steering;
 
 /// The claude program: `$CORRAL_CLAUDE`, the CI install, or `claude` on PATH. Missing is a

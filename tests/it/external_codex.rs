@@ -11,6 +11,7 @@ use crate::common::*;
 use crate::support::{Cmd, FakeModel, Harness, Outcome, Reply};
 
 mod approvals;
+mod confine;
 mod steering;
 
 /// The codex program: `$CORRAL_CODEX`, else the CI install. Missing is a failure, not a skip.

@@ -298,6 +298,8 @@ fn fs_ask(tool: &'static str, kind: &'static str, path: &str, args: Value, raw: 
         title: format!("{tool} {path}"),
         kind,
         raw_input: raw.clone(),
+        // `args.path` is the one path; it was confined before this ask was made.
+        paths: Vec::new(),
     }
 }
 

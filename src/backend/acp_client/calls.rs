@@ -287,8 +287,37 @@ pub(crate) fn tool_ask(merged: &Value) -> ToolAsk {
         args,
         title,
         kind,
+        paths: call_paths(merged, &raw, kind),
         raw_input: raw,
     }
+}
+
+/// Every path a call names: its locations and diffs (ACP's own fields, always file paths),
+/// and for calls on files or commands the path keys of the agent's `rawInput` (opencode's
+/// `filePath` and `workdir`, gemini's `absolute_path` and `dir_path`, claude's `file_path`).
+/// Other kinds' `rawInput` (an MCP tool's arguments, say) may name remote things.
+fn call_paths(merged: &Value, raw: &Value, kind: &str) -> Vec<String> {
+    let mut paths: Vec<String> = merged["locations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l["path"].as_str().map(str::to_owned))
+        .collect();
+    paths.extend(
+        merged["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["type"] == "diff")
+            .filter_map(|c| c["path"].as_str().map(str::to_owned)),
+    );
+    if matches!(
+        kind,
+        "read" | "edit" | "delete" | "move" | "search" | "execute"
+    ) {
+        paths.extend(crate::backend::external::confine::paths_in(raw));
+    }
+    paths
 }
 
 /// The file a call touches: a diff's path, else its first location.
@@ -339,6 +368,15 @@ mod tests {
         assert_eq!(read.args, json!({"path": "/r/b.txt"}));
         let other = tool_ask(&json!({"toolCallId": "c4", "kind": "think"}));
         assert_eq!(other.corral_tool, None);
+        // Every path the call names goes to the approver, whatever its kind.
+        let moved = tool_ask(&json!({"toolCallId": "c5", "kind": "other",
+            "locations": [{"path": "/r/a"}, {"path": "/elsewhere/b"}],
+            "content": [{"type": "diff", "path": "/r/c", "newText": ""}],
+            "rawInput": {"path": "/remote/thing"}}));
+        assert_eq!(moved.paths, ["/r/a", "/elsewhere/b", "/r/c"]);
+        let shell = tool_ask(&json!({"toolCallId": "c6", "kind": "execute",
+            "rawInput": {"command": "ls", "workdir": "/tmp"}}));
+        assert_eq!(shell.paths, ["/tmp"]);
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, OpenError>
             )));
         }
     };
-    let mut env = Vec::new();
+    let mut env = project_settings_env(context.project_settings);
     if let Some(home) = &context.home {
         // A private home: the agent's config, caches and history stay with the session.
         let dir = |rel: &str| home.join(rel).to_string_lossy().into_owned();
@@ -77,6 +77,39 @@ pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, OpenError>
         stderr_log: context.stderr_log.clone(),
         kind: "acp",
     })
+}
+
+/// What keeps each agent from loading the settings planted in the project (hooks and MCP
+/// commands that would run outside corral's sandbox), unless the person opted in. Set for every
+/// ACP agent, `acp:cmd=` ones too: corral cannot tell which program a command line runs, and
+/// the variables mean nothing to others. opencode: its project `opencode.json`, `.opencode/`
+/// and `AGENTS.md`; gemini: an untrusted workspace, whose `.gemini/settings.json` it ignores
+/// (in ACP mode an untrusted folder is not refused, only not read).
+fn project_settings_env(project_settings: bool) -> Vec<(String, String)> {
+    if project_settings {
+        return Vec::new();
+    }
+    vec![
+        ("OPENCODE_DISABLE_PROJECT_CONFIG".to_owned(), "1".to_owned()),
+        ("GEMINI_CLI_TRUST_WORKSPACE".to_owned(), "false".to_owned()),
+    ]
+}
+
+/// `session/new`'s `_meta`: claude-agent-acp takes its SDK options there — the tools the
+/// preset does not offer as a deny list, and which settings files to load (the project's
+/// only when the person opted in). Other agents ignore `_meta`.
+pub(super) fn session_meta(context: &ExternalContext) -> serde_json::Value {
+    let mut options = serde_json::Map::new();
+    if takes_deny_list(context.spec.agent.as_deref()) {
+        options.insert(
+            "disallowedTools".into(),
+            serde_json::json!(claude_disallowed(&context.policy)),
+        );
+    }
+    if !context.project_settings {
+        options.insert("settingSources".into(), serde_json::json!(["user"]));
+    }
+    serde_json::json!({"claudeCode": {"options": options}})
 }
 
 fn find_program(name: &'static str, package: &'static str) -> Result<PathBuf, OpenError> {

@@ -203,13 +203,8 @@ async fn handshake(
     let capabilities = &init["agentCapabilities"];
     let cwd = context.root.to_string_lossy().into_owned();
     // claude-agent-acp takes the tools the preset does not offer as a deny list, so its model
-    // is never offered them (the seed's second route); other agents ignore `_meta`.
-    let meta = if launch::takes_deny_list(context.spec.agent.as_deref()) {
-        json!({"claudeCode": {"options": {
-            "disallowedTools": launch::claude_disallowed(&context.policy)}}})
-    } else {
-        json!({})
-    };
+    // is never offered them (the seed's second route), and which settings it loads.
+    let meta = launch::session_meta(context);
     let mut answer = Value::Null;
     let mut session_id = None;
     if let Some(resume) = &context.resume {

@@ -11,12 +11,19 @@
 //! | `--allow TOOL`                     | its claude tools in `--allowedTools`                  |
 //! | always (recursion guard)           | `Task`, `Agent` in `--disallowedTools`                |
 //! | any other offered tool (not bypass)| its claude tools in `permissions.ask` (`--settings`)  |
+//! | always, unless `[agents] project_settings = true` | `--setting-sources user`           |
 //!
 //! corral's default preset asks before edits, so it maps to claude's `default` mode rather than
 //! `acceptEdits`: every edit claude would make comes to corral's gate as a `can_use_tool`
 //! request (`--permission-prompt-tool stdio`), exactly like a native `write_file`. For the same
 //! reason claude's own shortcuts (read-only commands, reads outside the root) are turned off
 //! with `ask` rules: the gate answers those at once when its rules allow them.
+//!
+//! The project's own settings (`.claude/settings.json`, `.claude/settings.local.json`,
+//! `.mcp.json`) are not loaded unless the person opts in: their hooks and MCP server commands
+//! would run as the person, outside corral's sandbox, and anything corral's tools (or an
+//! earlier agent) wrote into the project could plant them. claude `-p` skips its own trust
+//! prompt, so nothing else would stop them.
 
 use std::path::PathBuf;
 
@@ -123,6 +130,10 @@ pub fn launch(context: &ExternalContext, program: PathBuf) -> Launch {
     if !flags.ask.is_empty() {
         args.push("--settings".into());
         args.push(serde_json::json!({"permissions": {"ask": flags.ask}}).to_string());
+    }
+    if !context.project_settings {
+        args.push("--setting-sources".into());
+        args.push("user".into());
     }
     if let Some(model) = &context.spec.model {
         args.push("--model".into());

@@ -367,6 +367,40 @@ pub(super) fn tool_ask(request: &Value, request_id: &str) -> ToolAsk {
         args: mapped.args,
         title: mapped.title,
         kind: mapped.kind,
+        paths: call_paths(name, &input),
         raw_input: input,
     }
+}
+
+/// claude's file tools: what each touches besides `args.path` (which the approver checks
+/// anyway). Other tools (Bash, MCP tools on remote things) name no local paths corral can
+/// read reliably; Bash's commands are the shell gate's to judge.
+fn call_paths(name: &str, input: &Value) -> Vec<String> {
+    use crate::backend::external::confine::{glob_base, paths_in};
+    const FILE_TOOLS: &[&str] = &[
+        "Read",
+        "Write",
+        "Edit",
+        "MultiEdit",
+        "NotebookEdit",
+        "NotebookRead",
+        "Glob",
+        "Grep",
+        "LS",
+    ];
+    if !FILE_TOOLS.contains(&name) {
+        return Vec::new();
+    }
+    let mut paths = paths_in(input);
+    // `Glob {pattern: "/etc/**"}` or `"../**"` searches wherever its pattern starts.
+    if name == "Glob"
+        && let Some(base) = input["pattern"].as_str().and_then(glob_base)
+    {
+        let from = input["path"].as_str().filter(|p| !p.is_empty());
+        paths.push(match from {
+            Some(dir) if !base.starts_with('/') => format!("{dir}/{base}"),
+            _ => base,
+        });
+    }
+    paths
 }

@@ -2,11 +2,16 @@
 //! change a `write_file` call per path, so the preset's rules and a person's grants apply to
 //! codex exactly as to corral's own tools.
 
+use std::io::Read;
 use std::path::Path;
 
 use serde_json::{Value, json};
 
 use crate::backend::external::{Answer, ToolAsk};
+use crate::sandbox::paths::RootDir;
+
+/// Largest file whose new content is worked out for the diff a person is shown.
+const MAX_PREVIEW_BYTES: u64 = 512 * 1024;
 
 /// codex runs its commands through a login shell (`/bin/bash -lc '<cmd>'`); the rules are
 /// written for the command itself.
@@ -58,6 +63,10 @@ pub fn command_ask(params: &Value, item: Option<&Value>) -> ToolAsk {
         .or_else(|| item.and_then(|i| i["command"].as_str()))
         .unwrap_or_default();
     let inner = inner_command(command);
+    // Where the command runs; codex names it in the request, or said it in `item/started`.
+    let cwd = params["cwd"]
+        .as_str()
+        .or_else(|| item.and_then(|i| i["cwd"].as_str()));
     ToolAsk {
         tool_call_id: item_id,
         agent_tool: "commandExecution".into(),
@@ -66,6 +75,7 @@ pub fn command_ask(params: &Value, item: Option<&Value>) -> ToolAsk {
         title: inner,
         kind: "execute",
         raw_input: params.clone(),
+        paths: cwd.map(str::to_owned).into_iter().collect(),
     }
 }
 
@@ -74,6 +84,12 @@ pub fn command_ask(params: &Value, item: Option<&Value>) -> ToolAsk {
 /// the person is shown).
 pub fn file_asks(params: &Value, item: Option<&Value>, root: &Path) -> Vec<ToolAsk> {
     let item_id = params["itemId"].as_str().unwrap_or_default();
+    // A root codex wants writes under for the rest of the session: it must be inside too.
+    let grant_root: Vec<String> = params["grantRoot"]
+        .as_str()
+        .map(str::to_owned)
+        .into_iter()
+        .collect();
     let changes = item
         .and_then(|i| i["changes"].as_array())
         .cloned()
@@ -88,6 +104,7 @@ pub fn file_asks(params: &Value, item: Option<&Value>, root: &Path) -> Vec<ToolA
             title: "codex wants to change files".into(),
             kind: "edit",
             raw_input: params.clone(),
+            paths: grant_root,
         }];
     }
     changes
@@ -100,6 +117,12 @@ pub fn file_asks(params: &Value, item: Option<&Value>, root: &Path) -> Vec<ToolA
                 .unwrap_or_else(|_| path.to_string());
             let diff = change["diff"].as_str().unwrap_or_default();
             let mut args = json!({ "path": relative });
+            let mut paths = grant_root.clone();
+            // A move names where the file goes as well.
+            let kind = &change["kind"];
+            if let Some(to) = kind["move_path"].as_str().or(kind["movePath"].as_str()) {
+                paths.push(to.to_owned());
+            }
             if let Some(content) = new_content(change, diff, root, &relative) {
                 args["content"] = Value::String(content);
             }
@@ -111,6 +134,7 @@ pub fn file_asks(params: &Value, item: Option<&Value>, root: &Path) -> Vec<ToolA
                 title: format!("edit {relative}"),
                 kind: "edit",
                 raw_input: json!({ "path": path, "diff": diff, "kind": change["kind"] }),
+                paths,
             }
         })
         .collect()
@@ -121,12 +145,27 @@ fn new_content(change: &Value, diff: &str, root: &Path, relative: &str) -> Optio
         // codex describes a new file by its whole content.
         Some("add") => Some(diff.to_string()),
         Some("delete") => Some(String::new()),
-        Some("update") => {
-            let old = std::fs::read_to_string(root.join(relative)).ok()?;
-            apply_unified(&old, diff)
-        }
+        Some("update") => apply_unified(&current_text(root, relative)?, diff),
         _ => None,
     }
+}
+
+/// The file's text as it is now, read the way corral's own tools read: beneath the root (a
+/// path or symlink leading out reads nothing, so the preview never shows an outside file),
+/// regular files only, at most [`MAX_PREVIEW_BYTES`].
+fn current_text(root: &Path, relative: &str) -> Option<String> {
+    let file = RootDir::open(root)
+        .and_then(|dir| dir.open_file(relative))
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX_PREVIEW_BYTES {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(MAX_PREVIEW_BYTES)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
 }
 
 /// Applies a unified diff's hunks to `old`; `None` when they do not fit.
@@ -201,6 +240,51 @@ mod tests {
         assert_eq!(apply_unified(old, later).as_deref(), Some("a\nb\nc\nd\n"));
         assert_eq!(apply_unified(old, "@@ -1 +1 @@\n-x\n+y\n"), None);
         assert_eq!(apply_unified(old, "no hunks"), None);
+    }
+
+    #[test]
+    fn the_preview_reads_only_beneath_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (root, outside) = (base.join("root"), base.join("outside"));
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret.txt"), "TOP SECRET\n").unwrap();
+        std::fs::write(root.join("mine.txt"), "TOP SECRET\n").unwrap();
+        std::os::unix::fs::symlink(outside.join("secret.txt"), root.join("link")).unwrap();
+        let diff = "@@ -1 +1 @@\n-TOP SECRET\n+replaced\n";
+        let content_for = |path: &Path| {
+            let item = json!({"changes": [{"path": path.display().to_string(),
+                "kind": {"type": "update", "move_path": null}, "diff": diff}]});
+            let asks = file_asks(&json!({"itemId": "i1"}), Some(&item), &root);
+            assert_eq!(asks.len(), 1);
+            asks[0].args.get("content").cloned()
+        };
+        assert_eq!(
+            content_for(&root.join("mine.txt")),
+            Some(json!("replaced\n"))
+        );
+        assert_eq!(content_for(&outside.join("secret.txt")), None);
+        assert_eq!(content_for(&root.join("link")), None);
+        assert_eq!(content_for(&root.join("../outside/secret.txt")), None);
+    }
+
+    #[test]
+    fn a_commands_cwd_and_a_moves_target_are_paths_to_check() {
+        let ask = command_ask(
+            &json!({"itemId": "c", "command": "/bin/bash -lc 'ls'", "cwd": "/elsewhere"}),
+            None,
+        );
+        assert_eq!(ask.paths, ["/elsewhere"]);
+        let item = json!({"changes": [{"path": "/r/a", "diff": "",
+            "kind": {"type": "update", "move_path": "/elsewhere/b"}}]});
+        let asks = file_asks(
+            &json!({"itemId": "i", "grantRoot": "/g"}),
+            Some(&item),
+            Path::new("/r"),
+        );
+        assert_eq!(asks[0].paths, ["/g", "/elsewhere/b"]);
+        assert_eq!(asks[0].args["path"], "a");
     }
 
     #[test]

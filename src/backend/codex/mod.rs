@@ -134,6 +134,14 @@ impl CodexBackend {
         if let Some(model) = &context.spec.model {
             params["model"] = Value::String(model.clone());
         }
+        if !context.project_settings {
+            // codex trusts the directory a thread starts in (and saves that), and a trusted
+            // project's `.codex/config.toml` brings MCP servers and hooks that run outside
+            // corral's sandbox. Marked untrusted for this thread, the project's config is not
+            // read; nothing is saved.
+            params["config"] = json!({"projects": {
+                context.root.display().to_string(): {"trust_level": "untrusted"}}});
+        }
         let method = match &context.resume {
             Some(thread_id) => {
                 params["threadId"] = Value::String(thread_id.clone());

@@ -347,8 +347,17 @@ async fn finish_start(
     let (client, model) = match engine {
         Engine::Native { client, model } => (client, model),
         Engine::External(external) => {
+            let project_settings = config.agents.project_settings == Some(true);
             return start_external(
-                spec, external, resumed, policy, tools, root, worktree, session,
+                spec,
+                external,
+                resumed,
+                policy,
+                tools,
+                root,
+                worktree,
+                session,
+                project_settings,
             )
             .await;
         }
@@ -426,6 +435,7 @@ async fn start_external(
     root: PathBuf,
     worktree: Option<WorktreeMeta>,
     session: &Arc<Session>,
+    project_settings: bool,
 ) -> Result<(Box<dyn Backend>, SessionMeta, tempfile::TempDir), OpenError> {
     let tmpdir = tempfile::Builder::new()
         .prefix(&format!("corral-{}-", session.id()))
@@ -484,6 +494,7 @@ async fn start_external(
         home,
         stderr_log: log_dir.map(|d| d.join(format!("{}.stderr.log", session.id()))),
         record_external_id,
+        project_settings,
     };
     let backend = crate::backend::start_external(context)
         .await

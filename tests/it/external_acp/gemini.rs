@@ -321,3 +321,40 @@ async fn gemini_turn_cancelled_mid_reply_sends_session_cancel() {
     assert!(turn_errors(&out).is_empty(), "{out:?}");
     assert_eq!(statuses(&out).last().unwrap(), "dead");
 }
+
+/// Issue 13 §3: an MCP server planted in the project's `.gemini/settings.json` starts only
+/// when the person opts in (gemini runs an untrusted workspace's settings never). Returns
+/// whether its command ran.
+async fn gemini_in_planted_project(opt_in: bool) -> bool {
+    let h = Harness::new();
+    let outside = tempfile::tempdir().unwrap();
+    let marker = outside.path().join("mcp-ran");
+    let dir = h.work().join(".gemini");
+    std::fs::create_dir_all(&dir).unwrap();
+    let planted = json!({"mcpServers": {"planted": {"command": "sh",
+        "args": ["-c", format!("touch {}; sleep 1", marker.display())]}}});
+    std::fs::write(dir.join("settings.json"), planted.to_string()).unwrap();
+    if opt_in {
+        h.write_config("[agents]\nproject_settings = true\n");
+    }
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("HELLO"));
+    let out = gemini_run(&h, &server, "say hello").run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(result_of(&out)["stopReason"], "end_turn", "{out:?}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while opt_in && !marker.exists() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    marker.exists()
+}
+
+#[tokio::test]
+async fn gemini_starts_no_mcp_server_planted_in_the_project() {
+    assert!(!gemini_in_planted_project(false).await);
+}
+
+#[tokio::test]
+async fn gemini_starts_the_projects_mcp_server_with_the_opt_in() {
+    assert!(gemini_in_planted_project(true).await);
+}

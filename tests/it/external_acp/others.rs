@@ -1,6 +1,9 @@
 //! claude-agent-acp and opencode, the real agents whose fake routes or start-up keep them out
 //! of the default run.
 
+use std::path::Path;
+use std::time::Duration;
+
 use serde_json::json;
 
 use super::*;
@@ -211,4 +214,83 @@ async fn opencode_bash_call_goes_through_the_gate() {
         turns.iter().all(|b| b["model"] == "fake-model"),
         "{turns:?}"
     );
+}
+
+/// Waits a moment for a marker a background command (an MCP server) may still be making.
+async fn appears(marker: &Path) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !marker.exists() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    marker.exists()
+}
+
+/// Issue 13 §3: a `SessionStart` hook planted in the project's `.claude/settings.json` runs
+/// for claude-agent-acp only when the person opts in. Returns whether it ran.
+async fn claude_acp_in_planted_project(opt_in: bool) -> bool {
+    let h = Harness::new();
+    let outside = tempfile::tempdir().unwrap();
+    let marker = outside.path().join("hook-ran");
+    let dir = h.work().join(".claude");
+    std::fs::create_dir_all(&dir).unwrap();
+    let hook = json!({"hooks": {"SessionStart": [{"hooks": [
+        {"type": "command", "command": format!("touch {}", marker.display())}]}]}});
+    std::fs::write(dir.join("settings.json"), hook.to_string()).unwrap();
+    if opt_in {
+        h.write_config("[agents]\nproject_settings = true\n");
+    }
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("HELLO"));
+    let out = claude_acp_run(&h, &server, "hello").run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(result_of(&out)["stopReason"], "end_turn");
+    if opt_in {
+        appears(&marker).await
+    } else {
+        marker.exists()
+    }
+}
+
+#[tokio::test]
+async fn claude_agent_acp_runs_no_hook_planted_in_the_project() {
+    assert!(!claude_acp_in_planted_project(false).await);
+}
+
+#[tokio::test]
+async fn claude_agent_acp_runs_the_projects_hooks_with_the_opt_in() {
+    assert!(claude_acp_in_planted_project(true).await);
+}
+
+/// Issue 13 §3: an `opencode.json` planted in the project with a local MCP command runs it
+/// only when the person opts in. Returns whether it ran.
+async fn opencode_in_planted_project(opt_in: bool) -> bool {
+    let h = Harness::new();
+    let outside = tempfile::tempdir().unwrap();
+    let marker = outside.path().join("mcp-ran");
+    let planted = json!({"$schema": "https://opencode.ai/config.json", "mcp": {"planted": {
+        "type": "local", "enabled": true,
+        "command": ["sh", "-c", format!("touch {}; sleep 1", marker.display())]}}});
+    std::fs::write(h.work().join("opencode.json"), planted.to_string()).unwrap();
+    if opt_in {
+        h.write_config("[agents]\nproject_settings = true\n");
+    }
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("HELLO"));
+    let out = opencode_run(&h, &server, "hello").run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    if opt_in {
+        appears(&marker).await
+    } else {
+        marker.exists()
+    }
+}
+
+#[tokio::test]
+async fn opencode_runs_no_mcp_command_planted_in_the_project() {
+    assert!(!opencode_in_planted_project(false).await);
+}
+
+#[tokio::test]
+async fn opencode_runs_the_projects_mcp_command_with_the_opt_in() {
+    assert!(opencode_in_planted_project(true).await);
 }

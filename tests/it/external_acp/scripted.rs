@@ -15,7 +15,9 @@ use crate::support::{Cmd, Harness, Running};
 /// `set_config_option.log` and each `session/load` to `session_load.log` in its cwd. A prompt
 /// is `;`-separated commands: `say <text>`, `think <text>`, `plan`, `usage`,
 /// `stop <stopReason>`, `read <path>` / `write <path> <content>` (fs/* answers said back),
-/// `ask <command>` (a shell call asking permission; the option chosen said back), `whoami`
+/// `ask <command>` (a shell call asking permission; the option chosen said back),
+/// `edit <path> <content>` (an edit with its own tool, written by the agent once allowed),
+/// `whoami`
 /// (pid to `agent.pid`, HOME said back), `crash`, `ask-and-crash`, `ask-twice` (two
 /// permission requests at once), `leave-after` (exit 4 a moment after the turn's answer).
 const SCRIPTED_AGENT: &str = include_str!("scripted_agent.py");
@@ -442,4 +444,180 @@ async fn an_agent_that_exits_between_turns_is_dead_at_once() {
     );
     running.close_stdin();
     running.wait().await;
+}
+
+/// Issue 12 §9: an edit the agent makes with its own tool is asked about with its path in
+/// `locations`; under `-p auto` (edits run unasked) every path leading out of the root is
+/// refused before the gate's auto-approval, so the agent never writes it. The edit inside
+/// the root is the control: the same auto-approval lets it through.
+#[tokio::test]
+async fn edits_outside_the_root_are_refused_whatever_the_preset() {
+    let h = Harness::new();
+    let outside = tempfile::tempdir().unwrap();
+    let root = h.work().canonicalize().unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.join("link")).unwrap();
+    let targets = [
+        outside.path().join("abs.txt").display().to_string(),
+        format!("{}/../dotdot.txt", root.display()),
+        root.join("link/linked.txt").display().to_string(),
+        "../relative.txt".to_owned(),
+    ];
+    let prompt = format!(
+        "edit {} inside; edit {} a; edit {} b; edit {} c; edit {} d",
+        root.join("in.txt").display(),
+        targets[0],
+        targets[1],
+        targets[2],
+        targets[3],
+    );
+    let out = scripted_run(&h, &prompt).args(["-p", "auto"]).run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("in.txt")).unwrap(),
+        "inside"
+    );
+    for written in [
+        outside.path().join("abs.txt"),
+        h.home_dir().join("dotdot.txt"),
+        outside.path().join("linked.txt"),
+        h.home_dir().join("relative.txt"),
+    ] {
+        assert!(
+            !written.exists(),
+            "{} was written: {out:?}",
+            written.display()
+        );
+    }
+    let text = authoritative(&out, "assistant_text").concat();
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        ["EDIT yes", "EDIT no", "EDIT no", "EDIT no", "EDIT no"],
+        "{out:?}"
+    );
+    let failed: Vec<String> = out
+        .of_kind("tool_result")
+        .iter()
+        .filter(|r| r["data"]["result"]["success"] == false)
+        .map(|r| {
+            r["data"]["result"]["error"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(failed.len(), 4, "{out:?}");
+    for error in &failed {
+        assert!(
+            error.contains("refused by corral") && error.contains("outside the session root"),
+            "{error}"
+        );
+    }
+}
+
+/// Issue 13 §7: SIGTERM while an agent is still starting (its handshake unanswered) stops it
+/// with corral, at once, instead of after the handshake's timeout.
+#[tokio::test]
+async fn sigterm_while_the_agent_starts_stops_it_with_corral() {
+    let h = Harness::new();
+    let running = h
+        .corral()
+        .args(["run", "--json", "-m", "acp:cmd=sleep 300", "hello"])
+        .spawn()
+        .await;
+    let pids = h.cache_dir().join("corral/agents/pids.json");
+    let mut pid = None;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while pid.is_none() && tokio::time::Instant::now() < deadline {
+        pid = std::fs::read_to_string(&pids)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Vec<Value>>(&text).ok())
+            .and_then(|entries| {
+                entries
+                    .iter()
+                    .find(|e| e["kind"] == "acp")
+                    .and_then(|e| e["pid"].as_u64())
+            });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let pid = pid.unwrap_or_else(|| panic!("the agent never started"));
+    let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+    assert!(proc_dir.exists());
+    running.signal("TERM").await;
+    let out = running.wait().await;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    let gone = |dir: &Path| {
+        std::fs::read_to_string(dir.join("stat"))
+            .map(|s| s.contains(") Z") || s.contains(") X"))
+            .unwrap_or(true)
+    };
+    while !gone(&proc_dir) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let left = !gone(&proc_dir);
+    if left {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    assert!(!left, "the agent {pid} outlived corral: {out:?}");
+    assert_eq!(out.code, Some(143), "{out:?}");
+}
+
+/// An agent's children that left its process group (`setsid`, as claude does for every shell
+/// command) are stopped with it when the session ends.
+#[tokio::test]
+async fn an_agents_child_in_a_session_of_its_own_is_stopped_with_it() {
+    let h = Harness::new();
+    let script = h.home_dir().join("scripted_agent.py");
+    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
+    let pid_file = h.home_dir().join("escaped.pid");
+    let wrapper = h.home_dir().join("agent.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nsetsid sleep 300 &\necho $! > {}\nexec python3 {}\n",
+            pid_file.display(),
+            script.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = h
+        .corral()
+        .args([
+            "run",
+            "--json",
+            "-m",
+            &format!("acp:cmd={}", wrapper.display()),
+            "say hi",
+        ])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+    let running = || {
+        std::fs::read_to_string(proc_dir.join("stat"))
+            .is_ok_and(|s| !s.contains(") Z") && !s.contains(") X"))
+            && std::fs::read_to_string(proc_dir.join("cmdline")).is_ok_and(|c| c.contains("sleep"))
+    };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while running() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let left = running();
+    if left {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    assert!(!left, "the agent's child {pid} outlived the session");
 }

@@ -84,6 +84,33 @@ for line in sys.stdin:
                 send({"jsonrpc": "2.0", "method": "session/update",
                       "params": {"sessionId": sid, "update": update}})
                 say(sid, "PERMISSION " + chosen + "\n")
+            elif command.startswith("edit "):
+                # An edit the agent makes with its own tool once allowed, as real agents do.
+                path, content = command[5:].split(" ", 1)
+                next_id[0] += 1
+                call = "e" + str(next_id[0])
+                update = {"sessionUpdate": "tool_call", "toolCallId": call,
+                          "title": "Write " + path, "kind": "edit", "status": "pending",
+                          "locations": [{"path": path}],
+                          "content": [{"type": "diff", "path": path, "oldText": None,
+                                       "newText": content}],
+                          "rawInput": {"file_path": path, "content": content}}
+                send({"jsonrpc": "2.0", "method": "session/update",
+                      "params": {"sessionId": sid, "update": update}})
+                answer = request("session/request_permission", {"sessionId": sid,
+                    "toolCall": {"toolCallId": call}, "options": [
+                        {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                        {"optionId": "no", "name": "No", "kind": "reject_once"}]})
+                outcome = answer["result"]["outcome"]
+                chosen = outcome.get("optionId", outcome["outcome"])
+                if chosen == "yes":
+                    with open(path, "w") as f:
+                        f.write(content)
+                update = {"sessionUpdate": "tool_call_update", "toolCallId": call,
+                          "status": "completed" if chosen == "yes" else "failed"}
+                send({"jsonrpc": "2.0", "method": "session/update",
+                      "params": {"sessionId": sid, "update": update}})
+                say(sid, "EDIT " + chosen + "\n")
             elif command == "ask-twice":
                 # Two questions at once, as an agent running two tools in parallel would.
                 for rid, call in ((201, "p1"), (202, "p2")):

@@ -1,0 +1,76 @@
+use super::*;
+
+#[test]
+fn specs_parse_and_print_back() {
+    for text in [
+        "claude",
+        "claude:sonnet",
+        "codex",
+        "codex:gpt-5",
+        "acp:opencode",
+        "acp:gemini:gemini-2.5-flash",
+        "acp:claude",
+        "acp:cmd=corral acp -m openai:x",
+    ] {
+        let spec: ExternalSpec = text.parse().unwrap();
+        assert_eq!(spec.to_string(), text);
+        assert!(ExternalSpec::is_external(text));
+    }
+    assert!("acp:".parse::<ExternalSpec>().is_err());
+    assert!("acp:zed".parse::<ExternalSpec>().is_err());
+    assert!("acp:cmd=".parse::<ExternalSpec>().is_err());
+    assert!(!ExternalSpec::is_external("ollama:qwen3"));
+}
+
+fn approver(preset: &str, root: &std::path::Path) -> Approver {
+    let policy = Policy::load(preset, None, &Default::default()).unwrap();
+    Approver::new(
+        Session::create(None).unwrap(),
+        policy,
+        ToolRegistry::builtin().unwrap(),
+        root.to_path_buf(),
+        false,
+        None,
+    )
+}
+
+fn write_ask(path: &str, paths: &[&str]) -> ToolAsk {
+    ToolAsk {
+        tool_call_id: "t1".into(),
+        agent_tool: "Write".into(),
+        corral_tool: Some("write_file"),
+        args: json!({"path": path, "content": "x"}),
+        title: format!("Write {path}"),
+        kind: "edit",
+        raw_input: json!({"file_path": path}),
+        paths: paths.iter().map(|p| p.to_string()).collect(),
+    }
+}
+
+#[tokio::test]
+async fn no_preset_lets_an_agent_write_outside_the_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let cancel = CancellationToken::new();
+    let outside = root.join("../x.txt").display().to_string();
+    let inside = root.join("x.txt").display().to_string();
+    for preset in ["auto", "bypass"] {
+        let approver = approver(preset, &root);
+        let answer = approver.decide(&write_ask(&outside, &[]), &cancel).await;
+        assert!(
+            matches!(&answer, Answer::Deny { message } if message.contains("outside the session root")),
+            "{preset}: {answer:?}"
+        );
+        // A second path the call names (a command's cwd, a move's target) counts too.
+        let answer = approver
+            .decide(&write_ask(&inside, &["/etc"]), &cancel)
+            .await;
+        assert!(
+            matches!(answer, Answer::Deny { .. }),
+            "{preset}: {answer:?}"
+        );
+        let answer = approver.decide(&write_ask(&inside, &[]), &cancel).await;
+        assert_eq!(answer, Answer::Allow { always: false }, "{preset}");
+    }
+}
