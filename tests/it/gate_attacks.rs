@@ -189,20 +189,29 @@ async fn a_word_with_a_space_is_not_the_program_it_starts_with() {
 
 #[tokio::test]
 async fn path_rules_see_through_a_symlink_into_git() {
+    // `.git` itself is refused by the file tools in every preset before any rule is read
+    // (git_attacks.rs); the gate's own path rules must see through links as well, so a
+    // preset that denies another directory is what is tested here.
     let h = Harness::new();
-    git_init(&h.work());
-    let config = h.work().join(".git/config");
-    let before = std::fs::read_to_string(&config).unwrap();
-    std::os::unix::fs::symlink(".git", h.work().join("docs")).unwrap();
+    std::fs::create_dir(h.work().join("private")).unwrap();
+    std::os::unix::fs::symlink("private", h.work().join("docs")).unwrap();
+    let preset = h.home_dir().join("guarded.toml");
+    std::fs::write(
+        &preset,
+        "description = \"moderate tools run, private/ is off limits\"\n\
+         auto_approve = \"moderate\"\n\
+         [[rules]]\ntool = \"write_file\"\ndeny = [\"private\", \"private/**\"]\n",
+    )
+    .unwrap();
     let server = FakeModel::start().await;
     server.push(Reply::new().tool_call(
         "c1",
         "write_file",
-        r#"{"path":"docs/config","content":"[core]\n\tfsmonitor = touch pwned\n"}"#,
+        r#"{"path":"docs/config","content":"planted"}"#,
     ));
     server.push(Reply::new().text("done"));
     let out = openai_run(&h, &server, "go")
-        .args(["-p", "auto"])
+        .args(["-p", preset.to_str().unwrap()])
         .run()
         .await;
     assert_eq!(out.code, Some(0), "{out:?}");
@@ -211,7 +220,7 @@ async fn path_rules_see_through_a_symlink_into_git() {
         .unwrap_or_default()
         .to_owned();
     assert!(error.contains("denied by the preset rule"), "{error:?}");
-    assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+    assert!(!h.work().join("private/config").exists());
 }
 
 /// `corral run --approve-stdin` with two shell calls: the first is answered `allow_all`; the
