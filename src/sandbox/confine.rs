@@ -69,6 +69,8 @@ pub fn sandbox_exec_main(args: &[OsString]) -> i32 {
         Err(e) => return refuse(&format!("bad arguments: {e}")),
     };
     if spec.mode == SandboxMode::Off && !probe {
+        // Lifetime, not confinement: a call's background processes end with it here too.
+        super::boundary::enter(false, getuid().is_root());
         return exec(&command);
     }
     let support = confine(&spec, probe);
@@ -118,6 +120,9 @@ fn confine(spec: &SandboxSpec, probe: bool) -> SandboxSupport {
     // Always, not only for protected directories and network off: root's capabilities
     // (ptrace, module loading …) only stay out of a tool's reach in a user namespace.
     enter_namespaces(want_net, &mut support);
+    // Before landlock, which forbids mounting the tool's own /proc.
+    let boundary = super::boundary::enter(support.mountns_error.is_none(), false);
+    (support.pidns_error, support.proc_error) = (boundary.pidns_error, boundary.proc_error);
     if support.mountns_error.is_none() {
         let dirs: Vec<&PathBuf> = spec.protected.iter().filter(|p| p.is_dir()).collect();
         if let Err(e) = protect(&dirs) {

@@ -36,6 +36,13 @@ pub struct SandboxSupport {
     pub netns_error: Option<String>,
     /// Bind-mounting the protected directories read-only.
     pub protect_error: Option<String>,
+    /// Why a tool call has no PID namespace of its own (its background processes are then
+    /// held by a subreaper, which a SIGKILL of the helper defeats).
+    #[serde(default)]
+    pub pidns_error: Option<String>,
+    /// Why tools see the host's `/proc` instead of one with only their own processes.
+    #[serde(default)]
+    pub proc_error: Option<String>,
     /// Tools run as root: without a user namespace they keep root's capabilities.
     #[serde(default)]
     pub runs_as_root: bool,
@@ -50,7 +57,8 @@ impl SandboxSupport {
             userns_error: why.clone(),
             mountns_error: why.clone(),
             netns_error: why.clone(),
-            protect_error: why,
+            protect_error: why.clone(),
+            pidns_error: why,
             ..SandboxSupport::default()
         }
     }
@@ -94,6 +102,11 @@ impl SandboxSupport {
         {
             gaps.push(format!(
                 "tools keep root's capabilities (no user namespace: {user})"
+            ));
+        }
+        if let Some(pidns) = &self.pidns_error {
+            gaps.push(format!(
+                "background processes of a tool are not held by a PID namespace ({pidns})"
             ));
         }
         if spec.network == NetworkMode::Off
@@ -248,7 +261,7 @@ mod tests {
         assert!(net.starts_with("network is not cut off"), "{net}");
         let none = SandboxSupport::unknown("boom");
         let all = none.gaps(&spec(NetworkMode::Off, &["/r/.git", "/r/sub/.git"]));
-        assert_eq!(all.len(), 3, "{all:?}");
+        assert_eq!(all.len(), 4, "{all:?}");
         let root = SandboxSupport {
             runs_as_root: true,
             ..no_userns

@@ -117,6 +117,7 @@ async fn sandbox(report: &mut Report) {
         ("mount namespaces", &s.mountns_error),
         ("network namespaces", &s.netns_error),
         (".git protection (read-only bind mount)", &s.protect_error),
+        ("tool-call boundary (PID namespace)", &s.pidns_error),
     ] {
         match error {
             None => report.line(State::Ok, what, "usable"),

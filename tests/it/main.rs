@@ -13,6 +13,7 @@ mod external_codex;
 mod file_tools;
 mod gate;
 mod mcp;
+mod process_attacks;
 mod run_cli;
 mod run_loop;
 mod run_ollama;
