@@ -11,6 +11,7 @@
 
 mod inspect;
 mod merge;
+pub(crate) mod snapshot;
 mod store;
 #[cfg(test)]
 mod tests;
@@ -315,6 +316,8 @@ pub(crate) fn finish(record: &Record, store: &Store) -> Result<Ending, WorktreeE
     }
     let found = changes(record)?;
     if found.any() {
+        // Everything the session started is gone by now: this is what will be reviewed.
+        snapshot::take(record)?;
         Ok(Ending::Kept(found))
     } else {
         remove(record, store)?;
@@ -333,6 +336,7 @@ pub(crate) fn remove(record: &Record, store: &Store) -> Result<(), WorktreeError
             opts.valid(true).locked(true).working_tree(true);
             wt.prune(Some(&mut opts))?;
         }
+        snapshot::forget(&repo, &record.session)?;
         // Pruning leaves the branch behind.
         match repo.find_branch(&record.meta.branch, BranchType::Local) {
             Ok(mut branch) => branch.delete()?,

@@ -186,7 +186,7 @@ async fn a_worktree_cannot_be_changed_between_review_and_merge() {
     let word = marker("trap");
     let server = FakeModel::start().await;
     let script = format!(
-        "echo good > a.txt\nsetsid sh -c ': {word}; sleep 3; echo evil > a.txt' >/dev/null 2>&1 &"
+        "echo good > a.txt\nsetsid sh -c ': {word}; sleep 3; echo evil > a.txt' >/dev/null 2>&1 &\nsleep 0.5"
     );
     server.push(shell("c1", &script));
     server.push(Reply::new().text("done"));
