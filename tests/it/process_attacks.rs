@@ -124,6 +124,31 @@ async fn detached_processes_die_with_the_call_without_the_sandbox() {
     run_escapes("off").await;
 }
 
+/// A call that times out takes down all it started, the detached process that ignores SIGTERM
+/// included.
+#[tokio::test]
+async fn a_timeout_ends_detached_processes_that_ignore_sigterm() {
+    let h = Harness::new();
+    let word = marker("timeout");
+    let server = FakeModel::start().await;
+    let script = format!(
+        "setsid sh -c 'trap \"\" TERM; : {word}; sleep 6; touch late' >/dev/null 2>&1 &\nsleep 60"
+    );
+    let args = json!({ "command": script, "timeout": 1 }).to_string();
+    server.push(Reply::new().tool_call("c1", "shell", &args));
+    server.push(Reply::new().text("done"));
+    let out = openai_run(&h, &server, "wait")
+        .args(["-p", "bypass"])
+        .timeout(Duration::from_secs(60))
+        .run()
+        .await;
+    let rec = &out.of_kind("tool_result")[0]["data"]["result"];
+    assert!(rec.to_string().contains("timed out"), "{rec}");
+    assert_none_left(&word, "after the timeout").await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(!h.work().join("late").exists(), "the detached process ran on");
+}
+
 /// A runtime killed mid-call leaves its tool running; the next start ends all of it, the
 /// processes that left the group included.
 #[tokio::test]
