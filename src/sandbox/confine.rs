@@ -15,6 +15,9 @@
 //!    with no port allowed (a second layer under the network namespace); signals to processes
 //!    outside the sandbox (the runtime included) are scoped out where the kernel can.
 //!
+//! Between 1 and 2 the call gets its lifetime boundary (boundary.rs): a PID namespace whose
+//! init is this helper, with its own `/proc`. With `--sandbox off` only the boundary is set up.
+//!
 //! Strict mode refuses (one `corral sandbox:` line on stderr, exit 125) when any of it is not
 //! enforced; best-effort runs anyway (the session reported the gap when it started).
 

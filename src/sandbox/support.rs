@@ -274,6 +274,12 @@ mod tests {
             landlock_abi: Some(2),
             ..full()
         };
+        let no_pidns = SandboxSupport {
+            pidns_error: Some("no PID namespace (EPERM)".into()),
+            ..full()
+        };
+        let gap = no_pidns.shortfall(&spec(NetworkMode::On, &[])).unwrap();
+        assert!(gap.starts_with("background processes of a tool"), "{gap}");
         let gap = no_truncate.shortfall(&spec(NetworkMode::On, &[])).unwrap();
         assert!(gap.contains("landlock ABI 2 predates truncate"), "{gap}");
     }

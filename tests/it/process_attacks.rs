@@ -146,7 +146,10 @@ async fn a_timeout_ends_detached_processes_that_ignore_sigterm() {
     assert!(rec.to_string().contains("timed out"), "{rec}");
     assert_none_left(&word, "after the timeout").await;
     tokio::time::sleep(Duration::from_secs(6)).await;
-    assert!(!h.work().join("late").exists(), "the detached process ran on");
+    assert!(
+        !h.work().join("late").exists(),
+        "the detached process ran on"
+    );
 }
 
 /// A runtime killed mid-call leaves its tool running; the next start ends all of it, the
