@@ -152,6 +152,34 @@ async fn a_timeout_ends_detached_processes_that_ignore_sigterm() {
     );
 }
 
+/// Ctrl-C cancels the turn: the call's boundary goes with it, detached processes included.
+#[tokio::test]
+async fn an_interrupted_call_ends_its_detached_processes() {
+    let h = Harness::new();
+    let word = marker("cancel");
+    let server = FakeModel::start().await;
+    let script =
+        format!("setsid sh -c ': {word}; sleep 6; touch late' >/dev/null 2>&1 &\nsleep 60");
+    server.push(shell("c1", &script));
+    let running = openai_run(&h, &server, "wait")
+        .args(["-p", "bypass"])
+        .timeout(Duration::from_secs(60))
+        .spawn()
+        .await;
+    wait_until("the detached process to start", || {
+        !holding(&word).is_empty()
+    })
+    .await;
+    running.sigint().await;
+    let _ = running.wait().await;
+    assert_none_left(&word, "after Ctrl-C").await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(
+        !h.work().join("late").exists(),
+        "the detached process ran on"
+    );
+}
+
 /// A runtime killed mid-call leaves its tool running; the next start ends all of it, the
 /// processes that left the group included.
 #[tokio::test]
