@@ -106,6 +106,9 @@ enum WorktreeAction {
     /// Bring a worktree's changes into the current branch of the original repository
     /// (fast-forward, else a merge commit); refuses on conflicts and changes nothing.
     Merge { id: String },
+    /// Record the worktree as it is now as the state to review and merge (after it changed
+    /// since its session ended, which makes merge refuse).
+    Snapshot { id: String },
     /// Delete a worktree, its git admin data and its branch.
     Remove {
         id: String,
@@ -128,6 +131,7 @@ impl From<&WorktreeAction> for corral::WorktreeCommand {
             WorktreeAction::List => C::List,
             WorktreeAction::Diff { id } => C::Diff { id: id.clone() },
             WorktreeAction::Merge { id } => C::Merge { id: id.clone() },
+            WorktreeAction::Snapshot { id } => C::Snapshot { id: id.clone() },
             WorktreeAction::Remove { id, force } => C::Remove {
                 id: id.clone(),
                 force: *force,

@@ -21,6 +21,9 @@
 //! 5. every capability dropped and a seccomp filter against setuid/setgid bits (privs.rs);
 //! 6. every descriptor above stderr marked close-on-exec (fds.rs).
 //!
+//! Between 1 and 2 the call gets its lifetime boundary (boundary.rs): a PID namespace whose
+//! init is this helper, with its own `/proc`. With `--sandbox off` only the boundary is set up.
+//!
 //! Strict mode refuses (one `corral sandbox:` line on stderr, exit 125) when any of it is not
 //! enforced; best-effort runs anyway (the session reported the gap when it started).
 
@@ -80,6 +83,8 @@ pub fn sandbox_exec_main(args: &[OsString]) -> i32 {
     };
     let inherited = fds::close_inherited();
     if spec.mode == SandboxMode::Off && !probe {
+        // Lifetime, not confinement: a call's background processes end with it here too.
+        super::boundary::enter(false, getuid().is_root());
         return exec(&command);
     }
     let mut support = confine(&spec, probe);
@@ -131,6 +136,9 @@ fn confine(spec: &SandboxSpec, probe: bool) -> SandboxSupport {
     // Always, not only for protected directories and network off: root's capabilities
     // (ptrace, module loading …) only stay out of a tool's reach in a user namespace.
     enter_namespaces(want_net, &mut support);
+    // Before landlock, which forbids mounting the tool's own /proc.
+    let boundary = super::boundary::enter(support.mountns_error.is_none(), false);
+    (support.pidns_error, support.proc_error) = (boundary.pidns_error, boundary.proc_error);
     if support.mountns_error.is_none() {
         // Directories and files alike (a worktree's `.git` is a file); never a symlink, whose
         // mount would land on whatever it points to.

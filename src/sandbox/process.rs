@@ -1,7 +1,10 @@
 //! Running one tool process: its own process group, exactly the environment it is given,
 //! output streamed as it arrives and kept with bounded memory (head and tail), and a timeout or
-//! cancellation that takes down the whole group, grandchildren included. A sandboxed process
-//! starts through the `__sandbox-exec` helper (confine.rs), which becomes the program.
+//! cancellation that takes down the whole group, grandchildren included. A session's tool
+//! process starts through the `__sandbox-exec` helper (confine.rs), also under `--sandbox off`:
+//! the helper holds the call in a PID namespace (boundary.rs), so processes that leave the
+//! group (`setsid`, double forks) still end with the call, and signalling the helper's group
+//! reaches them all.
 
 mod capture;
 

@@ -2,6 +2,11 @@
 //! groups, model servers, agent CLIs) is recorded in `$XDG_CACHE_HOME/corral/agents/pids.json`
 //! with its start time; the next runtime kills the groups whose owner is gone.
 //!
+//! For a tool the recorded pid is the sandbox helper, the outside of the call's boundary
+//! (boundary.rs): SIGTERM is passed on to every process inside, and the SIGKILL that follows
+//! takes the namespace's init with it (it dies with the helper), which ends the namespace.
+//! So the processes that left the group are reaped through the helper's pid too.
+//!
 //! A pid alone is not an identity — the kernel reuses them — so an entry is acted on only when
 //! the process's start time (field 22 of `/proc/<pid>/stat`) still matches the recorded one.
 //! Several runtimes share the file; every read-modify-write holds an exclusive file lock.

@@ -36,6 +36,13 @@ pub struct SandboxSupport {
     pub netns_error: Option<String>,
     /// Bind-mounting the protected directories read-only.
     pub protect_error: Option<String>,
+    /// Why a tool call has no PID namespace of its own (its background processes are then
+    /// held by a subreaper, which a SIGKILL of the helper defeats).
+    #[serde(default)]
+    pub pidns_error: Option<String>,
+    /// Why tools see the host's `/proc` instead of one with only their own processes.
+    #[serde(default)]
+    pub proc_error: Option<String>,
     /// Tools run as root: without a user namespace they keep root's capabilities.
     #[serde(default)]
     pub runs_as_root: bool,
@@ -69,7 +76,8 @@ impl SandboxSupport {
             protect_error: why.clone(),
             hide_error: why.clone(),
             fds_error: why.clone(),
-            privs_error: why,
+            privs_error: why.clone(),
+            pidns_error: why,
             ..SandboxSupport::default()
         }
     }
@@ -138,6 +146,11 @@ impl SandboxSupport {
         {
             gaps.push(format!(
                 "tools keep root's capabilities (no user namespace: {user})"
+            ));
+        }
+        if let Some(pidns) = &self.pidns_error {
+            gaps.push(format!(
+                "background processes of a tool are not held by a PID namespace ({pidns})"
             ));
         }
         if spec.network == NetworkMode::Off
@@ -428,7 +441,7 @@ mod tests {
         assert!(net.starts_with("network is not cut off"), "{net}");
         let none = SandboxSupport::unknown("boom");
         let all = none.gaps(&spec(NetworkMode::Off, &["/r/.git", "/r/sub/.git"]));
-        assert_eq!(all.len(), 5, "{all:?}");
+        assert_eq!(all.len(), 6, "{all:?}");
         let root = SandboxSupport {
             runs_as_root: true,
             ..no_userns
@@ -441,6 +454,12 @@ mod tests {
             landlock_abi: Some(2),
             ..full()
         };
+        let no_pidns = SandboxSupport {
+            pidns_error: Some("no PID namespace (EPERM)".into()),
+            ..full()
+        };
+        let gap = no_pidns.shortfall(&spec(NetworkMode::On, &[])).unwrap();
+        assert!(gap.starts_with("background processes of a tool"), "{gap}");
         let gap = no_truncate.shortfall(&spec(NetworkMode::On, &[])).unwrap();
         assert!(gap.contains("landlock ABI 2 predates truncate"), "{gap}");
     }

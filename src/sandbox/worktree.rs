@@ -12,6 +12,7 @@
 mod inspect;
 mod links;
 mod merge;
+pub(crate) mod snapshot;
 mod store;
 #[cfg(test)]
 mod tests;
@@ -318,6 +319,8 @@ pub(crate) fn finish(record: &Record, store: &Store) -> Result<Ending, WorktreeE
     links::check(record)?;
     let found = changes(record)?;
     if found.any() {
+        // Everything the session started is gone by now: this is what will be reviewed.
+        snapshot::take(record)?;
         Ok(Ending::Kept(found))
     } else {
         remove(record, store)?;
@@ -336,6 +339,7 @@ pub(crate) fn remove(record: &Record, store: &Store) -> Result<(), WorktreeError
             opts.valid(true).locked(true).working_tree(true);
             wt.prune(Some(&mut opts))?;
         }
+        snapshot::forget(&repo, &record.session)?;
         // Pruning leaves the branch behind.
         match repo.find_branch(&record.meta.branch, BranchType::Local) {
             Ok(mut branch) => branch.delete()?,

@@ -133,6 +133,7 @@ async fn sandbox(report: &mut Report) {
             ".git and agent config protection (read-only bind mounts, dirs and files)",
             &s.protect_error,
         ),
+        ("tool-call boundary (PID namespace)", &s.pidns_error),
     ] {
         match error {
             None => report.line(State::Ok, what, "usable"),

@@ -6,7 +6,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::sandbox::worktree::{self, Entry, MergeKind, PruneAction, Record, Store, WorktreeError};
+use crate::sandbox::worktree::{
+    self, Entry, MergeKind, PruneAction, Record, Store, WorktreeError, snapshot,
+};
 
 use super::run::Exit;
 use super::safe_text::SafeWriter;
@@ -15,10 +17,23 @@ use super::safe_text::SafeWriter;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorktreeCommand {
     List,
-    Diff { id: String },
-    Merge { id: String },
-    Remove { id: String, force: bool },
-    Prune { force: bool },
+    Diff {
+        id: String,
+    },
+    Merge {
+        id: String,
+    },
+    /// Records the worktree's current state as the one to review and merge.
+    Snapshot {
+        id: String,
+    },
+    Remove {
+        id: String,
+        force: bool,
+    },
+    Prune {
+        force: bool,
+    },
 }
 
 /// Session metas live beside the event logs; their absence marks an orphan.
@@ -75,7 +90,23 @@ fn dispatch(
         }
         WorktreeCommand::Diff { id } => {
             let record = store.load(id)?;
+            note_snapshot(&record, err)?;
             worktree::write_diff(&record, out)?;
+        }
+        WorktreeCommand::Snapshot { id } => {
+            let record = store.load(id)?;
+            if worktree::store_entry(record.clone(), agents.as_deref()).running {
+                return Err(WorktreeError::Refused(format!(
+                    "session {id} is still running; its snapshot is taken when it ends"
+                )));
+            }
+            let taken = snapshot::take(&record)?;
+            let _ = writeln!(
+                err,
+                "snapshot {} of worktree {id}: review it with `corral worktree diff {id}`, then \
+                 `corral worktree merge {id}`",
+                snapshot::short(taken)
+            );
         }
         WorktreeCommand::Merge { id } => {
             let record = store.load(id)?;
@@ -151,6 +182,34 @@ fn dispatch(
         }
     }
     Ok(Exit::Ok)
+}
+
+/// Which state the diff shows, and whether the worktree still matches it.
+fn note_snapshot(record: &Record, err: &mut impl Write) -> Result<(), WorktreeError> {
+    let id = &record.session;
+    let Some(taken) = snapshot::recorded(record)? else {
+        let _ = writeln!(
+            err,
+            "corral: worktree {id} has no snapshot yet (its session is running or predates \
+             snapshots): the diff shows its current state"
+        );
+        return Ok(());
+    };
+    let _ = writeln!(
+        err,
+        "corral: snapshot {} of worktree {id}: `corral worktree merge {id}` merges exactly this",
+        snapshot::short(taken)
+    );
+    let changed = snapshot::changed_since(record, taken)?;
+    if !changed.is_empty() {
+        let _ = writeln!(
+            err,
+            "corral: warning: the worktree changed since this snapshot: {}; merge refuses until \
+             `corral worktree snapshot {id}`",
+            changed.join(", ")
+        );
+    }
+    Ok(())
 }
 
 fn stdout_error(e: std::io::Error) -> WorktreeError {

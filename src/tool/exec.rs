@@ -121,6 +121,7 @@ async fn execute(
         .settings
         .sandbox
         .as_ref()
+        .filter(|s| s.mode != crate::sandbox::SandboxMode::Off)
         .map(|s| (s, ctx.root.as_path()));
     let result = shape(outcome, clamp_note, timeout, sandbox);
     match ctx.settings.sandbox.as_ref() {

@@ -15,6 +15,7 @@ mod gate;
 mod gate_attacks;
 mod git_attacks;
 mod mcp;
+mod process_attacks;
 mod run_cli;
 mod run_loop;
 mod run_ollama;

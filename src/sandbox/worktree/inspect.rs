@@ -129,7 +129,10 @@ pub(crate) fn write_diff(record: &Record, out: &mut dyn Write) -> Result<(), Wor
         Some(repo) => (repo, true),
         None => (Repository::open(&record.meta.repo)?, false),
     };
-    let diff = base_diff(&repo, worktree, record, true)?;
+    let diff = match super::snapshot::recorded(record)? {
+        Some(snapshot) => super::snapshot::diff(&repo, record, snapshot)?,
+        None => base_diff(&repo, worktree, record, true)?,
+    };
     let mut failed: Option<std::io::Error> = None;
     diff.print(DiffFormat::Patch, |_, _, line| {
         // File and hunk headers carry their own text; content lines need their marker.

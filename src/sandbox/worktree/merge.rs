@@ -41,7 +41,7 @@ fn corral_signature() -> Result<Signature<'static>, git2::Error> {
 
 /// The worktree's uncommitted changes as a commit on top of its branch, not yet referenced:
 /// returns the commit to merge and whether it is new.
-fn snapshot(record: &Record) -> Result<(Repository, Oid, bool), WorktreeError> {
+pub(super) fn snapshot(record: &Record) -> Result<(Repository, Oid, bool), WorktreeError> {
     let repo = Repository::open(&record.meta.path)?;
     let tip_id = repo.head()?.peel_to_commit()?.id();
     if dirty_paths(&repo)?.is_empty() {
@@ -87,6 +87,8 @@ pub(super) fn overlaps(a: &str, b: &str) -> bool {
 
 pub(crate) fn merge(record: &Record) -> Result<MergeOutcome, WorktreeError> {
     super::links::check(record)?;
+    // What was reviewed is what is merged: nothing that changed after the session ended.
+    let reviewed = super::snapshot::require_unchanged(record)?;
     let (worktree, theirs, snapshotted) = if record.meta.path.is_dir() {
         let (repo, oid, new) = snapshot(record)?;
         (Some(repo), oid, new)
@@ -97,6 +99,7 @@ pub(crate) fn merge(record: &Record) -> Result<MergeOutcome, WorktreeError> {
         let tip = branch.get().peel_to_commit()?.id();
         (None, tip, false)
     };
+    let theirs = reviewed.unwrap_or(theirs);
     let repo = Repository::open(&record.meta.repo)?;
     if repo.head_detached()? {
         return Err(WorktreeError::Refused(format!(

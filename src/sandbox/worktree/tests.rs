@@ -384,3 +384,52 @@ fn overlapping_paths() {
     assert!(overlaps("dir/x.txt", "dir"));
     assert!(!overlaps("dir2/x", "dir"));
 }
+
+#[test]
+fn merge_takes_the_snapshot_and_refuses_a_worktree_changed_since() {
+    let f = Fixture::new();
+    let created = f.start("s9");
+    std::fs::write(created.root.join("a.txt"), "good\n").unwrap();
+    assert!(matches!(
+        finish(&created.record, &f.store()).unwrap(),
+        Ending::Kept(_)
+    ));
+    let taken = snapshot::recorded(&created.record).unwrap().unwrap();
+    assert!(
+        snapshot::changed_since(&created.record, taken)
+            .unwrap()
+            .is_empty()
+    );
+    // Changed after the session ended: the diff still shows what was snapshotted.
+    std::fs::write(created.root.join("a.txt"), "evil\n").unwrap();
+    std::fs::write(created.root.join("b.txt"), "new\n").unwrap();
+    assert_eq!(
+        snapshot::changed_since(&created.record, taken).unwrap(),
+        ["a.txt", "b.txt"]
+    );
+    let mut diff = Vec::new();
+    write_diff(&created.record, &mut diff).unwrap();
+    let diff = String::from_utf8(diff).unwrap();
+    assert!(diff.contains("+good") && !diff.contains("evil"), "{diff}");
+    let Err(WorktreeError::Refused(why)) = merge(&created.record) else {
+        panic!("merged a worktree changed since its snapshot");
+    };
+    assert!(
+        why.contains("a.txt, b.txt") && why.contains("worktree snapshot s9"),
+        "{why}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.root().join("a.txt")).unwrap(),
+        "one\ntwo\nthree\n"
+    );
+    // A new snapshot accepts the new state.
+    let again = snapshot::take(&created.record).unwrap();
+    assert_ne!(again, taken);
+    merge(&created.record).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(f.root().join("a.txt")).unwrap(),
+        "evil\n"
+    );
+    remove(&created.record, &f.store()).unwrap();
+    assert!(f.repo.find_reference("refs/corral/snapshots/s9").is_err());
+}

@@ -61,7 +61,8 @@ pub(crate) async fn start(
     session: &Session,
 ) -> Result<Option<SandboxSpec>, RunError> {
     if mode == SandboxMode::Off {
-        return Ok(None);
+        // No confinement, but still the helper: a call's background processes end with it.
+        return Ok(Some(SandboxSpec::new(mode, network)));
     }
     let spec = spec_for(mode, network, policy, root, tmpdir);
     let support = SandboxSupport::probe(&spec).await;

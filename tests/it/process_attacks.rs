@@ -1,0 +1,292 @@
+//! Nothing a tool starts outlives its call: processes that leave the process group (`setsid`,
+//! `setpgid` in a double fork, `nohup … & disown`) die with the call, under every sandbox
+//! mode, and after a crashed runtime the next start reaps them; a worktree under review cannot
+//! be rewritten behind the reviewer's back, and `merge` refuses what changed since the session
+//! ended.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::common::*;
+use crate::support::{FakeModel, Harness, Reply};
+
+/// A word no other process on the machine has in its command line.
+fn marker(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("corral-escape-{tag}-{}-{nanos}", std::process::id())
+}
+
+/// Live (not zombie) processes whose command line holds `word`.
+fn holding(word: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit(") ").next().map(|r| r.starts_with('Z')))
+            .unwrap_or(true);
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(word) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Fails if anything holding `word` is alive (killing it first, so a failure leaves nothing).
+async fn assert_none_left(word: &str, what: &str) {
+    // A SIGKILLed namespace takes a moment to be torn down.
+    for _ in 0..20 {
+        if holding(word).is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let left = holding(word);
+    let described: Vec<String> = left
+        .iter()
+        .map(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            format!(
+                "{pid}: {}",
+                String::from_utf8_lossy(&cmd).replace('\0', " ")
+            )
+        })
+        .collect();
+    for pid in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    panic!("{what}: processes outlived the call: {described:?}");
+}
+
+/// The three ways out of a process group, each touching `late-<how>` after `delay` seconds.
+fn escapes(word: &str, delay: u32) -> String {
+    format!(
+        "setsid sh -c ': {word}; sleep {delay}; touch late-setsid' >/dev/null 2>&1 &\n\
+         ( set -m; ( : {word}; sleep {delay}; touch late-setpgid ) >/dev/null 2>&1 & ) &\n\
+         nohup sh -c ': {word}; sleep {delay}; touch late-nohup' >/dev/null 2>&1 & disown\n\
+         echo started"
+    )
+}
+
+fn shell(id: &str, command: &str) -> Reply {
+    let args = json!({ "command": command }).to_string();
+    Reply::new().tool_call(id, "shell", &args)
+}
+
+async fn run_escapes(sandbox: &str) {
+    let h = Harness::new();
+    let word = marker(sandbox);
+    let server = FakeModel::start().await;
+    server.push(shell("c1", &escapes(&word, 3)));
+    server.push(Reply::new().text("done"));
+    let out = openai_run(&h, &server, "detach")
+        .args(["-p", "bypass", "--sandbox", sandbox])
+        .timeout(Duration::from_secs(60))
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let rec = &out.of_kind("tool_result")[0]["data"]["result"];
+    assert_eq!(rec["success"], true, "{rec}");
+    assert!(rec["output"].as_str().unwrap().contains("started"), "{rec}");
+    assert_none_left(&word, &format!("--sandbox {sandbox}")).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for how in ["setsid", "setpgid", "nohup"] {
+        assert!(
+            !h.work().join(format!("late-{how}")).exists(),
+            "the {how} process ran after the call"
+        );
+    }
+}
+
+#[tokio::test]
+async fn detached_processes_die_with_the_call_in_the_sandbox() {
+    run_escapes("best-effort").await;
+}
+
+#[tokio::test]
+async fn detached_processes_die_with_the_call_without_the_sandbox() {
+    run_escapes("off").await;
+}
+
+/// A call that times out takes down all it started, the detached process that ignores SIGTERM
+/// included.
+#[tokio::test]
+async fn a_timeout_ends_detached_processes_that_ignore_sigterm() {
+    let h = Harness::new();
+    let word = marker("timeout");
+    let server = FakeModel::start().await;
+    let script = format!(
+        "setsid sh -c 'trap \"\" TERM; : {word}; sleep 6; touch late' >/dev/null 2>&1 &\nsleep 60"
+    );
+    let args = json!({ "command": script, "timeout": 1 }).to_string();
+    server.push(Reply::new().tool_call("c1", "shell", &args));
+    server.push(Reply::new().text("done"));
+    let out = openai_run(&h, &server, "wait")
+        .args(["-p", "bypass"])
+        .timeout(Duration::from_secs(60))
+        .run()
+        .await;
+    let rec = &out.of_kind("tool_result")[0]["data"]["result"];
+    assert!(rec.to_string().contains("timed out"), "{rec}");
+    assert_none_left(&word, "after the timeout").await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(
+        !h.work().join("late").exists(),
+        "the detached process ran on"
+    );
+}
+
+/// Ctrl-C cancels the turn: the call's boundary goes with it, detached processes included.
+#[tokio::test]
+async fn an_interrupted_call_ends_its_detached_processes() {
+    let h = Harness::new();
+    let word = marker("cancel");
+    let server = FakeModel::start().await;
+    let script =
+        format!("setsid sh -c ': {word}; sleep 6; touch late' >/dev/null 2>&1 &\nsleep 60");
+    server.push(shell("c1", &script));
+    let running = openai_run(&h, &server, "wait")
+        .args(["-p", "bypass"])
+        .timeout(Duration::from_secs(60))
+        .spawn()
+        .await;
+    wait_until("the detached process to start", || {
+        !holding(&word).is_empty()
+    })
+    .await;
+    running.sigint().await;
+    let _ = running.wait().await;
+    assert_none_left(&word, "after Ctrl-C").await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(
+        !h.work().join("late").exists(),
+        "the detached process ran on"
+    );
+}
+
+/// A runtime killed mid-call leaves its tool running; the next start ends all of it, the
+/// processes that left the group included.
+#[tokio::test]
+async fn the_next_start_reaps_what_a_crashed_runtime_left() {
+    let h = Harness::new();
+    let word = marker("crash");
+    let server = FakeModel::start().await;
+    let script = format!("setsid sh -c ': {word}; sleep 120' >/dev/null 2>&1 &\nsleep 120");
+    server.push(shell("c1", &script));
+    let running = openai_run(&h, &server, "hang")
+        .args(["-p", "bypass"])
+        .timeout(Duration::from_secs(60))
+        .spawn()
+        .await;
+    wait_until("the detached process to start", || {
+        !holding(&word).is_empty()
+    })
+    .await;
+    running.signal("KILL").await;
+    let _ = running.wait().await;
+    assert!(
+        !holding(&word).is_empty(),
+        "a SIGKILLed runtime kills nothing"
+    );
+
+    let next = FakeModel::start().await;
+    next.push(Reply::new().text("hello"));
+    let out = openai_run(&h, &next, "hi").run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_none_left(&word, "after the next start").await;
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.com")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.com")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The trap from the issue: a daemon waits for the review, then rewrites the file merge would
+/// take. It is dead when the session ends; and a change made after the session anyway (by
+/// anything) makes `merge` refuse, naming the file, until a new snapshot is reviewed.
+#[tokio::test]
+async fn a_worktree_cannot_be_changed_between_review_and_merge() {
+    let h = Harness::new();
+    let dir = h.work();
+    git(&dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("a.txt"), "one\n").unwrap();
+    git(&dir, &["add", "."]);
+    git(&dir, &["commit", "-q", "-m", "first"]);
+    let word = marker("trap");
+    let server = FakeModel::start().await;
+    let script = format!(
+        "echo good > a.txt\nsetsid sh -c ': {word}; sleep 3; echo evil > a.txt' >/dev/null 2>&1 &\nsleep 0.5"
+    );
+    server.push(shell("c1", &script));
+    server.push(Reply::new().text("done"));
+    let out = openai_run(&h, &server, "edit")
+        .args(["-p", "bypass", "--worktree"])
+        .env("GIT_CEILING_DIRECTORIES", h.home_dir())
+        .timeout(Duration::from_secs(60))
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let id = out.events()[0]["agent"].as_str().unwrap().to_owned();
+    let wt = h.data_dir().join("corral/worktrees").join(&id);
+    assert_none_left(&word, "the worktree daemon").await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(std::fs::read_to_string(wt.join("a.txt")).unwrap(), "good\n");
+
+    let diff = h.corral().args(["worktree", "diff", &id]).run().await;
+    assert_eq!(diff.code, Some(0), "{diff:?}");
+    let snapshot = git(&dir, &["rev-parse", &format!("refs/corral/snapshots/{id}")]);
+    assert!(
+        diff.stderr.contains(&snapshot[..12]) || diff.stdout.contains(&snapshot[..12]),
+        "the diff names its snapshot {snapshot}: {diff:?}"
+    );
+    assert!(diff.stdout.contains("+good"), "{diff:?}");
+
+    // Changed after the review, by anything at all.
+    std::fs::write(wt.join("a.txt"), "evil\n").unwrap();
+    let merge = h.corral().args(["worktree", "merge", &id]).run().await;
+    assert_ne!(merge.code, Some(0), "{merge:?}");
+    assert!(
+        merge.stderr.contains("a.txt") && merge.stderr.contains("snapshot"),
+        "{merge:?}"
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("a.txt")).unwrap(), "one\n");
+
+    // Accepting the new state is explicit: a new snapshot, reviewed, then merged.
+    let again = h.corral().args(["worktree", "snapshot", &id]).run().await;
+    assert_eq!(again.code, Some(0), "{again:?}");
+    let diff = h.corral().args(["worktree", "diff", &id]).run().await;
+    assert!(diff.stdout.contains("+evil"), "{diff:?}");
+    let merge = h.corral().args(["worktree", "merge", &id]).run().await;
+    assert_eq!(merge.code, Some(0), "{merge:?}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.txt")).unwrap(),
+        "evil\n"
+    );
+}
