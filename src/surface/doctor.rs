@@ -9,6 +9,8 @@ use crate::config::Config;
 use crate::model::{self, ModelSpec, Provider};
 use crate::sandbox::{NetworkMode, SandboxMode, SandboxSpec, SandboxSupport};
 
+mod serve;
+
 /// Each network check; a machine that needs longer is as good as unreachable here.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -24,6 +26,10 @@ struct Report(Vec<(State, String, String)>);
 impl Report {
     fn line(&mut self, state: State, what: &str, detail: impl Into<String>) {
         self.0.push((state, what.to_owned(), detail.into()));
+    }
+
+    fn line_from(&mut self, (state, what, detail): (State, &str, String)) {
+        self.line(state, what, detail);
     }
 
     fn text(&self) -> String {
@@ -55,6 +61,7 @@ pub async fn doctor(config_path: Option<PathBuf>) -> String {
     let config = files(&mut report, config_path.as_deref());
     output(&mut report, &config);
     agents(&mut report, &config);
+    serve::serve(&mut report, &config);
     models(&mut report, &config).await;
     report.text()
 }

@@ -323,39 +323,4 @@ mod tests {
         assert!(take_apart(&root, &root.join("swapped/.git")).is_err());
         assert!(outside.join(".git/objects").is_dir());
     }
-
-    /// `CORRAL_WALK_ROOT=/big/tree cargo test --lib walk_timing -- --ignored --nocapture`
-    #[test]
-    #[ignore = "a measurement on a tree of the caller's choice"]
-    fn walk_timing() {
-        let Some(root) = std::env::var_os("CORRAL_WALK_ROOT") else {
-            return;
-        };
-        let root = PathBuf::from(root);
-        fn plain(dir: &Path, n: &mut usize) {
-            let Ok(list) = std::fs::read_dir(dir) else {
-                return;
-            };
-            for e in list.flatten() {
-                *n += 1;
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    plain(&e.path(), n);
-                }
-            }
-        }
-        let started = std::time::Instant::now();
-        let mut n = 0;
-        plain(&root, &mut n);
-        println!("plain read_dir: {n} entries, {:?}", started.elapsed());
-        for _ in 0..3 {
-            let started = std::time::Instant::now();
-            let (found, complete) = walk(&root);
-            println!(
-                "{}: {} guarded, complete {complete}, {:?}",
-                root.display(),
-                found.len(),
-                started.elapsed()
-            );
-        }
-    }
 }

@@ -17,6 +17,8 @@ mod page;
 mod rest;
 mod ws;
 
+pub(crate) use access::user_roots;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
