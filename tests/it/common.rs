@@ -126,15 +126,14 @@ pub async fn mcp_call(
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
-/// Runs a third-party client program (an MCP or ACP client) that starts corral itself, in
-/// `h`'s environment and nothing else; fails the test if it does not finish in 90 s.
-pub async fn run_client(
+/// Gives `command` `h`'s environment and nothing else (`PATH`, the harness's home and XDG
+/// directories, no colour) and the work dir as its directory.
+pub fn harness_env<'c>(
     h: &Harness,
-    command: &mut tokio::process::Command,
-    what: &str,
-) -> std::process::Output {
+    command: &'c mut tokio::process::Command,
+) -> &'c mut tokio::process::Command {
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    let run = command
+    command
         .env_clear()
         .env("PATH", path)
         .env("HOME", h.home_dir())
@@ -144,11 +143,50 @@ pub async fn run_client(
         .env("NO_COLOR", "1")
         .current_dir(h.work())
         .kill_on_drop(true)
-        .output();
+}
+
+/// Runs a third-party client program (an MCP or ACP client) that starts corral itself, in
+/// `h`'s environment and nothing else; fails the test if it does not finish in 90 s.
+pub async fn run_client(
+    h: &Harness,
+    command: &mut tokio::process::Command,
+    what: &str,
+) -> std::process::Output {
+    let run = harness_env(h, command).output();
     tokio::time::timeout(std::time::Duration::from_secs(90), run)
         .await
         .unwrap_or_else(|_| panic!("{what} did not finish in time"))
         .unwrap_or_else(|e| panic!("{what} cannot run: {e}"))
+}
+
+/// `corral run --json -p bypass … go` against `server`, started through `wrapper` (a program
+/// that ends by running the arguments it is given: `exe`, then the run's arguments and
+/// `flags`), in `h`'s environment with stdin closed; fails the test after 60 s.
+pub async fn run_through(
+    h: &Harness,
+    mut wrapper: tokio::process::Command,
+    exe: &std::path::Path,
+    server: &FakeModel,
+    flags: &[&str],
+) -> Outcome {
+    wrapper
+        .arg(exe)
+        .args(["run", "--json", "-m", "llamacpp:fake-model", "-p", "bypass"])
+        .args(["--base-url", &server.openai_base()])
+        .args(flags)
+        .arg("go")
+        .stdin(std::process::Stdio::null());
+    let run = harness_env(h, &mut wrapper).output();
+    let output = tokio::time::timeout(std::time::Duration::from_secs(60), run)
+        .await
+        .unwrap()
+        .unwrap();
+    Outcome {
+        code: output.status.code(),
+        signal: None,
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
 }
 
 /// Polls `agent_output` (full turn) over MCP until the turn is done; MCP ids from `first_id`.
@@ -262,4 +300,37 @@ pub async fn steer_mid_turn(
     assert_eq!(status["turn"], 1, "{status}");
     assert_eq!(status["status"], "idle", "{status}");
     output
+}
+
+/// `git` with a fixed identity and no user or system config, so commits work anywhere;
+/// fails the test when git does. Returns its trimmed stdout.
+pub fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.com")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.com")
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The harness's work dir as a repository on `main` with one commit of `a.txt` holding
+/// `content`.
+pub fn git_repo(h: &Harness, content: &str) -> std::path::PathBuf {
+    let dir = h.work();
+    git(&dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("a.txt"), content).unwrap();
+    git(&dir, &["add", "."]);
+    git(&dir, &["commit", "-q", "-m", "first"]);
+    dir
 }

@@ -405,34 +405,9 @@ async fn run_without_userns(h: &Harness, server: &FakeModel, flags: &[&str]) -> 
             .unwrap();
         assert!(chown.success());
     }
-    let mut command = tokio::process::Command::new("python3");
-    command
-        .arg(h.home_dir().join("no_userns.py"))
-        .arg(&exe)
-        .args(["run", "--json", "-m", "llamacpp:fake-model", "-p", "bypass"])
-        .args(["--base-url", &server.openai_base()])
-        .args(flags)
-        .arg("go")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", h.home_dir())
-        .env("XDG_CACHE_HOME", h.cache_dir())
-        .env("XDG_CONFIG_HOME", h.config_dir())
-        .env("XDG_DATA_HOME", h.data_dir())
-        .env("NO_COLOR", "1")
-        .current_dir(h.work())
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
-        .await
-        .unwrap()
-        .unwrap();
-    Outcome {
-        code: output.status.code(),
-        signal: None,
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    let mut wrapper = tokio::process::Command::new("python3");
+    wrapper.arg(h.home_dir().join("no_userns.py"));
+    run_through(h, wrapper, &exe, server, flags).await
 }
 
 #[tokio::test]

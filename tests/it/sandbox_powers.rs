@@ -3,10 +3,10 @@
 //! fails under the sandbox, network on and off; root's powers are there with `--sandbox off`.
 
 use std::path::Path;
-use std::time::Duration;
 
 use serde_json::json;
 
+use crate::common::run_through;
 use crate::sandbox::{landlock_here, outside, run_calls, skip};
 use crate::sandbox_attacks::{CONFINED, OFF, said};
 use crate::support::{FakeModel, Harness, Outcome, Reply};
@@ -17,35 +17,13 @@ async fn run_with_fd_7(h: &Harness, file: &Path, command: &str, flags: &[&str]) 
     let server = FakeModel::start().await;
     server.push(Reply::new().tool_call("c1", "shell", &json!({ "command": command }).to_string()));
     server.push(Reply::new().text("done"));
-    let mut cmd = tokio::process::Command::new("bash");
-    cmd.arg("-c")
+    let mut wrapper = tokio::process::Command::new("bash");
+    wrapper
+        .arg("-c")
         .arg("exec 7>>\"$0\"; exec \"$@\"")
-        .arg(file)
-        .arg(env!("CARGO_BIN_EXE_corral"))
-        .args(["run", "--json", "-m", "llamacpp:fake-model", "-p", "bypass"])
-        .args(["--base-url", &server.openai_base()])
-        .args(flags)
-        .arg("go")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", h.home_dir())
-        .env("XDG_CACHE_HOME", h.cache_dir())
-        .env("XDG_CONFIG_HOME", h.config_dir())
-        .env("XDG_DATA_HOME", h.data_dir())
-        .env("NO_COLOR", "1")
-        .current_dir(h.work())
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .unwrap()
-        .unwrap();
-    Outcome {
-        code: output.status.code(),
-        signal: None,
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+        .arg(file);
+    let exe = Path::new(env!("CARGO_BIN_EXE_corral"));
+    run_through(h, wrapper, exe, &server, flags).await
 }
 
 #[tokio::test]
