@@ -4,13 +4,12 @@
 //! be rewritten behind the reviewer's back, and `merge` refuses what changed since the session
 //! ended.
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
 
 use crate::common::*;
-use crate::support::{FakeModel, Harness, Reply};
+use crate::support::{FakeModel, Harness, Reply, Running};
 
 /// A word no other process on the machine has in its command line.
 fn marker(tag: &str) -> String {
@@ -124,6 +123,32 @@ async fn detached_processes_die_with_the_call_without_the_sandbox() {
     run_escapes("off").await;
 }
 
+/// Fails the test if a process holding `word` is left; then, after the 6 s its script sleeps,
+/// if it still wrote `late`.
+async fn assert_none_left_nor_late(h: &Harness, word: &str, when: &str) {
+    assert_none_left(word, when).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(
+        !h.work().join("late").exists(),
+        "the detached process ran on"
+    );
+}
+
+/// `corral run -p bypass` with `prompt`, returned once the call's detached process holding
+/// `word` runs.
+async fn spawn_detached(h: &Harness, server: &FakeModel, prompt: &str, word: &str) -> Running {
+    let running = openai_run(h, server, prompt)
+        .args(["-p", "bypass"])
+        .timeout(Duration::from_secs(60))
+        .spawn()
+        .await;
+    wait_until("the detached process to start", || {
+        !holding(word).is_empty()
+    })
+    .await;
+    running
+}
+
 /// A call that times out takes down all it started, the detached process that ignores SIGTERM
 /// included.
 #[tokio::test]
@@ -144,12 +169,7 @@ async fn a_timeout_ends_detached_processes_that_ignore_sigterm() {
         .await;
     let rec = &out.of_kind("tool_result")[0]["data"]["result"];
     assert!(rec.to_string().contains("timed out"), "{rec}");
-    assert_none_left(&word, "after the timeout").await;
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    assert!(
-        !h.work().join("late").exists(),
-        "the detached process ran on"
-    );
+    assert_none_left_nor_late(&h, &word, "after the timeout").await;
 }
 
 /// Ctrl-C cancels the turn: the call's boundary goes with it, detached processes included.
@@ -161,23 +181,10 @@ async fn an_interrupted_call_ends_its_detached_processes() {
     let script =
         format!("setsid sh -c ': {word}; sleep 6; touch late' >/dev/null 2>&1 &\nsleep 60");
     server.push(shell("c1", &script));
-    let running = openai_run(&h, &server, "wait")
-        .args(["-p", "bypass"])
-        .timeout(Duration::from_secs(60))
-        .spawn()
-        .await;
-    wait_until("the detached process to start", || {
-        !holding(&word).is_empty()
-    })
-    .await;
+    let running = spawn_detached(&h, &server, "wait", &word).await;
     running.sigint().await;
     let _ = running.wait().await;
-    assert_none_left(&word, "after Ctrl-C").await;
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    assert!(
-        !h.work().join("late").exists(),
-        "the detached process ran on"
-    );
+    assert_none_left_nor_late(&h, &word, "after Ctrl-C").await;
 }
 
 /// A runtime killed mid-call leaves its tool running; the next start ends all of it, the
@@ -189,15 +196,7 @@ async fn the_next_start_reaps_what_a_crashed_runtime_left() {
     let server = FakeModel::start().await;
     let script = format!("setsid sh -c ': {word}; sleep 120' >/dev/null 2>&1 &\nsleep 120");
     server.push(shell("c1", &script));
-    let running = openai_run(&h, &server, "hang")
-        .args(["-p", "bypass"])
-        .timeout(Duration::from_secs(60))
-        .spawn()
-        .await;
-    wait_until("the detached process to start", || {
-        !holding(&word).is_empty()
-    })
-    .await;
+    let running = spawn_detached(&h, &server, "hang", &word).await;
     running.signal("KILL").await;
     let _ = running.wait().await;
     assert!(
@@ -212,33 +211,13 @@ async fn the_next_start_reaps_what_a_crashed_runtime_left() {
     assert_none_left(&word, "after the next start").await;
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 /// The trap from the issue: a daemon waits for the review, then rewrites the file merge would
 /// take. It is dead when the session ends; and a change made after the session anyway (by
 /// anything) makes `merge` refuse, naming the file, until a new snapshot is reviewed.
 #[tokio::test]
 async fn a_worktree_cannot_be_changed_between_review_and_merge() {
     let h = Harness::new();
-    let dir = h.work();
-    git(&dir, &["init", "-q", "-b", "main"]);
-    std::fs::write(dir.join("a.txt"), "one\n").unwrap();
-    git(&dir, &["add", "."]);
-    git(&dir, &["commit", "-q", "-m", "first"]);
+    let dir = git_repo(&h, "one\n");
     let word = marker("trap");
     let server = FakeModel::start().await;
     let script = format!(

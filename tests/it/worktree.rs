@@ -2,44 +2,13 @@
 //! works in a linked worktree, the original tree is never written, and the changes are
 //! reviewed, merged and removed afterwards.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
 
 use crate::common::*;
 use crate::support::{FakeModel, Harness, Outcome, Reply};
-
-/// `git` with a fixed identity and no user or system config, so commits work anywhere.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// The harness's work dir as a repository on `main` with one commit of `a.txt`.
-fn repo(h: &Harness) -> PathBuf {
-    let dir = h.work();
-    git(&dir, &["init", "-q", "-b", "main"]);
-    std::fs::write(dir.join("a.txt"), "one\ntwo\nthree\n").unwrap();
-    git(&dir, &["add", "."]);
-    git(&dir, &["commit", "-q", "-m", "first"]);
-    dir
-}
 
 fn write_call(path: &str, content: &str) -> Reply {
     let args = json!({"path": path, "content": content}).to_string();
@@ -76,7 +45,7 @@ fn worktree_dir(h: &Harness, id: &str) -> PathBuf {
 #[tokio::test]
 async fn a_session_with_changes_is_kept_reviewed_merged_and_removed() {
     let h = Harness::new();
-    let dir = repo(&h);
+    let dir = git_repo(&h, "one\ntwo\nthree\n");
     let (out, id) = run_in_worktree(&h, vec![write_call("new.txt", "hello\n")]).await;
     assert_eq!(out.code, Some(0), "{out:?}");
     let wt = worktree_dir(&h, &id);
@@ -143,7 +112,7 @@ async fn a_session_with_changes_is_kept_reviewed_merged_and_removed() {
 #[tokio::test]
 async fn a_session_without_changes_leaves_no_worktree_or_branch() {
     let h = Harness::new();
-    let dir = repo(&h);
+    let dir = git_repo(&h, "one\ntwo\nthree\n");
     let (out, id) = run_in_worktree(&h, vec![]).await;
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(out.stderr.contains("no changes"), "{}", out.stderr);
@@ -162,7 +131,7 @@ async fn a_session_without_changes_leaves_no_worktree_or_branch() {
 #[tokio::test]
 async fn a_conflicting_merge_is_refused_and_both_sides_stay_as_they_were() {
     let h = Harness::new();
-    let dir = repo(&h);
+    let dir = git_repo(&h, "one\ntwo\nthree\n");
     let (out, id) = run_in_worktree(&h, vec![write_call("a.txt", "one\nTHEIRS\nthree\n")]).await;
     assert_eq!(out.code, Some(0), "{out:?}");
     // The original branch edits the same line after the session started.
@@ -224,7 +193,7 @@ async fn a_repository_without_commits_is_a_usage_error() {
 #[tokio::test]
 async fn a_detached_head_is_a_fine_base() {
     let h = Harness::new();
-    let dir = repo(&h);
+    let dir = git_repo(&h, "one\ntwo\nthree\n");
     git(&dir, &["checkout", "-q", "--detach"]);
     let head = git(&dir, &["rev-parse", "HEAD"]);
     let (out, id) = run_in_worktree(&h, vec![write_call("x.txt", "x\n")]).await;
@@ -241,7 +210,7 @@ async fn a_detached_head_is_a_fine_base() {
 #[tokio::test]
 async fn uncommitted_changes_stay_behind_with_a_warning() {
     let h = Harness::new();
-    let dir = repo(&h);
+    let dir = git_repo(&h, "one\ntwo\nthree\n");
     std::fs::write(dir.join("a.txt"), "local edit\n").unwrap();
     let short = git(&dir, &["rev-parse", "--short=7", "HEAD"]);
     let (out, id) = run_in_worktree(&h, vec![write_call("x.txt", "x\n")]).await;
@@ -267,7 +236,7 @@ async fn uncommitted_changes_stay_behind_with_a_warning() {
 #[tokio::test]
 async fn a_subdirectory_session_starts_in_the_same_subdirectory() {
     let h = Harness::new();
-    let dir = repo(&h);
+    let dir = git_repo(&h, "one\ntwo\nthree\n");
     std::fs::create_dir_all(dir.join("pkg")).unwrap();
     std::fs::write(dir.join("pkg/lib.txt"), "lib\n").unwrap();
     git(&dir, &["add", "."]);
@@ -289,7 +258,7 @@ async fn a_subdirectory_session_starts_in_the_same_subdirectory() {
 #[tokio::test]
 async fn prune_removes_a_clean_orphan() {
     let h = Harness::new();
-    let dir = repo(&h);
+    let dir = git_repo(&h, "one\ntwo\nthree\n");
     let (out, id) = run_in_worktree(&h, vec![write_call("x.txt", "x\n")]).await;
     assert_eq!(out.code, Some(0), "{out:?}");
     let wt = worktree_dir(&h, &id);
@@ -328,7 +297,7 @@ async fn submodules_are_named_as_not_initialized_and_are_no_change() {
     std::fs::write(lib.join("lib.txt"), "lib\n").unwrap();
     git(&lib, &["add", "."]);
     git(&lib, &["commit", "-q", "-m", "lib"]);
-    let dir = repo(&h);
+    let dir = git_repo(&h, "one\ntwo\nthree\n");
     let url = lib.display().to_string();
     git(
         &dir,
