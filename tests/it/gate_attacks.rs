@@ -4,7 +4,7 @@
 //! was written without a person.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
@@ -308,9 +308,9 @@ async fn always_for_ls_does_not_cover_a_script_named_ls() {
     assert!(!marker.exists());
 }
 
-#[tokio::test]
-async fn auto_asks_before_a_url_carries_a_secret_away() {
-    let h = Harness::new();
+/// Configures `open_url_command` as a script that only logs the URL it is given; returns the
+/// log, which exists once a URL was opened.
+fn logging_opener(h: &Harness) -> PathBuf {
     let log = h.home_dir().join("opened.log");
     let opener = h.home_dir().join("opener");
     std::fs::write(
@@ -320,6 +320,13 @@ async fn auto_asks_before_a_url_carries_a_secret_away() {
     .unwrap();
     std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
     h.write_config(&format!("open_url_command = \"{} %s\"\n", opener.display()));
+    log
+}
+
+#[tokio::test]
+async fn auto_asks_before_a_url_carries_a_secret_away() {
+    let h = Harness::new();
+    let log = logging_opener(&h);
     std::fs::write(h.work().join("secret.txt"), "TOPSECRET\n").unwrap();
     let server = FakeModel::start().await;
     server.push(Reply::new().tool_call("c1", "shell", r#"{"command":"cat secret.txt"}"#));
@@ -351,15 +358,7 @@ async fn auto_asks_before_a_url_carries_a_secret_away() {
 #[tokio::test]
 async fn network_off_refuses_open_url() {
     let h = Harness::new();
-    let log = h.home_dir().join("opened.log");
-    let opener = h.home_dir().join("opener");
-    std::fs::write(
-        &opener,
-        format!("#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{}'\n", log.display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
-    h.write_config(&format!("open_url_command = \"{} %s\"\n", opener.display()));
+    let log = logging_opener(&h);
     let server = FakeModel::start().await;
     server.push(Reply::new().tool_call("c1", "open_url", r#"{"url":"http://127.0.0.1:9/"}"#));
     server.push(Reply::new().text("done"));
