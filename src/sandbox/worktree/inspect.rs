@@ -23,6 +23,18 @@ impl Changes {
     }
 }
 
+/// The paths a diff touches, one a change: the new path, or the old one for a deletion.
+pub(crate) fn changed_paths(diff: &Diff<'_>) -> Vec<String> {
+    diff.deltas()
+        .filter_map(|d| {
+            d.new_file()
+                .path()
+                .or_else(|| d.old_file().path())
+                .map(|p| p.display().to_string())
+        })
+        .collect()
+}
+
 /// Uncommitted changes in a working tree: modified, staged, deleted and untracked files, not
 /// ignored ones.
 pub(crate) fn dirty_paths(repo: &Repository) -> Result<Vec<String>, git2::Error> {
@@ -99,15 +111,7 @@ pub(crate) fn changes(record: &Record) -> Result<Changes, WorktreeError> {
         None => (Repository::open(&record.meta.repo)?, false),
     };
     let diff = base_diff(&repo, worktree, record, false)?;
-    let files = diff
-        .deltas()
-        .filter_map(|d| {
-            d.new_file()
-                .path()
-                .or_else(|| d.old_file().path())
-                .map(|p| p.display().to_string())
-        })
-        .collect();
+    let files = changed_paths(&diff);
     let tip = if worktree {
         repo.head()?.target()
     } else {

@@ -70,15 +70,7 @@ pub(crate) fn changed_since(record: &Record, snapshot: Oid) -> Result<Vec<String
         return Ok(Vec::new());
     }
     let diff = repo.diff_tree_to_tree(Some(&then), Some(&now), None)?;
-    let mut paths: Vec<String> = diff
-        .deltas()
-        .filter_map(|d| {
-            d.new_file()
-                .path()
-                .or_else(|| d.old_file().path())
-                .map(|p| p.display().to_string())
-        })
-        .collect();
+    let mut paths = super::inspect::changed_paths(&diff);
     paths.dedup();
     Ok(paths)
 }
