@@ -78,10 +78,35 @@ impl RootDir {
         RootDir::with_kernel(root, openat2_supported())
     }
 
+    /// The root is canonical (made so at session start), so no component of it is a symlink.
+    /// It is opened refusing symlinks on the way: a session whose root lies inside another
+    /// session's writable root must not be redirected by that session swapping a component
+    /// of the path for a symlink. Without openat2 the kernel's name for the opened directory
+    /// is compared with the root instead.
     fn with_kernel(root: &Path, kernel: bool) -> Result<RootDir, PathError> {
         let shown = root.to_string_lossy();
-        let fd =
-            rustix::fs::open(root, DIR_FLAGS, Mode::empty()).map_err(|e| errno_error(&shown, e))?;
+        let fd = if kernel {
+            let resolve = ResolveFlags::NO_SYMLINKS.union(ResolveFlags::NO_MAGICLINKS);
+            let mut retries = 0;
+            loop {
+                match rustix::fs::openat2(rustix::fs::CWD, root, DIR_FLAGS, Mode::empty(), resolve)
+                {
+                    Err(Errno::AGAIN) if retries < EAGAIN_RETRIES => retries += 1,
+                    Err(Errno::LOOP) => return Err(moved_root(root)),
+                    opened => break opened.map_err(|e| errno_error(&shown, e))?,
+                }
+            }
+        } else {
+            let fd = rustix::fs::open(root, DIR_FLAGS, Mode::empty())
+                .map_err(|e| errno_error(&shown, e))?;
+            // No /proc: nothing to compare with; the opens below still resolve by hand.
+            if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+                && opened != root
+            {
+                return Err(moved_root(root));
+            }
+            fd
+        };
         Ok(RootDir {
             fd,
             path: root.to_path_buf(),
@@ -307,6 +332,19 @@ fn split_name<'a>(rel: &'a Path, shown: &str) -> Result<(&'a Path, &'a OsStr), P
     }
 }
 
+/// The root's path now leads through a symlink, somewhere else than where the session started.
+fn moved_root(root: &Path) -> PathError {
+    PathError::Io {
+        requested: root.to_string_lossy().into_owned(),
+        kind: io::ErrorKind::Other,
+        message: format!(
+            "the session root {} no longer resolves to the directory the session started in \
+             (a component of its path was replaced by a symbolic link); refusing to touch it",
+            root.display()
+        ),
+    }
+}
+
 fn errno_error(shown: &str, e: Errno) -> PathError {
     let e = io::Error::from(e);
     PathError::Io {
@@ -481,6 +519,22 @@ mod tests {
             // An escape is refused before any directory on the way is made.
             assert!(is_outside(dir.prepare_write(&format!("made{i}/../../x"))));
             assert!(!root.join(format!("made{i}")).exists());
+        }
+    }
+
+    #[test]
+    fn a_root_whose_path_now_leads_through_a_symlink_is_refused() {
+        let (_t, root, outside) = setup();
+        let parent = root.parent().unwrap().to_path_buf();
+        std::fs::create_dir(outside.join("root")).unwrap();
+        for kernel in [false, true] {
+            let nested = parent.join(format!("nest{kernel}"));
+            std::fs::create_dir_all(nested.join("root")).unwrap();
+            RootDir::with_kernel(&nested.join("root"), kernel).unwrap();
+            std::fs::rename(&nested, parent.join(format!("moved{kernel}"))).unwrap();
+            symlink(&outside, &nested).unwrap();
+            let err = RootDir::with_kernel(&nested.join("root"), kernel).unwrap_err();
+            assert!(err.to_string().contains("no longer resolves"), "{err}");
         }
     }
 
