@@ -122,11 +122,7 @@ async fn a_root_whose_path_is_redirected_by_a_symlink_is_refused() {
     // Gives the test time to swap the path once the first call is done.
     let stalled = |reply: Reply| reply.stall(std::time::Duration::from_secs(2));
     server.push(stalled(write("c1", "second.txt")));
-    server.push(Reply::new().tool_call(
-        "c2",
-        "read_file",
-        &json!({"path": "passwd"}).to_string(),
-    ));
+    server.push(Reply::new().tool_call("c2", "read_file", &json!({"path": "passwd"}).to_string()));
     server.push(Reply::new().text("done"));
     let run = openai_run(&h, &server, "go")
         .args(["-p", "bypass"])
