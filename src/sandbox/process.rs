@@ -7,6 +7,7 @@
 //! reaches them all.
 
 mod capture;
+mod live;
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -29,6 +30,7 @@ use crate::tool::OutputSink;
 use capture::Collector;
 #[cfg(test)]
 use capture::{STREAM_LIMIT, STREAM_STOPPED};
+pub(crate) use live::{EXIT_WAIT, wait_for_tool_processes};
 
 /// Between SIGTERM and SIGKILL: time for the group to clean up after itself.
 const TERM_GRACE: Duration = Duration::from_secs(2);
@@ -114,6 +116,7 @@ pub(crate) async fn run(
         pgid,
         child: Some(child),
         settled: false,
+        _live: live::Live::new(),
     };
 
     let mut collector = Collector::new(sink, spec.max_output_bytes, &spec.redactor);
@@ -232,6 +235,8 @@ struct Group {
     pgid: Pid,
     child: Option<Child>,
     settled: bool,
+    /// Until the child is reaped; moved into the background task when the run is abandoned.
+    _live: live::Live,
 }
 
 impl Drop for Group {
@@ -243,11 +248,20 @@ impl Drop for Group {
         signal_group(pgid, Signal::SIGTERM);
         match (self.child.take(), tokio::runtime::Handle::try_current()) {
             (Some(mut child), Ok(handle)) => {
+                // A fresh count for the task: this one goes with the group being dropped.
+                let live = live::Live::new();
                 handle.spawn(async move {
                     // Holding the unreaped child keeps the group id from being reused; the
                     // guard kills the group even if the runtime shuts down meanwhile.
                     let _kill = KillOnDrop(pgid);
-                    let _ = tokio::time::timeout(TERM_GRACE, child.wait()).await;
+                    if tokio::time::timeout(TERM_GRACE, child.wait())
+                        .await
+                        .is_err()
+                    {
+                        signal_group(pgid, Signal::SIGKILL);
+                        let _ = tokio::time::timeout(REAP_WAIT, child.wait()).await;
+                    }
+                    drop(live);
                 });
             }
             _ => signal_group(pgid, Signal::SIGKILL),

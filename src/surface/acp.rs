@@ -376,6 +376,7 @@ pub async fn acp(args: AcpArgs) -> Result<Exit, RunError> {
     );
     let served = handlers(state).connect_to(transport).await;
     manager.shutdown().await;
+    crate::sandbox::process::wait_for_tool_processes(crate::sandbox::process::EXIT_WAIT).await;
     served
         .map(|()| Exit::Ok)
         .map_err(|e| RunError::Runtime(format!("ACP connection failed: {e}")))

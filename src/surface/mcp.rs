@@ -477,5 +477,6 @@ pub async fn mcp(config_path: Option<PathBuf>) -> Result<Exit, RunError> {
         Err(e) => Err(RunError::Runtime(format!("MCP initialization failed: {e}"))),
     };
     manager.shutdown().await;
+    crate::sandbox::process::wait_for_tool_processes(crate::sandbox::process::EXIT_WAIT).await;
     served.map(|()| Exit::Ok)
 }

@@ -236,6 +236,8 @@ pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
         use std::io::Write;
         let _ = SafeWriter::new(std::io::stderr()).write_all(&notes);
     }
+    // A turn stopped mid-call ends its tool process in a background task: wait for it.
+    crate::sandbox::process::wait_for_tool_processes(crate::sandbox::process::EXIT_WAIT).await;
     result
 }
 

@@ -96,3 +96,59 @@ async fn symlinks_inside_the_root_are_written_through() {
     assert_eq!(results[1]["output"], "new\n", "{}", results[1]);
     assert!(h.work().join("alias").is_symlink());
 }
+
+/// Session B's root lies inside a directory another session may write (`work/x/etc`). Between
+/// two of B's calls that other session swaps `work/x` for a symlink to a directory of its own
+/// with an `etc` inside: B's file tools must refuse, not read or write over there.
+#[tokio::test]
+async fn a_root_whose_path_is_redirected_by_a_symlink_is_refused() {
+    let h = Harness::new();
+    let root = h.work().join("x/etc");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("passwd"), "root's own\n").unwrap();
+    let decoy = h.home_dir().join("decoy");
+    std::fs::create_dir_all(decoy.join("etc")).unwrap();
+    std::fs::write(decoy.join("etc/passwd"), "decoy\n").unwrap();
+
+    let server = FakeModel::start().await;
+    let write = |id: &str, path: &str| {
+        Reply::new().tool_call(
+            id,
+            "write_file",
+            &json!({"path": path, "content": "from B\n"}).to_string(),
+        )
+    };
+    server.push(write("c0", "first.txt"));
+    // Gives the test time to swap the path once the first call is done.
+    let stalled = |reply: Reply| reply.stall(std::time::Duration::from_secs(2));
+    server.push(stalled(write("c1", "second.txt")));
+    server.push(Reply::new().tool_call("c2", "read_file", &json!({"path": "passwd"}).to_string()));
+    server.push(Reply::new().text("done"));
+    let run = openai_run(&h, &server, "go")
+        .args(["-p", "bypass"])
+        .current_dir(&root)
+        .spawn()
+        .await;
+    assert!(
+        server
+            .wait_for_chat_requests(2, std::time::Duration::from_secs(30))
+            .await
+    );
+    // The first call is done (its result is in the second request): swap a component.
+    std::fs::rename(h.work().join("x"), h.work().join("x-moved")).unwrap();
+    symlink(&decoy, h.work().join("x")).unwrap();
+    let out = run.wait().await;
+    assert_well_formed(&out);
+
+    let results = results(&out);
+    assert_eq!(results.len(), 3, "{out:?}");
+    assert_eq!(results[0]["success"], true, "{}", results[0]);
+    for result in &results[1..] {
+        assert_eq!(result["success"], false, "{result}");
+        let error = result["error"].as_str().unwrap();
+        assert!(error.contains("no longer resolves"), "{error}");
+    }
+    assert!(!decoy.join("etc/second.txt").exists());
+    assert!(h.work().join("x-moved/etc/first.txt").exists());
+    assert!(!h.work().join("x-moved/etc/second.txt").exists());
+}

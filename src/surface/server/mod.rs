@@ -246,6 +246,8 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
         .with_graceful_shutdown(async move { until.cancelled().await })
         .await;
     manager.shutdown().await;
+    // Closed sessions' tool processes end in background tasks: they must be gone first.
+    crate::sandbox::process::wait_for_tool_processes(crate::sandbox::process::EXIT_WAIT).await;
     served.map_err(|e| RunError::Runtime(format!("server error: {e}")))?;
     Ok(Exit::Ok)
 }
