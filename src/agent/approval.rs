@@ -11,7 +11,10 @@ use crate::policy::{Decision, Verdict, approval_preview};
 use crate::tool::Guard;
 
 pub enum Authorized {
-    Run,
+    /// `by_person`: a person answered this call's prompt with yes.
+    Run {
+        by_person: bool,
+    },
     Refuse(String),
     CancelTurn,
 }
@@ -37,7 +40,7 @@ impl Agent {
             _ => {}
         }
         let reason = match verdict {
-            Verdict::Allow { .. } => return Authorized::Run,
+            Verdict::Allow { .. } => return Authorized::Run { by_person: false },
             Verdict::Deny { reason } => return Authorized::Refuse(format!("refused: {reason}")),
             Verdict::Ask { reason } => reason,
         };
@@ -93,7 +96,7 @@ impl Agent {
         self.session
             .resolve_permission(&id, decision.as_str(), note.clone());
         match decision {
-            Decision::Allow | Decision::AllowAll => Authorized::Run,
+            Decision::Allow | Decision::AllowAll => Authorized::Run { by_person: true },
             Decision::Deny if timed_out => {
                 Authorized::Refuse(format!("denied: {}", note.unwrap_or_default()))
             }

@@ -116,6 +116,7 @@ pub async fn execute(
     settings: &Arc<ToolSettings>,
     cap_override: Option<usize>,
     cancel: &CancellationToken,
+    person_approved: bool,
 ) -> Finished {
     let manifest = valid.tool.manifest;
     let max_output_bytes = cap_override.map_or(manifest.max_output_bytes, |cap| {
@@ -137,6 +138,7 @@ pub async fn execute(
             }));
         }),
         settings: settings.clone(),
+        person_approved,
     };
     let started = Instant::now();
     let result = tokio::select! {

@@ -509,7 +509,7 @@ impl Agent {
                         calls::reject(&self.session, &stub, message)
                     }
                     Ok(valid) => match self.authorize(&valid, cancel).await {
-                        approval::Authorized::Run => {
+                        approval::Authorized::Run { by_person } => {
                             calls::execute(
                                 &self.session,
                                 valid,
@@ -517,6 +517,7 @@ impl Agent {
                                 &self.tool_settings,
                                 self.config.tool_output_cap,
                                 cancel,
+                                by_person,
                             )
                             .await
                         }

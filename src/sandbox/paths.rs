@@ -9,6 +9,7 @@
 
 mod beneath;
 pub(crate) mod guard;
+pub(crate) mod quarantine;
 pub(crate) mod scan;
 
 pub(crate) use beneath::{Existing, RootDir};

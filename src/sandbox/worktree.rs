@@ -26,6 +26,7 @@ use crate::event::Timestamp;
 use crate::session::WorktreeMeta;
 
 pub(crate) use inspect::{Changes, changes, unmerged, write_diff};
+pub(crate) use links::check as check_links;
 pub(crate) use merge::{MergeKind, merge};
 pub(crate) use store::{Entry, PruneAction, Store, entries, entry as store_entry, prune};
 

@@ -90,6 +90,8 @@ fn dispatch(
         }
         WorktreeCommand::Diff { id } => {
             let record = store.load(id)?;
+            // Before the snapshot note, which reads the repository the `.git` names.
+            worktree::check_links(&record)?;
             note_snapshot(&record, err)?;
             worktree::write_diff(&record, out)?;
         }

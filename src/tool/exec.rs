@@ -10,6 +10,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+mod after;
+
 use super::output::parse_args;
 use super::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::sandbox::paths::resolve_in_root;
@@ -96,6 +98,7 @@ async fn execute(
     requested: Option<i64>,
 ) -> Result<ToolOutput, ToolError> {
     let (timeout, clamp_note) = pick_timeout(ctx, requested)?;
+    let before = after::Before::take(ctx).await;
     let spec = ProcessSpec {
         program: program.clone(),
         args,
@@ -124,39 +127,7 @@ async fn execute(
         .filter(|s| s.mode != crate::sandbox::SandboxMode::Off)
         .map(|s| (s, ctx.root.as_path()));
     let result = shape(outcome, clamp_note, timeout, sandbox);
-    match ctx.settings.sandbox.as_ref() {
-        Some(spec) => undo_planted_git(ctx, spec, result).await,
-        None => result,
-    }
-}
-
-/// Landlock cannot forbid creating one name in a writable tree, so a `.git` (or another git
-/// directory) the process made beneath the root is taken apart once it ended, and the call
-/// fails saying so: the person's git would otherwise run its config outside the sandbox.
-async fn undo_planted_git(
-    ctx: &ToolContext,
-    spec: &SandboxSpec,
-    result: Result<ToolOutput, ToolError>,
-) -> Result<ToolOutput, ToolError> {
-    let (root, known) = (ctx.root.clone(), spec.protected.clone());
-    let removed = tokio::task::spawn_blocking(move || {
-        crate::sandbox::paths::scan::remove_planted(&root, &known)
-    })
-    .await
-    .unwrap_or_default();
-    if removed.is_empty() {
-        return result;
-    }
-    let text = match result {
-        Ok(out) => out.text,
-        Err(e) => e.to_string(),
-    };
-    Err(ToolError::SandboxDenied(format!(
-        "{text}\n[the sandbox removed the git directories this call made: {}. No tool may make a \
-         repository in the session root (git would later run its config outside the sandbox); \
-         use $TMPDIR for scratch repositories]",
-        removed.join(", ")
-    )))
+    after::undo(ctx, before, result).await
 }
 
 /// What sandbox denials look like in a process's output.

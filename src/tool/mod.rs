@@ -43,6 +43,10 @@ pub struct ToolContext {
     pub output: OutputSink,
     /// Session-wide settings: timeouts, the environment tool processes get, desktop options.
     pub settings: Arc<ToolSettings>,
+    /// A person answered the prompt for this very call with yes (not a rule, a grant from an
+    /// earlier call, bypass or an automatic answer): only then may shell and python leave new
+    /// or changed agent config in the root.
+    pub person_approved: bool,
 }
 
 impl ToolContext {
@@ -55,6 +59,7 @@ impl ToolContext {
             max_output_bytes: 32 * 1024,
             output: OutputSink::none(),
             settings: Arc::new(ToolSettings::default()),
+            person_approved: false,
         }
     }
 }

@@ -65,6 +65,9 @@ pub struct ToolSettings {
     pub sandbox: Option<SandboxSpec>,
     /// An editor that serves file reads/writes (an ACP client), else the disk directly.
     pub editor: Option<super::editor::EditorLink>,
+    /// Where agent config a shell or python call made without a person's yes is moved (outside
+    /// the root, hidden from tools); `None`: the system temp dir's `corral-quarantine`.
+    pub quarantine: Option<std::path::PathBuf>,
 }
 
 impl Default for ToolSettings {
@@ -81,6 +84,7 @@ impl Default for ToolSettings {
             redactor: Redactor::default(),
             sandbox: None,
             editor: None,
+            quarantine: None,
         }
     }
 }

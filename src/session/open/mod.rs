@@ -398,6 +398,11 @@ async fn finish_start(
     let mut settings = tool_settings(&config, &policy, tmpdir.path());
     settings.editor = spec.editor.clone();
     settings.sandbox = sandbox::start(modes, &policy, &root, tmpdir.path(), session).await?;
+    // The session's own directory is hidden from tools: they cannot put quarantined config back.
+    settings.quarantine = session
+        .log_path()
+        .and_then(Path::parent)
+        .map(|dir| dir.join("quarantine").join(session.id()));
     let mut agent = Agent::new(
         session.clone(),
         client.clone(),

@@ -62,7 +62,11 @@ pub(crate) async fn start(
 ) -> Result<Option<SandboxSpec>, RunError> {
     if mode == SandboxMode::Off {
         // No confinement, but still the helper: a call's background processes end with it.
-        return Ok(Some(SandboxSpec::new(mode, network)));
+        // The protected list is still taken: it tells the repositories that were there from
+        // those a call plants (which are taken apart after it).
+        let mut spec = SandboxSpec::new(mode, network);
+        spec.protected = crate::sandbox::paths::scan::protected_paths(root).paths;
+        return Ok(Some(spec));
     }
     let spec = spec_for(mode, network, policy, root, tmpdir);
     let support = SandboxSupport::probe(&spec).await;
