@@ -364,8 +364,10 @@ fn apply_landlock(spec: &SandboxSpec, handle_net: bool, support: &mut SandboxSup
             .add_rule(PathBeneath::new(root, read))
             .map_err(text)?;
         for path in &spec.writable {
-            // A path that does not exist has nothing to write into.
-            let Ok(fd) = PathFd::new(path) else { continue };
+            // A path that does not exist, or that now leads through a symlink, gets no rule.
+            let Some(fd) = writable_fd(path) else {
+                continue;
+            };
             let rights = if path.is_dir() {
                 fs
             } else {
@@ -402,5 +404,21 @@ fn apply_landlock(spec: &SandboxSpec, handle_net: bool, support: &mut SandboxSup
             }
         }
         Err(e) => support.landlock_error = Some(format!("cannot apply landlock: {e}")),
+    }
+}
+
+/// An `O_PATH` descriptor of a writable path, refusing symlinks on the whole way: the paths
+/// are canonical when the session starts, so a symlink found now was swapped in since (a
+/// session whose root lies inside another session's writable directory), and following it
+/// would grant writes wherever it points. Refused paths get no rule, which fails closed.
+fn writable_fd(path: &Path) -> Option<std::os::fd::OwnedFd> {
+    use rustix::fs::{CWD, Mode, OFlags, ResolveFlags};
+    let flags = OFlags::PATH | OFlags::CLOEXEC;
+    let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    match rustix::fs::openat2(CWD, path, flags, Mode::empty(), resolve) {
+        Ok(fd) => Some(fd),
+        // Kernels with landlock all have openat2; a seccomp filter above us may hide it.
+        Err(rustix::io::Errno::NOSYS) => rustix::fs::open(path, flags, Mode::empty()).ok(),
+        Err(_) => None,
     }
 }

@@ -365,3 +365,44 @@ async fn doctor_names_each_protection() {
         );
     }
 }
+
+/// A session whose root lies inside another session's writable directory: that session swaps
+/// a component of the root's path for a symlink between two shell calls. The second call must
+/// not be granted writes wherever the symlink points (landlock's rule was taken by path).
+#[tokio::test]
+async fn a_shell_call_cannot_write_where_a_swapped_root_path_now_points() {
+    let h = Harness::new();
+    if !landlock_here(&h).await {
+        return;
+    }
+    let root = h.work().join("x/etc");
+    std::fs::create_dir_all(&root).unwrap();
+    let decoy = h.home_dir().join("decoy");
+    std::fs::create_dir_all(decoy.join("etc")).unwrap();
+    let server = FakeModel::start().await;
+    let call = |id: &str, command: &str| {
+        Reply::new().tool_call(id, "shell", &json!({ "command": command }).to_string())
+    };
+    server.push(call("c0", "echo first > first.txt"));
+    // Gives the test time to swap the path once the first call is done.
+    server.push(call("c1", "echo second > second.txt").stall(Duration::from_secs(2)));
+    server.push(Reply::new().text("done"));
+    let run = openai_run(&h, &server, "go")
+        .args(["-p", "bypass", "--sandbox", "best-effort"])
+        .current_dir(&root)
+        .spawn()
+        .await;
+    assert!(
+        server
+            .wait_for_chat_requests(2, Duration::from_secs(30))
+            .await
+    );
+    std::fs::rename(h.work().join("x"), h.work().join("x-moved")).unwrap();
+    std::os::unix::fs::symlink(&decoy, h.work().join("x")).unwrap();
+    let out = run.wait().await;
+    assert!(h.work().join("x-moved/etc/first.txt").exists(), "{out:?}");
+    assert!(
+        !decoy.join("etc/second.txt").exists(),
+        "the swapped root path granted writes in the other directory: {out:?}"
+    );
+}

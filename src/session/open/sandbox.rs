@@ -113,6 +113,13 @@ fn spec_for(
             .iter()
             .map(|p| expand(p, root, home.as_deref())),
     );
+    // Resolved once, now, where the person chose them: the helper then refuses any symlink on
+    // these paths, which can only have been swapped in since.
+    for path in &mut spec.writable {
+        if let Ok(real) = path.canonicalize() {
+            *path = real;
+        }
+    }
     let protected = crate::sandbox::paths::scan::protected_paths(root);
     if protected.incomplete {
         tracing::warn!(
