@@ -150,7 +150,8 @@ async fn sandbox(report: &mut Report) {
     report.line(
         State::Ok,
         "git files and agent config (file tools)",
-        "write_file refuses .git in every form and preset; agent config always asks a person",
+        "write_file refuses .git in every form and preset; agent config always asks a person; \
+         agent config a shell or python call makes without a person's yes is quarantined",
     );
     confinement(report, &s);
     let limits = s.limits(&spec);
