@@ -627,7 +627,8 @@ impl Agent {
             "the sandbox blocked every tool call of this turn ({} of {}); the last: {last}. \
              Tools may write only under the session root and $TMPDIR: widen the preset with \
              `writable = [\"…\"]`, allow the network with --network on, or run with \
-             --sandbox off",
+             --sandbox off (git's own files and agent config stay out of reach in every \
+             preset and sandbox mode)",
             tally.blocked, tally.executed
         ))
     }

@@ -153,7 +153,7 @@ fn blame(text: String, sandbox: &SandboxSpec, root: &Path) -> ToolError {
         let except = if sandbox.protected.is_empty() {
             ""
         } else {
-            " (.git is read-only)"
+            " (git's files and agent config are read-only)"
         };
         allowed.push(format!(
             "writes are allowed only under {}{except} and $TMPDIR",
@@ -428,8 +428,8 @@ mod tests {
         );
         let rofs = "touch: cannot touch '.git/x': Read-only file system\n[exit code 1]";
         assert!(blame(rofs.into(), &spec, root).to_string().ends_with(
-            "[the sandbox blocked this: writes are allowed only under /r (.git is read-only) and \
-             $TMPDIR; network is off]"
+            "[the sandbox blocked this: writes are allowed only under /r (git's files and agent \
+             config are read-only) and $TMPDIR; network is off]"
         ));
         let plain = "oops\n[exit code 3]";
         assert_eq!(

@@ -174,7 +174,10 @@ async fn the_git_directory_stays_read_only_even_from_inside_it() {
     let out = run_calls(&h, &calls, &[]).await;
     let results = records(&out);
     let error = assert_blocked(&results[0], "Read-only file system");
-    assert!(error.contains("(.git is read-only)"), "{error}");
+    assert!(
+        error.contains("(git's files and agent config are read-only)"),
+        "{error}"
+    );
     assert_blocked(&results[1], "Read-only file system");
     assert!(!hooks.join("evil").exists() && !hooks.join("evil2").exists());
     // Reading the repository still works, and so does writing beside it.
