@@ -302,10 +302,11 @@ pub async fn steer_mid_turn(
     output
 }
 
-/// `git` with a fixed identity and no user or system config, so commits work anywhere;
-/// fails the test when git does. Returns its trimmed stdout.
-pub fn git(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
+/// `git` as the person runs it: a fixed identity and no user or system config, so commits
+/// work anywhere.
+pub fn git_command(dir: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new("git");
+    command
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -313,24 +314,34 @@ pub fn git(dir: &std::path::Path, args: &[&str]) -> String {
         .env("GIT_AUTHOR_NAME", "Test")
         .env("GIT_AUTHOR_EMAIL", "test@example.com")
         .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .output()
-        .expect("run git");
+        .env("GIT_COMMITTER_EMAIL", "test@example.com");
+    command
+}
+
+/// [`git_command`], failing the test when git does. Returns its trimmed stdout.
+pub fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = git_command(dir, args).output().expect("run git");
     assert!(
         out.status.success(),
-        "git {args:?} failed: {}",
+        "git {args:?} in {}: {}",
+        dir.display(),
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// `dir` as a repository on `main` with one commit of `a.txt` holding `content`.
+pub fn git_repo_at(dir: &std::path::Path, content: &str) {
+    git(dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("a.txt"), content).unwrap();
+    git(dir, &["add", "."]);
+    git(dir, &["commit", "-q", "-m", "first"]);
 }
 
 /// The harness's work dir as a repository on `main` with one commit of `a.txt` holding
 /// `content`.
 pub fn git_repo(h: &Harness, content: &str) -> std::path::PathBuf {
     let dir = h.work();
-    git(&dir, &["init", "-q", "-b", "main"]);
-    std::fs::write(dir.join("a.txt"), content).unwrap();
-    git(&dir, &["add", "."]);
-    git(&dir, &["commit", "-q", "-m", "first"]);
+    git_repo_at(&dir, content);
     dir
 }

@@ -12,40 +12,6 @@ use serde_json::{Value, json};
 use crate::common::*;
 use crate::support::{FakeModel, Harness, Outcome, Reply};
 
-/// `git` as the person runs it: no user or system config, a fixed identity.
-fn git_at(dir: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .output()
-        .expect("run git")
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = git_at(dir, args);
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// A repository on `main` with one commit of `a.txt`.
-fn repo(dir: &Path) {
-    git(dir, &["init", "-q", "-b", "main"]);
-    std::fs::write(dir.join("a.txt"), "a\n").unwrap();
-    git(dir, &["add", "."]);
-    git(dir, &["commit", "-q", "-m", "first"]);
-}
-
 /// Where a planted fsmonitor would leave its mark: outside the root.
 fn marker(h: &Harness) -> PathBuf {
     h.home_dir().join("fsmonitor-ran")
@@ -62,7 +28,7 @@ fn planted_config(h: &Harness) -> String {
 /// The person's next `git status` in each directory: the planted fsmonitor must not run.
 fn assert_git_status_runs_nothing(h: &Harness, dirs: &[PathBuf]) {
     for dir in dirs {
-        let _ = git_at(dir, &["status"]);
+        let _ = git_command(dir, &["status"]).output().expect("run git");
         assert!(
             !marker(h).exists(),
             "git status in {} ran the planted fsmonitor",
@@ -136,9 +102,9 @@ const GIT_REFUSAL: &str = "git's own files";
 async fn write_file_never_writes_git_files_under_bypass_by_any_path() {
     let h = Harness::new();
     let work = h.work();
-    repo(&work);
+    git_repo_at(&work, "a\n");
     std::fs::create_dir(work.join("sub")).unwrap();
-    repo(&work.join("sub"));
+    git_repo_at(&work.join("sub"), "a\n");
     let config = std::fs::read_to_string(work.join(".git/config")).unwrap();
     let evil = planted_config(&h);
     let out = run(
@@ -175,7 +141,7 @@ async fn write_file_never_writes_git_files_under_bypass_by_any_path() {
 async fn a_symlink_into_git_already_in_the_repository_does_not_let_auto_write_there() {
     let h = Harness::new();
     let work = h.work();
-    repo(&work);
+    git_repo_at(&work, "a\n");
     std::os::unix::fs::symlink(".git", work.join("docs")).unwrap();
     let out = run(
         &h,
@@ -195,9 +161,9 @@ async fn the_sandbox_keeps_nested_git_and_agent_config_read_only() {
         return;
     }
     let work = h.work();
-    repo(&work);
+    git_repo_at(&work, "a\n");
     std::fs::create_dir(work.join("sub")).unwrap();
-    repo(&work.join("sub"));
+    git_repo_at(&work.join("sub"), "a\n");
     std::fs::create_dir(work.join(".claude")).unwrap();
     std::fs::write(work.join(".claude/settings.json"), "{}\n").unwrap();
     let hook = format!("touch {}", marker(&h).display());
@@ -233,7 +199,7 @@ async fn repositories_planted_by_the_shell_are_taken_apart_after_the_call() {
     }
     // The session runs in a subdirectory of a repository: its root has no .git of its own.
     let work = h.work();
-    repo(&work);
+    git_repo_at(&work, "a\n");
     let root = work.join("pkg");
     std::fs::create_dir_all(root.join("docs")).unwrap();
     let evil = planted_config(&h);
@@ -297,7 +263,7 @@ async fn a_worktree_session_cannot_redirect_its_git_file_and_a_redirected_one_is
         return;
     }
     let work = h.work();
-    repo(&work);
+    git_repo_at(&work, "a\n");
     let (out, id) = run_in_worktree(
         &h,
         &[
@@ -325,7 +291,7 @@ async fn a_worktree_session_cannot_redirect_its_git_file_and_a_redirected_one_is
     // at review time: a repository of the attacker's with a commit of its own.
     let planted = h.home_dir().join("planted");
     std::fs::create_dir(&planted).unwrap();
-    repo(&planted);
+    git_repo_at(&planted, "a\n");
     std::fs::write(
         wt.join(".git"),
         format!("gitdir: {}\n", planted.join(".git").display()),
@@ -343,7 +309,7 @@ async fn a_worktree_session_cannot_redirect_its_git_file_and_a_redirected_one_is
     std::fs::write(wt.join(".git"), dot_git).unwrap();
     // A nested repository planted in the worktree is refused too.
     std::fs::create_dir(wt.join("vendor")).unwrap();
-    repo(&wt.join("vendor"));
+    git_repo_at(&wt.join("vendor"), "a\n");
     let out = h.corral().args(["worktree", "merge", &id]).run().await;
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(out.stderr.contains("vendor/.git"), "{out:?}");
@@ -466,7 +432,7 @@ fn quarantined(h: &Harness, rel: &str) -> Vec<PathBuf> {
 async fn agent_config_made_by_the_shell_without_a_person_is_quarantined() {
     let h = Harness::new();
     let work = h.work();
-    repo(&work);
+    git_repo_at(&work, "a\n");
     let plant = format!(
         "mkdir -p .claude && printf '%s' '{HOOK_SETTINGS}' > .claude/settings.json && echo '{{}}' > opencode.json"
     );
