@@ -332,6 +332,7 @@ fn main() -> ExitCode {
         }
     };
     let code = runtime.block_on(async {
+        catch_file_size_signal();
         match cli.command {
             Command::Run(run) => corral::run((*run).into()).await,
             Command::Serve {
@@ -384,6 +385,19 @@ fn main() -> ExitCode {
             report(&anyhow::Error::new(e));
             ExitCode::from(exit as u8)
         }
+    }
+}
+
+/// A write past the file size limit (`ulimit -f`, RLIMIT_FSIZE) raises SIGXFSZ, whose default
+/// action kills the process mid-write. Caught, the write fails with EFBIG instead and is
+/// handled like any failed write: the event log says so and the session stops. A handler
+/// rather than SIG_IGN because an ignored signal stays ignored across exec while a caught one
+/// is reset, so tools, agents and model servers keep the default. The handler stays
+/// installed after the `Signal` is dropped.
+fn catch_file_size_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    if let Err(e) = signal(SignalKind::from_raw(libc::SIGXFSZ)) {
+        tracing::warn!(error = %e, "cannot catch SIGXFSZ: a write past the file size limit kills corral");
     }
 }
 

@@ -283,6 +283,12 @@ impl Agent {
                 (StopReason::Error, Some(message))
             }
         };
+        // A turn whose events are not all on disk did not end well, whatever the model did;
+        // the session has said why already (an `error` that could not be logged).
+        let (stop_reason, error) = match self.session.flush_log().await {
+            Ok(()) => (stop_reason, error),
+            Err(failure) => (StopReason::Error, Some(failure.to_string())),
+        };
         self.session.emit(Payload::Result(ResultData {
             stop_reason,
             usage,

@@ -220,7 +220,9 @@ impl SessionManager {
             && let Some(existing) = self.get(id)
         {
             if existing.session.status() != Status::Dead {
-                return Err(OpenError::Usage(format!("session {id} is already open")));
+                return Err(OpenError::InUse(format!(
+                    "session {id} is already open in this process"
+                )));
             }
             lock(&self.inner.sessions).remove(id);
             lock(&self.inner.dead).retain(|d| d != id);
@@ -331,7 +333,8 @@ impl SessionManager {
         let handle = self
             .get(id)
             .ok_or_else(|| SendError::NotFound(id.to_string()))?;
-        if handle.session.status() == Status::Dead {
+        // A session whose log failed is closing: its error has gone out already.
+        if handle.session.status() == Status::Dead || handle.session.log_failure().is_some() {
             return Err(SendError::Dead(id.to_string()));
         }
         // A turn is over once its result is out: a client that has it may send at once,
@@ -527,10 +530,13 @@ async fn run_session(
     handle: std::sync::Weak<Handle>,
 ) {
     loop {
-        // Between turns, an external agent's process dying closes the session at once.
+        // Between turns, an external agent's process dying closes the session at once; so
+        // does its event log failing.
+        let halted = opened.session.halted().clone();
         let command = tokio::select! {
             command = commands.recv() => command,
             () = opened.backend.watch_idle() => break,
+            () = halted.cancelled() => break,
         };
         let Some(command) = command else { break };
         let (text, images) = match command {
@@ -545,7 +551,7 @@ async fn run_session(
             }
             Command::Close => break,
         };
-        let token = CancellationToken::new();
+        let token = halted.child_token();
         if let Some(handle) = handle.upgrade() {
             *lock(&handle.cancel) = Some(token.clone());
         }

@@ -3,10 +3,18 @@
 //! Every envelope goes through [`Session::emit`], which stamps `seq` and `ts`, serializes once,
 //! and hands the same `Arc` to the replay ring, live subscribers and the log writer. The lock
 //! makes seq order, ring order and log order one order.
+//!
+//! A session with a log is run by one process at a time (see `lock`). When its log cannot be
+//! written (a full disk, the file size limit, an I/O error) the session stops: an `error`
+//! envelope goes to every live subscriber (it cannot be logged, and says so), the running
+//! turn is cancelled through [`Session::halted`], no turn starts again, and whoever runs it
+//! closes it (status `dead`). Nothing is then queued for the log: what a subscriber saw after
+//! the failure is not on disk, and a later resume continues from the last logged seq.
 
 mod approvals;
 mod bus;
 pub mod ids;
+mod lock;
 mod log;
 pub mod manager;
 mod meta;
@@ -15,18 +23,22 @@ mod status;
 
 pub use approvals::AnswerError;
 pub use bus::Subscription;
-pub use log::{log_path, read_log};
+pub use lock::LockError;
+pub use log::{LogFailure, log_path, read_log};
 pub use meta::{SessionMeta, WorktreeMeta};
 pub use status::{IllegalTransition, check_transition};
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+
+use tokio_util::sync::CancellationToken;
 
 use crate::event::{
     Envelope, ErrorData, Event, Payload, SharedEvent, Status, StatusData, Timestamp,
 };
 use approvals::Approvals;
 use bus::EventBus;
+use lock::SessionLock;
 use log::LogWriter;
 
 #[derive(Debug, thiserror::Error)]
@@ -36,12 +48,24 @@ pub enum SessionError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Another process runs the session.
+    #[error(transparent)]
+    InUse(#[from] LockError),
     #[error("no session {0} in {1}")]
     NotFound(String, PathBuf),
     #[error("session id {0:?} is not valid: use letters, digits, '-' and '_' only")]
     BadId(String),
     #[error(transparent)]
     Transition(#[from] IllegalTransition),
+}
+
+/// Why a turn cannot begin.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TurnRefused {
+    #[error(transparent)]
+    Transition(#[from] IllegalTransition),
+    #[error("{0}; the session takes no more turns")]
+    LogFailed(LogFailure),
 }
 
 struct State {
@@ -59,6 +83,12 @@ pub struct Session {
     state: Mutex<State>,
     log: Mutex<Option<LogWriter>>,
     log_path: Option<PathBuf>,
+    /// Set once, at the log's first failed write.
+    log_failure: OnceLock<LogFailure>,
+    /// Cancelled when the session must stop (its log failed): running turns end.
+    halt: CancellationToken,
+    /// Held while this process runs the session; released at close.
+    lock: Mutex<Option<SessionLock>>,
     approvals: Approvals,
 }
 
@@ -72,7 +102,10 @@ impl Session {
                 break candidate;
             }
         };
-        Self::open(id, log_dir, 0, 0)
+        let lock = log_dir
+            .map(|dir| SessionLock::acquire(dir, &id))
+            .transpose()?;
+        Self::open(id, log_dir, 0, 0, lock)
     }
 
     /// A session with a caller-chosen id. If a log with that id exists (a dead session's slot
@@ -81,11 +114,16 @@ impl Session {
         validate_id(id)?;
         match log_dir {
             Some(dir) if log_path(dir, id).exists() => Self::resume(id, dir).map(|(s, _)| s),
-            _ => Self::open(id.to_string(), log_dir, 0, 0),
+            Some(dir) => {
+                let lock = SessionLock::acquire(dir, id)?;
+                Self::open(id.to_string(), log_dir, 0, 0, Some(lock))
+            }
+            None => Self::open(id.to_string(), None, 0, 0, None),
         }
     }
 
-    /// Continue a session from its event log: seq and turn pick up where it stopped.
+    /// Continue a session from its event log: seq and turn pick up where it stopped. Refused
+    /// while another process runs it.
     pub fn resume(id: &str, log_dir: &Path) -> Result<(Arc<Session>, Vec<Envelope>), SessionError> {
         validate_id(id)?;
         let path = log_path(log_dir, id);
@@ -95,13 +133,15 @@ impl Session {
                 log_dir.to_path_buf(),
             ));
         }
+        // Before reading: the history must be the one this process goes on from.
+        let lock = SessionLock::acquire(log_dir, id)?;
         let history = read_log(&path).map_err(|source| SessionError::Log {
             path: path.clone(),
             source,
         })?;
         let seq = history.iter().map(|e| e.seq).max().unwrap_or(0);
         let turn = history.iter().map(|e| e.turn).max().unwrap_or(0);
-        let session = Self::open(id.to_string(), Some(log_dir), seq, turn)?;
+        let session = Self::open(id.to_string(), Some(log_dir), seq, turn, Some(lock))?;
         Ok((session, history))
     }
 
@@ -110,14 +150,25 @@ impl Session {
         log_dir: Option<&Path>,
         seq: u64,
         turn: u32,
+        lock: Option<SessionLock>,
     ) -> Result<Arc<Session>, SessionError> {
         validate_id(&id)?;
+        // The writer reports a failure to the session it is part of, which exists only later.
+        let owner: Arc<OnceLock<Weak<Session>>> = Arc::default();
         let (writer, log_path) = match log_dir {
             Some(dir) => {
                 let path = log_path(dir, &id);
-                let writer = LogWriter::open(path.clone()).map_err(|source| SessionError::Log {
-                    path: path.clone(),
-                    source,
+                let owner = owner.clone();
+                let on_failure = Box::new(move |failure: &log::LogFailure| {
+                    if let Some(session) = owner.get().and_then(Weak::upgrade) {
+                        session.log_failed(failure.clone());
+                    }
+                });
+                let writer = LogWriter::open(path.clone(), on_failure).map_err(|source| {
+                    SessionError::Log {
+                        path: path.clone(),
+                        source,
+                    }
                 })?;
                 (Some(writer), Some(path))
             }
@@ -134,8 +185,12 @@ impl Session {
             }),
             log: Mutex::new(writer),
             log_path,
+            log_failure: OnceLock::new(),
+            halt: CancellationToken::new(),
+            lock: Mutex::new(lock),
             approvals: Approvals::default(),
         });
+        let _ = owner.set(Arc::downgrade(&session));
         session.emit(Payload::Status(StatusData {
             status: Status::Starting,
         }));
@@ -179,18 +234,62 @@ impl Session {
         self.state().seq
     }
 
+    /// Why the event log stopped, if it did: the session then takes no more turns.
+    pub fn log_failure(&self) -> Option<&LogFailure> {
+        self.log_failure.get()
+    }
+
+    /// Cancelled when the session must stop (its log failed). A turn's token should be a
+    /// child of it.
+    pub fn halted(&self) -> &CancellationToken {
+        &self.halt
+    }
+
+    /// Waits until everything emitted so far is written to the log. `Err`: the log failed.
+    pub async fn flush_log(&self) -> Result<(), LogFailure> {
+        let done = self
+            .log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(LogWriter::flush);
+        if let Some(done) = done {
+            // Dropped unanswered only when the writer stopped, which the failure explains.
+            let _ = done.await;
+        }
+        match self.log_failure() {
+            Some(failure) => Err(failure.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// The writer's report of its first failed write.
+    fn log_failed(&self, failure: LogFailure) {
+        if self.log_failure.set(failure.clone()).is_err() {
+            return;
+        }
+        // Recorded first, so this envelope is not queued for the log that just failed.
+        self.emit(Payload::Error(ErrorData {
+            message: format!(
+                "{failure}. This error, and everything after it, is not in the event log; \
+                 the session takes no more turns (resume it once the log can be written)"
+            ),
+            data: serde_json::json!({
+                "eventLog": failure.path,
+                "logged": false,
+                "keptBytes": failure.kept_bytes,
+            }),
+        }));
+        self.halt.cancel();
+    }
+
     /// Stamp, serialize once, publish, and queue for the log.
     pub fn emit(&self, payload: Payload) -> SharedEvent {
         let mut state = self.state();
-        Self::emit_locked(&self.id, &mut state, &self.log, payload)
+        self.emit_locked(&mut state, payload)
     }
 
-    fn emit_locked(
-        id: &Arc<str>,
-        state: &mut State,
-        log: &Mutex<Option<LogWriter>>,
-        payload: Payload,
-    ) -> SharedEvent {
+    fn emit_locked(&self, state: &mut State, payload: Payload) -> SharedEvent {
         state.seq += 1;
         if matches!(payload, Payload::Result(_)) {
             state.finished_turn = state.turn;
@@ -198,7 +297,7 @@ impl Session {
         let envelope = Envelope {
             seq: state.seq,
             ts: Timestamp::now(),
-            agent: id.clone(),
+            agent: self.id.clone(),
             turn: state.turn,
             payload,
         };
@@ -212,7 +311,8 @@ impl Session {
         };
         let event = Arc::new(Event { envelope, json });
         if !event.envelope.payload.is_liveness_only()
-            && let Some(writer) = log.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
+            && self.log_failure.get().is_none()
+            && let Some(writer) = self.log.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
         {
             writer.append(event.clone());
         }
@@ -225,25 +325,22 @@ impl Session {
         let mut state = self.state();
         check_transition(state.status, to)?;
         state.status = to;
-        Self::emit_locked(
-            &self.id,
-            &mut state,
-            &self.log,
-            Payload::Status(StatusData { status: to }),
-        );
+        self.emit_locked(&mut state, Payload::Status(StatusData { status: to }));
         Ok(())
     }
 
-    /// Starts the next turn: bumps the turn counter and moves idle → working.
-    pub fn begin_turn(&self) -> Result<u32, IllegalTransition> {
+    /// Starts the next turn: bumps the turn counter and moves idle → working. Refused once
+    /// the log has failed.
+    pub fn begin_turn(&self) -> Result<u32, TurnRefused> {
+        if let Some(failure) = self.log_failure() {
+            return Err(TurnRefused::LogFailed(failure.clone()));
+        }
         let mut state = self.state();
         check_transition(state.status, Status::Working)?;
         state.turn += 1;
         state.status = Status::Working;
-        Self::emit_locked(
-            &self.id,
+        self.emit_locked(
             &mut state,
-            &self.log,
             Payload::Status(StatusData {
                 status: Status::Working,
             }),
@@ -318,18 +415,24 @@ impl Session {
         self.approvals.open_requests()
     }
 
-    /// Ends the session: status dead, log flushed and closed. Safe to call twice.
+    /// Ends the session: status dead, log flushed and closed, the session's lock released
+    /// (another process may run it from then on). Safe to call twice.
     pub fn close(&self) {
         if self.status() != Status::Dead
             && let Err(e) = self.transition(Status::Dead)
         {
             tracing::error!(error = %e, "closing session");
         }
-        if let Some(mut writer) = self.log.lock().unwrap_or_else(|p| p.into_inner()).take()
+        // Taken out first: a write failing while it closes reports back through `emit`,
+        // which needs this lock.
+        let writer = self.log.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(mut writer) = writer
             && let Err(e) = writer.close()
         {
             tracing::error!(path = %writer.path().display(), error = %e, "flushing the event log");
         }
+        // Only once everything is written: the next holder reads the whole log.
+        self.lock.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 }
 

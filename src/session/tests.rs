@@ -90,3 +90,110 @@ fn bad_ids_are_rejected() {
         Err(SessionError::NotFound(..))
     ));
 }
+
+fn writer_on(path: &std::path::Path) -> (log::LogWriter, std::sync::mpsc::Receiver<LogFailure>) {
+    let (report, failures) = std::sync::mpsc::channel();
+    let on_failure = Box::new(move |f: &LogFailure| {
+        let _ = report.send(f.clone());
+    });
+    (
+        log::LogWriter::open(path.to_path_buf(), on_failure).unwrap(),
+        failures,
+    )
+}
+
+fn event(session: &Session, t: &str) -> SharedEvent {
+    session.emit(text(false, t))
+}
+
+#[test]
+fn a_torn_line_is_terminated_before_the_next_envelope() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("torn.events.jsonl");
+    std::fs::write(&path, "{\"seq\":1}\n{\"seq\":2,\"ts\":\"20").unwrap();
+    let (mut writer, failures) = writer_on(&path);
+    let source = Session::create(None).unwrap();
+    writer.append(event(&source, "next"));
+    writer.close().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines[1], "{\"seq\":2,\"ts\":\"20");
+    assert!(serde_json::from_str::<Envelope>(lines[2]).is_ok(), "{text}");
+    assert!(failures.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn a_failed_write_is_reported_once_and_flushes_still_return() {
+    // Every write to /dev/full fails with ENOSPC, and it cannot be truncated either.
+    let (writer, failures) = writer_on(std::path::Path::new("/dev/full"));
+    let source = Session::create(None).unwrap();
+    writer.append(event(&source, "lost"));
+    let _ = writer.flush().await;
+    writer.append(event(&source, "dropped"));
+    let _ = writer.flush().await;
+    let failure = failures.try_recv().unwrap();
+    assert!(
+        failure.reason.contains("No space left on device"),
+        "{failure}"
+    );
+    assert_eq!(failure.kept_bytes, 0);
+    assert!(failure.repaired.is_err(), "{failure:?}");
+    assert!(
+        failure.to_string().starts_with("cannot write the event log /dev/full: "),
+        "{failure}"
+    );
+    assert!(failures.try_recv().is_err(), "reported once");
+}
+
+#[tokio::test]
+async fn a_session_whose_log_failed_takes_no_turn_and_halts() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = Session::create(Some(dir.path())).unwrap();
+    session.transition(Status::Idle).unwrap();
+    let mut live = session.tap(0);
+    let failure = LogFailure {
+        path: session.log_path().unwrap().to_path_buf(),
+        reason: "No space left on device (os error 28)".into(),
+        kept_bytes: 10,
+        repaired: Ok(()),
+    };
+    session.log_failed(failure.clone());
+    assert!(session.halted().is_cancelled());
+    assert_eq!(session.flush_log().await, Err(failure.clone()));
+    assert_eq!(
+        session.begin_turn(),
+        Err(TurnRefused::LogFailed(failure.clone()))
+    );
+    let mut error = None;
+    while let Ok(event) = live.try_recv() {
+        if let Payload::Error(data) = &event.envelope.payload {
+            error = Some(data.clone());
+        }
+    }
+    let error = error.expect("an error envelope on the bus");
+    assert_eq!(error.data["logged"], false);
+    assert!(error.message.contains("not in the event log"), "{error:?}");
+    session.close();
+    // Nothing after the failure was queued for the log.
+    let logged = read_log(session.log_path().unwrap()).unwrap();
+    assert!(logged.iter().all(|e| e.payload.kind_name() == "status"));
+    assert_eq!(logged.len(), 2, "starting and idle only");
+}
+
+#[test]
+fn a_running_session_is_locked_until_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = Session::create(Some(dir.path())).unwrap();
+    let id = session.id().to_string();
+    assert!(matches!(
+        Session::resume(&id, dir.path()),
+        Err(SessionError::InUse(LockError::Held { .. }))
+    ));
+    assert!(matches!(
+        Session::create_with_id(&id, Some(dir.path())),
+        Err(SessionError::InUse(_))
+    ));
+    session.close();
+    assert!(Session::resume(&id, dir.path()).is_ok());
+}

@@ -80,7 +80,7 @@ impl OpenError {
     pub fn exit(&self) -> Exit {
         match self {
             OpenError::Usage(_) | OpenError::Forbidden(_) => Exit::Usage,
-            OpenError::Runtime(_) => Exit::Failure,
+            OpenError::InUse(_) | OpenError::Runtime(_) => Exit::Failure,
         }
     }
 }
@@ -238,7 +238,15 @@ pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
     }
     // A turn stopped mid-call ends its tool process in a background task: wait for it.
     crate::sandbox::process::wait_for_tool_processes(crate::sandbox::process::EXIT_WAIT).await;
-    result
+    // Whatever the turn said, a session whose log could not be written did not succeed.
+    match (result, session.log_failure()) {
+        (Ok(_), Some(failure)) => Err(RunError::Runtime(format!(
+            "{failure}; the session was stopped. Free space (or raise the file size limit), \
+             then continue it with `corral run --resume {}`",
+            session.id()
+        ))),
+        (result, _) => result,
+    }
 }
 
 async fn drive(
@@ -286,6 +294,10 @@ async fn converse(interrupts: &Interrupts, agent: &mut dyn Backend) -> Result<Ex
             break;
         }
         interrupts.run_turn(agent, line).await;
+        if interrupts.session.log_failure().is_some() {
+            // The session takes no more turns; `run` says why.
+            break;
+        }
     }
     // A conversation that ended at the person's request ended normally.
     Ok(Exit::Ok)
@@ -345,12 +357,14 @@ fn watchdog(exit: Exit) {
 /// still winding down exits at once (after flushing the event log).
 struct Interrupts {
     current: Arc<Mutex<Option<CancellationToken>>>,
+    session: Arc<Session>,
 }
 
 impl Interrupts {
     fn install(session: Arc<Session>) -> Interrupts {
         let current: Arc<Mutex<Option<CancellationToken>>> = Arc::new(Mutex::new(None));
         let watched = current.clone();
+        let closing = session.clone();
         tokio::spawn(async move {
             while tokio::signal::ctrl_c().await.is_ok() {
                 let token = watched.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -361,17 +375,18 @@ impl Interrupts {
                         // Leaving without unwinding: children in their own process groups
                         // (tools, a local model server) would outlive us otherwise.
                         crate::sandbox::reaper::kill_own_children();
-                        session.close();
+                        closing.close();
                         std::process::exit(Exit::Cancelled as i32);
                     }
                 }
             }
         });
-        Interrupts { current }
+        Interrupts { current, session }
     }
 
     async fn run_turn(&self, agent: &mut dyn Backend, prompt: &str) -> TurnOutcome {
-        let token = CancellationToken::new();
+        // A failed event log stops the turn as Ctrl-C would.
+        let token = self.session.halted().child_token();
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(token.clone());
         let outcome = agent.run_turn(prompt, token).await;
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;

@@ -34,13 +34,16 @@ pub use limits::Limits;
 pub use worktree::RunWorktree;
 
 /// Why a session could not be opened: the request (exit 2 on the command line, 4xx on the
-/// network), something the caller's [`Limits`] do not allow (403), or the world (exit 1, 5xx).
+/// network), something the caller's [`Limits`] do not allow (403), a session another process
+/// (or this one) runs already (exit 1, 409), or the world (exit 1, 5xx).
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("{0}")]
     Usage(String),
     #[error("{0}")]
     Forbidden(String),
+    #[error("{0}")]
+    InUse(String),
     #[error("{0}")]
     Runtime(String),
 }
@@ -51,6 +54,14 @@ fn usage(e: impl ToString) -> OpenError {
 
 fn runtime(e: impl ToString) -> OpenError {
     OpenError::Runtime(e.to_string())
+}
+
+/// A session that cannot be created or resumed: held by another process, or the request.
+fn session_error(e: crate::session::SessionError) -> OpenError {
+    match e {
+        crate::session::SessionError::InUse(e) => OpenError::InUse(e.to_string()),
+        e => usage(e),
+    }
 }
 
 /// What a session is opened with. Unset fields fall back to the config, then to defaults.
@@ -279,9 +290,9 @@ pub async fn start(
         Err(e) => tracing::warn!(error = %e, "cannot use pids.json; leftovers are not reaped"),
     }
     let (session, history) = match (&plan.spec.resume, &plan.spec.id) {
-        (Some(id), _) => Session::resume(id, log_dir).map_err(usage)?,
+        (Some(id), _) => Session::resume(id, log_dir).map_err(session_error)?,
         (None, Some(id)) => (
-            Session::create_with_id(id, Some(log_dir)).map_err(usage)?,
+            Session::create_with_id(id, Some(log_dir)).map_err(session_error)?,
             Vec::new(),
         ),
         (None, None) => (Session::create(Some(log_dir)).map_err(runtime)?, Vec::new()),

@@ -171,6 +171,7 @@ fn open_error(e: OpenError) -> ApiError {
     match e {
         OpenError::Usage(m) => invalid(m),
         OpenError::Forbidden(m) => ApiError::forbidden(m),
+        OpenError::InUse(m) => ApiError::new(StatusCode::CONFLICT, "SESSION_IN_USE", m),
         // Opening fails at run time almost only when the model cannot be reached or
         // prepared; the session's own files failing is the server's fault.
         OpenError::Runtime(m) if m.contains("temp dir") || m.contains("event log") => {
