@@ -112,20 +112,23 @@ fn resume_run(h: &Harness, server: &FakeModel, id: &str, prompt: &str) -> Cmd {
 /// A run whose log could not be written: it exits 1 saying so, its client got an `error` that
 /// says it is not in the log, the turn did not end well, and the session ended dead.
 fn assert_stopped_on_log_failure(out: &Outcome, reason: &str) -> String {
-    assert_eq!(out.code, Some(1), "exit 1, not success or a signal: {out:?}");
+    // The runs print hundreds of KB of text: show what happened, not all of it.
+    let kinds = out.kinds();
+    let shown = format!("code {:?}, kinds {kinds:?}, stderr: {}", out.code, out.stderr);
+    assert_eq!(out.code, Some(1), "exit 1, not success or a signal: {shown}");
     let errors = out.of_kind("error");
     let failure = errors
         .iter()
-        .find(|e| e["data"]["logged"] == false)
-        .unwrap_or_else(|| panic!("no error envelope about the log: {out:?}"));
+        .find(|e| e["data"]["data"]["logged"] == false)
+        .unwrap_or_else(|| panic!("no error envelope about the log: {shown}"));
     let message = failure["data"]["message"].as_str().unwrap();
     assert!(
         message.contains("cannot write the event log") && message.contains(reason),
         "{message}"
     );
     let result = out.of_kind("result");
-    assert_eq!(result.len(), 1, "{out:?}");
-    assert_eq!(result[0]["data"]["stopReason"], "error", "{out:?}");
+    assert_eq!(result.len(), 1, "{shown}");
+    assert_eq!(result[0]["data"]["stopReason"], "error", "{shown}");
     let statuses = crate::common::statuses(out);
     assert_eq!(statuses.last().map(String::as_str), Some("dead"), "{statuses:?}");
     assert!(
