@@ -1,5 +1,10 @@
 //! The status machine: `starting → idle ⇄ working → dead`, plus `working ⇄ waiting_approval`.
 //! An illegal transition is a bug in the caller and is rejected, never silently applied.
+//!
+//! A failed event log has no status of its own: the session's running turn is cancelled, it
+//! goes back to `idle` with an `error` (not logged) and `result` `error`, refuses every new
+//! turn (`Session::begin_turn`), and whoever runs it closes it, to `dead`. Every surface already
+//! knows `dead` as "takes no more turns".
 
 use crate::event::Status;
 

@@ -115,15 +115,26 @@ pub async fn mcp_call(
     tool: &str,
     args: Value,
 ) -> Value {
+    let result = mcp_call_result(running, id, tool, args).await;
+    let text = result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{tool}: {result}"));
+    assert_ne!(result["isError"], true, "{tool}: {text}");
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
+/// One MCP tool call; its whole `result` (`content`, `isError`), for calls meant to fail.
+pub async fn mcp_call_result(
+    running: &mut crate::support::Running,
+    id: u64,
+    tool: &str,
+    args: Value,
+) -> Value {
     let call = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                                   "params": {"name": tool, "arguments": args}});
     running.send_line(&call.to_string()).await;
     let answer = running.wait_for_event(0, |m| m["id"] == id).await;
-    let text = answer["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{tool}: {answer}"));
-    assert_ne!(answer["result"]["isError"], true, "{tool}: {text}");
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+    answer["result"].clone()
 }
 
 /// Gives `command` `h`'s environment and nothing else (`PATH`, the harness's home and XDG

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::common::{mcp_initialize, openai_run, run_through};
+use crate::common::{
+    mcp_call, mcp_call_result, mcp_initialize, mcp_wait_dead, openai_run, run_through,
+};
 use crate::support::{Cmd, FakeModel, Harness, Outcome, Reply};
 
 /// A tmpfs of a given size mounted over a directory for the test's life; lazily unmounted on
@@ -189,19 +191,52 @@ async fn the_file_size_limit_fails_the_write_instead_of_killing_corral() {
     assert_resume_appends_cleanly(&h, &server, &id).await;
 }
 
-/// One `agent_open` over `corral mcp` (the session manager `serve` uses too); its answer.
+#[tokio::test]
+async fn a_served_session_whose_log_fails_is_closed_with_the_error_and_refuses_turns() {
+    let h = Harness::new();
+    let _disk = Tmpfs::mount(&h.cache_dir(), "256k");
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text(&"z".repeat(400 * 1024)));
+    // `corral mcp` runs its sessions in the session manager `serve` uses.
+    let mut mcp = h.corral().arg("mcp").live_stdin().spawn().await;
+    mcp_initialize(&mut mcp).await;
+    let open = json!({"cwd": h.work(), "model": "llamacpp:fake-model",
+                      "base_url": server.openai_base()});
+    let opened = mcp_call(&mut mcp, 1, "agent_open", open).await;
+    let agent = opened["agent_id"].as_str().unwrap().to_owned();
+    let send = json!({"agent_id": agent, "text": "fill the disk"});
+    mcp_call(&mut mcp, 2, "agent_send", send).await;
+    mcp_wait_dead(&mut mcp, &agent, 3).await;
+    let ask = json!({"agent_id": agent, "which": "full_turn", "include_tools": true,
+                     "max_chars": 4000});
+    let output = mcp_call(&mut mcp, 5000, "agent_output", ask).await;
+    let text = output["text"].as_str().unwrap();
+    assert!(
+        text.contains("[error] cannot write the event log") && text.contains("No space left"),
+        "{text}"
+    );
+    let again = json!({"agent_id": agent, "text": "more"});
+    let refused = mcp_call_result(&mut mcp, 5001, "agent_send", again).await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        refused["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("is closed"),
+        "{refused}"
+    );
+}
+
+/// One `agent_open` over `corral mcp` (the session manager `serve` uses too); its result.
 async fn mcp_open(h: &Harness, server: &FakeModel, id: &str) -> Value {
     let mut mcp = h.corral().arg("mcp").live_stdin().spawn().await;
     mcp_initialize(&mut mcp).await;
     let args = json!({"cwd": h.work(), "id": id, "model": "llamacpp:fake-model",
                       "base_url": server.openai_base()});
-    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                      "params": {"name": "agent_open", "arguments": args}});
-    mcp.send_line(&call.to_string()).await;
-    let answer = mcp.wait_for_event(0, |m| m["id"] == 1).await;
+    let result = mcp_call_result(&mut mcp, 1, "agent_open", args).await;
     mcp.close_stdin();
     let _ = mcp.wait().await;
-    answer["result"].clone()
+    result
 }
 
 #[tokio::test]
