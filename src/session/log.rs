@@ -163,11 +163,11 @@ fn write_loop(
                 }
                 Message::Flush(reply) => flushes.push(reply),
             }
-            if batch.len() >= BATCH_BYTES {
-                if let Err(e) = write_batch(&mut file, &mut end, &mut batch) {
-                    failed = Some(e);
-                    break;
-                }
+            if batch.len() >= BATCH_BYTES
+                && let Err(e) = write_batch(&mut file, &mut end, &mut batch)
+            {
+                failed = Some(e);
+                break;
             }
             next = receiver.try_recv().ok();
         }

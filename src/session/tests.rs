@@ -140,7 +140,9 @@ async fn a_failed_write_is_reported_once_and_flushes_still_return() {
     assert_eq!(failure.kept_bytes, 0);
     assert!(failure.repaired.is_err(), "{failure:?}");
     assert!(
-        failure.to_string().starts_with("cannot write the event log /dev/full: "),
+        failure
+            .to_string()
+            .starts_with("cannot write the event log /dev/full: "),
         "{failure}"
     );
     assert!(failures.try_recv().is_err(), "reported once");

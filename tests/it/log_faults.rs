@@ -84,11 +84,18 @@ fn strict_log(path: &Path) -> Vec<Value> {
         .map(|(i, line)| {
             serde_json::from_str(line).unwrap_or_else(|e| {
                 let start: String = line.chars().take(160).collect();
-                panic!("line {} of {} is not an envelope ({e}): {start}", i + 1, path.display())
+                panic!(
+                    "line {} of {} is not an envelope ({e}): {start}",
+                    i + 1,
+                    path.display()
+                )
             })
         })
         .collect();
-    let seqs: Vec<u64> = envelopes.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let seqs: Vec<u64> = envelopes
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
     assert!(
         seqs.windows(2).all(|w| w[0] < w[1]),
         "seqs not strictly increasing: {seqs:?}"
@@ -116,8 +123,15 @@ fn resume_run(h: &Harness, server: &FakeModel, id: &str, prompt: &str) -> Cmd {
 fn assert_stopped_on_log_failure(out: &Outcome, reason: &str) -> String {
     // The runs print hundreds of KB of text: show what happened, not all of it.
     let kinds = out.kinds();
-    let shown = format!("code {:?}, kinds {kinds:?}, stderr: {}", out.code, out.stderr);
-    assert_eq!(out.code, Some(1), "exit 1, not success or a signal: {shown}");
+    let shown = format!(
+        "code {:?}, kinds {kinds:?}, stderr: {}",
+        out.code, out.stderr
+    );
+    assert_eq!(
+        out.code,
+        Some(1),
+        "exit 1, not success or a signal: {shown}"
+    );
     let errors = out.of_kind("error");
     let failure = errors
         .iter()
@@ -132,7 +146,11 @@ fn assert_stopped_on_log_failure(out: &Outcome, reason: &str) -> String {
     assert_eq!(result.len(), 1, "{shown}");
     assert_eq!(result[0]["data"]["stopReason"], "error", "{shown}");
     let statuses = crate::common::statuses(out);
-    assert_eq!(statuses.last().map(String::as_str), Some("dead"), "{statuses:?}");
+    assert_eq!(
+        statuses.last().map(String::as_str),
+        Some("dead"),
+        "{statuses:?}"
+    );
     assert!(
         out.stderr.contains("cannot write the event log") && out.stderr.contains("--resume"),
         "stderr: {}",
@@ -158,7 +176,9 @@ async fn assert_resume_appends_cleanly(h: &Harness, server: &FakeModel, id: &str
         "{kinds:?}"
     );
     assert!(
-        added.iter().any(|e| e["data"]["content"]["text"] == "after the fault"),
+        added
+            .iter()
+            .any(|e| e["data"]["content"]["text"] == "after the fault"),
         "{added:?}"
     );
 }
@@ -271,8 +291,16 @@ async fn a_second_process_on_a_session_is_refused_naming_the_holder_until_it_die
     assert_eq!(opened["isError"], true, "{opened}");
     let text = opened["content"][0]["text"].as_str().unwrap();
     assert!(text.contains(&named), "{text}");
-    assert_eq!(std::fs::read(&log).unwrap(), before, "a refused process wrote");
-    assert_eq!(server.chat_requests().len(), asked, "a refused process asked");
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        before,
+        "a refused process wrote"
+    );
+    assert_eq!(
+        server.chat_requests().len(),
+        asked,
+        "a refused process asked"
+    );
 
     // kill -9 leaves no stale lock: the kernel dropped it with the process.
     holder.signal("KILL").await;
