@@ -405,6 +405,19 @@ mod tests {
     }
 
     #[test]
+    fn a_session_another_process_runs_is_a_conflict() {
+        let e = open_error(OpenError::InUse("session x is in use by pid 7".into()));
+        assert_eq!(
+            (e.status, e.code, e.message.as_str()),
+            (
+                StatusCode::CONFLICT,
+                "SESSION_IN_USE",
+                "session x is in use by pid 7"
+            )
+        );
+    }
+
+    #[test]
     fn openapi_document_and_routes_agree() {
         let mut served: Vec<(String, String)> = ROUTES
             .iter()
