@@ -17,7 +17,7 @@ pub use approvals::AnswerError;
 pub use bus::Subscription;
 pub use log::{log_path, read_log};
 pub use meta::{SessionMeta, WorktreeMeta};
-pub use status::{IllegalTransition, check_transition};
+pub use status::{IllegalTransition, Snapshot, check_transition};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -162,6 +162,16 @@ impl Session {
 
     pub fn turn(&self) -> u32 {
         self.state().turn
+    }
+
+    /// Status and turn under one lock.
+    pub fn snapshot(&self) -> Snapshot {
+        let state = self.state();
+        Snapshot {
+            status: state.status,
+            turn: state.turn,
+            finished_turn: state.finished_turn,
+        }
     }
 
     /// The last turn whose `result` has been published.

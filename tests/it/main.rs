@@ -32,3 +32,4 @@ mod support;
 mod terminal;
 mod web_page;
 mod worktree;
+mod ws_faults;
