@@ -283,13 +283,13 @@ async fn the_session_status_and_turn_are_one_snapshot() {
     let server = Server::start(&h, &[]).await;
     let id = open(&server, &h, &model, "alice", None).await;
     let api = std::sync::Arc::new(api_for(server));
-    const TURNS: u64 = 150;
+    const TURNS: u64 = 300;
     for _ in 0..TURNS {
         model.push(Reply::new().text("ok").finish("stop"));
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let path = format!("/api/v1/sessions/{id}");
-    let pollers: Vec<_> = (0..4)
+    let pollers: Vec<_> = (0..6)
         .map(|_| {
             let (api, stop, path) = (api.clone(), stop.clone(), path.clone());
             tokio::spawn(async move {
