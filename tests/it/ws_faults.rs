@@ -92,6 +92,19 @@ async fn wait_turn_over(api: &Api, id: &str, turn: u64, mut each: impl FnMut()) 
     }
 }
 
+/// Once the session's consumers (projection, log writer, event bus) have worked off a stream,
+/// what is left is what is kept: polls (up to 60 s) until RSS is within `bound` MiB of
+/// `before`, and returns the last reading.
+async fn settled_rss(pid: u32, before: f64, bound: f64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut after = rss_mib(pid);
+    while after - before >= bound && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        after = rss_mib(pid);
+    }
+    after
+}
+
 fn api_for(server: Server) -> Api {
     let token = server.token("alice", false);
     Api {
@@ -150,16 +163,7 @@ async fn a_client_that_stops_reading_is_closed_1013_and_server_memory_stays_boun
     let api = api_for(server);
     let mut peak = before;
     wait_turn_over(&api, &id, 1, || peak = peak.max(rss_mib(pid))).await;
-    // Once the session's consumers (projection, log writer, event bus) have worked off the
-    // stream, what is left is what is kept: the answer once, in the conversation, and the
-    // bounded buffers. The slow client's missed messages are not among it.
-    let bound = 96.0 + 64.0;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut after = rss_mib(pid);
-    while after - before >= bound && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        after = rss_mib(pid);
-    }
+    let after = settled_rss(pid, before, 96.0 + 64.0).await;
     // The client reads again: what was in flight, then the documented close.
     let (seen, code) = drain_to_close(&mut slow).await;
     assert_eq!(code, 1013);
@@ -170,9 +174,43 @@ async fn a_client_that_stops_reading_is_closed_1013_and_server_memory_stays_boun
     );
     eprintln!("serve RSS: {before:.1} MiB before, {peak:.1} peak, {after:.1} after");
     assert!(
-        after - before < bound,
+        after - before < 96.0 + 64.0,
         "serve RSS grew {before:.1} → {after:.1} MiB for a 96 MB answer"
     );
+}
+
+/// A 96 MB answer, nobody attached: the conversation keeps it once; the replay rings let go
+/// of its envelope and JSON once newer envelopes follow (the log has it).
+#[tokio::test]
+async fn a_big_answer_is_kept_once_after_its_turn() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    let server = Server::start(&h, &[]).await;
+    let pid = server.child.id().unwrap();
+    let id = open(&server, &h, &model, "alice", None).await;
+    let api = api_for(server);
+    let before = rss_mib(pid);
+    let (reply, expected) = answer(96_000);
+    model.push(reply);
+    let (status, _) = api.send(&id, "stream a lot").await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    wait_turn_over(&api, &id, 1, || {}).await;
+    let after = settled_rss(pid, before, 96.0 + 48.0).await;
+    eprintln!("serve RSS: {before:.1} MiB before, {after:.1} after a 96 MB answer");
+    assert!(
+        after - before < 96.0 + 48.0,
+        "serve RSS grew {before:.1} → {after:.1} MiB for a 96 MB answer"
+    );
+    // Nothing lost: the history still has the whole answer (from the log).
+    let path = format!("/api/v1/sessions/{id}/messages");
+    let (_, body) = api.call(Method::GET, &path, None).await;
+    let answer = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .map(|m| m["text"].as_str().unwrap().len());
+    assert_eq!(answer, Some(expected.len()));
 }
 
 #[tokio::test]
