@@ -26,6 +26,13 @@
 //! RSS: VmRSS of the `corral serve` process from /proc/<pid>/status, once after start-up
 //! (0 sessions) and once after the N sessions finished their turn and sat idle (WebSockets
 //! still attached) for a second; per idle session = (RSS with N − RSS with 0) / N.
+//!
+//! Memory, after the table (one fresh server each):
+//! - idle sessions: RSS with 0 and with 50 sessions opened over REST, no turn run;
+//! - growth per turn: RSS after 5 and after 45 short turns on one session, over 40;
+//! - a slow reader: a WebSocket client whose socket receives into 4 KB and reads nothing
+//!   while a 64 MB answer streams; RSS before, the peak while it streams (sampled), once the
+//!   stream has been worked off, and the close code the client finds when it reads again.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -256,6 +263,137 @@ async fn section(n: usize) -> Row {
     }
 }
 
+/// Opens a session over REST as an admin; its id and the token.
+async fn open_id(server: &Server, h: &Harness, model: &FakeModel) -> (String, String) {
+    let body = json!({"cwd": h.work(), "model": "llamacpp:fake-model",
+        "base_url": model.openai_base()});
+    let token = server.token("mem", true);
+    let (status, json) = server.post("/api/v1/sessions", &token, &body).await;
+    assert_eq!(status, 201, "{json}");
+    (json["id"].as_str().unwrap().to_string(), token)
+}
+
+/// Runs one turn over a fresh WebSocket and waits for its `done`.
+async fn ws_turn(server: &Server, id: &str, token: &str) {
+    let url = format!("{}/ws/v1/sessions/{id}?token={token}", server.ws_base);
+    let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let mut ws = ws;
+    next(&mut ws).await;
+    turn(ws).await;
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+async fn idle_and_per_turn() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    let server = Server::start(&h, &[]).await;
+    let pid = server.child.id().unwrap();
+    tokio::time::sleep(IDLE_SETTLE).await;
+    let zero = vm_rss_kib(pid);
+    let mut ids = Vec::new();
+    for _ in 0..50 {
+        ids.push(open_id(&server, &h, &model).await);
+    }
+    tokio::time::sleep(IDLE_SETTLE).await;
+    let fifty = vm_rss_kib(pid);
+    println!(
+        "idle sessions: {:.1} MiB with 0, {:.1} MiB with 50 ({:.0} KiB each)",
+        mib(zero),
+        mib(fifty),
+        (fifty as f64 - zero as f64) / 50.0
+    );
+    let (id, token) = &ids[0];
+    let mut at = Vec::new();
+    for t in 0..45 {
+        model.push(reply(t).chunk_delay(Duration::ZERO));
+        ws_turn(&server, id, token).await;
+        if t == 4 || t == 44 {
+            tokio::time::sleep(IDLE_SETTLE).await;
+            at.push(vm_rss_kib(pid));
+        }
+    }
+    println!(
+        "growth per turn ({TOKENS} chunks each): {:.1} KiB ({:.1} → {:.1} MiB over 40 turns)",
+        (at[1] as f64 - at[0] as f64) / 40.0,
+        mib(at[0]),
+        mib(at[1])
+    );
+    server.stop().await;
+}
+
+async fn slow_reader() {
+    const CHUNKS: usize = 64_000;
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    let server = Server::start(&h, &[("CORRAL_WS_SEND_SECS", "120")]).await;
+    let pid = server.child.id().unwrap();
+    let (id, token) = open_id(&server, &h, &model).await;
+    let url = format!("{}/ws/v1/sessions/{id}?token={token}", server.ws_base);
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let addr = server.base.trim_start_matches("http://").parse().unwrap();
+    let tcp = socket.connect(addr).await.unwrap();
+    let plain = tokio_tungstenite::MaybeTlsStream::Plain(tcp);
+    let (mut ws, _) = tokio_tungstenite::client_async(url.as_str(), plain)
+        .await
+        .unwrap();
+    next(&mut ws).await;
+    let before = vm_rss_kib(pid);
+    let text = format!("{}\n", "x".repeat(999));
+    model.push(Reply::new().many_text_chunks(CHUNKS, &text).finish("stop"));
+    let message = json!({"type": "user_message", "payload": {"text": "go", "mode": "normal"}});
+    ws.send(Message::text(message.to_string())).await.unwrap();
+    let started = Instant::now();
+    let mut peak = before;
+    // The turn is over when the fake server has written the whole answer and a new connection
+    // is then told `idle` (the slow one fell behind long before: it is not replaced).
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = vm_rss_kib(pid);
+        peak = peak.max(now);
+        let written = model.chat_times().last().is_some_and(|t| t.1.is_some());
+        if written {
+            let (mut probe, _) = tokio_tungstenite::connect_async(url.as_str())
+                .await
+                .unwrap();
+            if next(&mut probe).await["payload"]["state"] == "idle" {
+                break;
+            }
+        }
+        assert!(started.elapsed() < WAIT, "the slow-reader turn never ended");
+    }
+    // Worked off: RSS stops falling (one reading per second, at most 30).
+    let mut settled = vm_rss_kib(pid);
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = vm_rss_kib(pid);
+        if now >= settled {
+            break;
+        }
+        settled = now;
+    }
+    let code = loop {
+        match tokio::time::timeout(WAIT, ws.next()).await {
+            Ok(Some(Ok(Message::Close(frame)))) => break frame.map(|f| u16::from(f.code)),
+            Ok(Some(Ok(_))) => {}
+            _ => break None,
+        }
+    };
+    println!(
+        "slow reader ({} MB answer, 4 KB receive buffer, reads nothing): RSS {:.1} MiB before, \
+         {:.1} peak, {:.1} settled; closed with {}",
+        CHUNKS / 1000,
+        mib(before),
+        mib(peak),
+        mib(settled),
+        code.map_or("no close frame".to_string(), |c| c.to_string())
+    );
+    server.stop().await;
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -310,4 +448,7 @@ async fn bench_main() {
             per_session,
         );
     }
+    println!();
+    idle_and_per_turn().await;
+    slow_reader().await;
 }

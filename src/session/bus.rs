@@ -9,6 +9,10 @@ use crate::event::SharedEvent;
 
 /// How many recent envelopes are kept for replay.
 pub const RING_CAPACITY: usize = 4096;
+/// At most this many bytes of them (serialized), beyond the newest one: a 100 MB answer
+/// block must not stay in memory twice more (envelope and JSON) after it is logged. A
+/// subscriber asking further back gets `gap` and reads the log.
+pub const RING_BYTES: usize = 8 << 20;
 
 pub struct Subscription {
     /// Buffered envelopes with `seq > after`, oldest first.
@@ -21,6 +25,7 @@ pub struct Subscription {
 
 pub struct EventBus {
     ring: VecDeque<SharedEvent>,
+    ring_bytes: usize,
     sender: broadcast::Sender<SharedEvent>,
     /// Lossless in-process subscribers (the terminal, `--json` output): a slow reader must
     /// never drop an envelope, so these are unbounded rather than lagging.
@@ -32,6 +37,7 @@ impl Default for EventBus {
         let (sender, _) = broadcast::channel(RING_CAPACITY);
         EventBus {
             ring: VecDeque::with_capacity(256),
+            ring_bytes: 0,
             sender,
             taps: Vec::new(),
         }
@@ -41,10 +47,15 @@ impl Default for EventBus {
 impl EventBus {
     /// Callers serialize publishing (the session holds its lock), so ring order is seq order.
     pub fn publish(&mut self, event: SharedEvent) {
-        if self.ring.len() == RING_CAPACITY {
-            self.ring.pop_front();
-        }
+        self.ring_bytes += event.json.len();
         self.ring.push_back(event.clone());
+        while self.ring.len() > RING_CAPACITY
+            || (self.ring_bytes > RING_BYTES && self.ring.len() > 1)
+        {
+            if let Some(old) = self.ring.pop_front() {
+                self.ring_bytes -= old.json.len();
+            }
+        }
         self.taps.retain(|tap| tap.send(event.clone()).is_ok());
         // No receivers is fine: nobody is listening right now.
         let _ = self.sender.send(event);

@@ -27,6 +27,9 @@ pub type GlobalEvent = (u64, SharedEvent);
 
 /// How many envelopes of all sessions the global stream keeps for resuming.
 const GLOBAL_RING: usize = 8192;
+/// And at most this many bytes of them (serialized) beyond the newest: one huge answer
+/// block is not held here after it went out.
+const GLOBAL_RING_BYTES: usize = 16 << 20;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SendError {
@@ -145,15 +148,23 @@ impl Handle {
         lock(&self.stats).turn_started
     }
 
+    /// Status and turn as one snapshot, a turn accepted but not begun counting as working.
+    pub fn snapshot(&self) -> super::Snapshot {
+        let now = self.session.snapshot();
+        // Read after: a turn accepted meanwhile shows as working, as a send would find it.
+        now.with_accepted(self.sent_turn.load(Ordering::SeqCst))
+    }
+
     pub fn info(&self) -> SessionInfo {
+        let now = self.snapshot();
         let stats = lock(&self.stats);
         SessionInfo {
             id: self.id().to_string(),
             owner: self.owner.clone(),
-            status: self.session.status(),
+            status: now.status,
             model: lock(&self.model).clone(),
             cwd: self.meta.cwd.display().to_string(),
-            turn: self.session.turn(),
+            turn: now.turn,
             created_at: self.created_at.to_string(),
             last_activity: stats.last_activity.to_string(),
             usage: stats.usage,
@@ -173,6 +184,7 @@ impl Handle {
 struct Global {
     next_id: u64,
     ring: VecDeque<(u64, SharedEvent)>,
+    ring_bytes: usize,
     sender: broadcast::Sender<(u64, SharedEvent)>,
 }
 
@@ -203,6 +215,7 @@ impl SessionManager {
                 global: Mutex::new(Global {
                     next_id: 0,
                     ring: VecDeque::with_capacity(1024),
+                    ring_bytes: 0,
                     sender,
                 }),
             }),
@@ -274,10 +287,15 @@ impl SessionManager {
                 let mut global = lock(&inner.global);
                 global.next_id += 1;
                 let id = global.next_id;
-                if global.ring.len() == GLOBAL_RING {
-                    global.ring.pop_front();
-                }
+                global.ring_bytes += event.json.len();
                 global.ring.push_back((id, event.clone()));
+                while global.ring.len() > GLOBAL_RING
+                    || (global.ring_bytes > GLOBAL_RING_BYTES && global.ring.len() > 1)
+                {
+                    if let Some((_, old)) = global.ring.pop_front() {
+                        global.ring_bytes -= old.json.len();
+                    }
+                }
                 let _ = global.sender.send((id, event));
                 drop(global);
                 if dead {

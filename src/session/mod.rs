@@ -26,7 +26,7 @@ pub use bus::Subscription;
 pub use lock::LockError;
 pub use log::{LogFailure, log_path, read_log};
 pub use meta::{SessionMeta, WorktreeMeta};
-pub use status::{IllegalTransition, check_transition};
+pub use status::{IllegalTransition, Snapshot, check_transition};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
@@ -217,6 +217,16 @@ impl Session {
 
     pub fn turn(&self) -> u32 {
         self.state().turn
+    }
+
+    /// Status and turn under one lock.
+    pub fn snapshot(&self) -> Snapshot {
+        let state = self.state();
+        Snapshot {
+            status: state.status,
+            turn: state.turn,
+            finished_turn: state.finished_turn,
+        }
     }
 
     /// The last turn whose `result` has been published.

@@ -199,3 +199,37 @@ fn a_running_session_is_locked_until_closed() {
     session.close();
     assert!(Session::resume(&id, dir.path()).is_ok());
 }
+
+/// Turns begin and end on one thread while another reads the status: a snapshot showing
+/// `idle` never carries the number of a turn that has not finished.
+#[test]
+fn a_status_snapshot_never_pairs_idle_with_a_running_turn() {
+    use crate::event::{ResultData, StopReason, Usage};
+    let session = Session::create(None).unwrap();
+    session.transition(Status::Idle).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let turns = {
+        let (session, stop) = (session.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for _ in 0..20_000 {
+                session.begin_turn().unwrap();
+                session.emit(Payload::Result(ResultData {
+                    stop_reason: StopReason::EndTurn,
+                    usage: Usage::default(),
+                    error: None,
+                }));
+                session.transition(Status::Idle).unwrap();
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        })
+    };
+    let mut torn = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let now = session.snapshot();
+        if now.status == Status::Idle && now.turn != now.finished_turn {
+            torn += 1;
+        }
+    }
+    turns.join().unwrap();
+    assert_eq!(torn, 0, "idle shown with a turn still running");
+}

@@ -33,3 +33,4 @@ mod support;
 mod terminal;
 mod web_page;
 mod worktree;
+mod ws_faults;

@@ -11,14 +11,14 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use crate::support::server::Server;
 use crate::support::{FakeModel, Harness, Reply};
 
-type Ws =
+pub(crate) type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
 
 /// Opens a session for `sub` on the fake model; `permission` is a preset name (`bypass` needs
 /// an admin token, so `sub` gets one for it).
-async fn open(
+pub(crate) async fn open(
     server: &Server,
     h: &Harness,
     model: &FakeModel,
@@ -44,17 +44,17 @@ async fn open(
     json["id"].as_str().unwrap().to_string()
 }
 
-async fn connect(url: &str) -> Ws {
+pub(crate) async fn connect(url: &str) -> Ws {
     let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
     ws
 }
 
-fn session_url(server: &Server, id: &str, token: &str) -> String {
+pub(crate) fn session_url(server: &Server, id: &str, token: &str) -> String {
     format!("{}/ws/v1/sessions/{id}?token={token}", server.ws_base)
 }
 
 /// The next JSON text message (control frames skipped).
-async fn next(ws: &mut Ws) -> Value {
+pub(crate) async fn next(ws: &mut Ws) -> Value {
     loop {
         let frame = tokio::time::timeout(WAIT, ws.next())
             .await
@@ -70,7 +70,7 @@ async fn next(ws: &mut Ws) -> Value {
 }
 
 /// Messages up to and including the first one `until` accepts.
-async fn collect(ws: &mut Ws, until: impl Fn(&Value) -> bool) -> Vec<Value> {
+pub(crate) async fn collect(ws: &mut Ws, until: impl Fn(&Value) -> bool) -> Vec<Value> {
     let mut seen = Vec::new();
     loop {
         let m = next(ws).await;
@@ -83,7 +83,7 @@ async fn collect(ws: &mut Ws, until: impl Fn(&Value) -> bool) -> Vec<Value> {
 }
 
 /// The close code the server ends with (text messages before it are skipped).
-async fn close_code(ws: &mut Ws) -> u16 {
+pub(crate) async fn close_code(ws: &mut Ws) -> u16 {
     loop {
         let frame = tokio::time::timeout(WAIT, ws.next())
             .await
@@ -97,19 +97,19 @@ async fn close_code(ws: &mut Ws) -> u16 {
     }
 }
 
-async fn send(ws: &mut Ws, value: Value) {
+pub(crate) async fn send(ws: &mut Ws, value: Value) {
     ws.send(Message::text(value.to_string())).await.unwrap();
 }
 
-fn is(kind: &str) -> impl Fn(&Value) -> bool + '_ {
+pub(crate) fn is(kind: &str) -> impl Fn(&Value) -> bool + '_ {
     move |m| m["type"] == kind
 }
 
-fn state_is(state: &str) -> impl Fn(&Value) -> bool + '_ {
+pub(crate) fn state_is(state: &str) -> impl Fn(&Value) -> bool + '_ {
     move |m| m["type"] == "agent_state" && m["payload"]["state"] == state
 }
 
-fn user(text: &str) -> Value {
+pub(crate) fn user(text: &str) -> Value {
     json!({"type": "user_message", "payload": {"text": text, "mode": "normal"}})
 }
 

@@ -44,6 +44,8 @@ pub struct ServerSettings {
     pub idle_drop: Duration,
     /// Buffered messages are kept at least this long after a disconnect (the seed: 30 s).
     pub replay_window: Duration,
+    /// A WebSocket write that makes no progress this long closes the connection (1013).
+    pub send_timeout: Duration,
 }
 
 impl ServerSettings {
@@ -58,6 +60,7 @@ impl ServerSettings {
         ServerSettings {
             idle_drop: secs("CORRAL_WS_IDLE_SECS", 90.0),
             replay_window: secs("CORRAL_WS_REPLAY_SECS", 30.0),
+            send_timeout: secs("CORRAL_WS_SEND_SECS", 10.0),
         }
     }
 }

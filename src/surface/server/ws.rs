@@ -10,6 +10,15 @@
 //! A connection silent for `idle_drop` is closed with 1000 (a normal, expected end);
 //! shutdown and replacement by a newer connection close with 1001.
 //!
+//! Slow and hostile clients: sending runs beside receiving, so a client that stops reading
+//! still has its messages read, its idle drop and its replacement close. What it has not
+//! taken stays in the session's buffer only (see `hub`); once that backlog passes the caps,
+//! or one write makes no progress for the send timeout (`CORRAL_WS_SEND_SECS`, 10 s), it is
+//! closed with 1013 ("try again later": the server is fine, the client should reconnect with
+//! `last_seq`, and the buffer still holds what it missed). The close frame itself gets the
+//! send timeout to go out, then the connection is dropped. A message or frame over
+//! [`MAX_MESSAGE_BYTES`] closes with 1009, a text frame that is not UTF-8 with 1007.
+//!
 //! `seq` is per session, across connections (see `hub`). On connect, `?last_seq=N` first
 //! replays the buffered messages after N (all or nothing: if the buffer no longer reaches
 //! back to N+1, nothing), then the current `agent_state` follows as a new message, so the
@@ -28,12 +37,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::get;
-use futures_util::StreamExt;
+use futures_util::{Sink, SinkExt, StreamExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use self::hub::Channel;
 pub use self::hub::Hub;
+use self::hub::{Attached, Channel, Next};
 use self::projection::{Message as Out, error};
 use super::{Shared, bearer};
 use crate::policy::Decision;
@@ -41,6 +50,13 @@ use crate::session::manager::{Handle, SendError, TurnMode};
 
 /// The seed's bound on a user message, in characters.
 const MAX_TEXT: usize = 65_536;
+
+/// The largest message (and frame) a client may send: room for a maximal user message even
+/// when every character is escaped in JSON. Larger ones close the connection with 1009.
+pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
+
+/// The close reason of a client that fell behind (code 1013, "try again later").
+const FELL_BEHIND: &str = "fell behind: too many unsent messages; reconnect with last_seq";
 
 pub fn routes() -> Router<Shared> {
     Router::new()
@@ -55,7 +71,12 @@ struct SessionQuery {
 }
 
 /// Closes with a code and a reason (the reason is truncated to the protocol's 123 bytes).
-async fn close(socket: &mut WebSocket, code: u16, reason: &str) {
+/// A client that does not read gets `wait` to take the close frame, then the connection is
+/// dropped.
+async fn close<S>(sink: &mut S, code: u16, reason: &str, wait: Duration)
+where
+    S: Sink<Message> + Unpin,
+{
     let mut end = reason.len().min(120);
     while !reason.is_char_boundary(end) {
         end -= 1;
@@ -64,7 +85,7 @@ async fn close(socket: &mut WebSocket, code: u16, reason: &str) {
         code,
         reason: reason[..end].into(),
     };
-    let _ = socket.send(Message::Close(Some(frame))).await;
+    let _ = tokio::time::timeout(wait, sink.send(Message::Close(Some(frame)))).await;
 }
 
 /// Who may connect: the caller's session and how long the token lasts, or a close code and
@@ -93,11 +114,15 @@ async fn session_socket(
     ws: WebSocketUpgrade,
 ) -> Response {
     let admitted = admit(&state, &headers, query.token.as_deref(), &id);
+    let wait = state.settings.send_timeout;
+    let ws = ws
+        .max_message_size(MAX_MESSAGE_BYTES)
+        .max_frame_size(MAX_MESSAGE_BYTES);
     ws.on_upgrade(move |mut socket| async move {
         match admitted {
             Err((code, reason)) => {
                 tracing::info!(target: "corral::ws", "session {id}: refused with {code}: {reason}");
-                close(&mut socket, code, &reason).await;
+                close(&mut socket, code, &reason, wait).await;
             }
             Ok((handle, valid)) => {
                 serve_session(state, socket, handle, query.last_seq, valid).await;
@@ -106,61 +131,133 @@ async fn session_socket(
     })
 }
 
+/// Why a connection's loop ended, and what to tell the client.
+enum End {
+    Close(u16, String),
+    /// The client went away (or closed first): nothing to say.
+    Quiet,
+}
+
+/// How a receive error closes the connection: 1009 for a message over the size limit,
+/// 1007 for a text frame that is not UTF-8; anything else is a broken connection.
+fn receive_error(error: axum::Error) -> End {
+    use tungstenite::Error as WsError;
+    match error.into_inner().downcast::<WsError>().map(|e| *e) {
+        Ok(WsError::Capacity(e)) => End::Close(
+            1009,
+            format!("{e}: a message may be at most {MAX_MESSAGE_BYTES} bytes"),
+        ),
+        Ok(WsError::Utf8(_)) => End::Close(1007, "a text frame is not valid UTF-8".into()),
+        _ => End::Quiet,
+    }
+}
+
+/// Hands the connection's messages to the socket, batch by batch, each write bounded by
+/// `send_timeout`. Returns only when the connection must end.
+async fn pump<S>(
+    sink: &mut S,
+    channel: &Channel,
+    attached: &Attached,
+    send_timeout: Duration,
+) -> End
+where
+    S: Sink<Message> + Unpin,
+{
+    let stuck = || {
+        End::Close(
+            1013,
+            format!(
+                "no progress sending for {} s: reconnect with last_seq",
+                send_timeout.as_secs_f64()
+            ),
+        )
+    };
+    loop {
+        match channel.take(attached.conn) {
+            Next::Send(batch) => {
+                for text in batch {
+                    let frame = Message::Text(text.as_ref().into());
+                    match tokio::time::timeout(send_timeout, sink.feed(frame)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => return End::Quiet,
+                        Err(_) => return stuck(),
+                    }
+                }
+                match tokio::time::timeout(send_timeout, sink.flush()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return End::Quiet,
+                    Err(_) => return stuck(),
+                }
+            }
+            Next::Wait => attached.wake.notified().await,
+            // Replaced or behind: the loop's other arms say which.
+            Next::Gone => std::future::pending::<()>().await,
+        }
+    }
+}
+
 async fn serve_session(
     state: Shared,
-    mut socket: WebSocket,
+    socket: WebSocket,
     handle: Arc<Handle>,
     last_seq: Option<u64>,
     valid: Duration,
 ) {
     let channel = state.ws.channel(&handle, state.settings.replay_window);
     let conn = state.ws.next_conn();
-    let mut attached = channel.attach(conn, last_seq);
+    let attached = channel.attach(conn, last_seq);
     tracing::info!(target: "corral::ws", "session {}: connection {conn} attached", handle.id());
-    let idle = state.settings.idle_drop;
-    let deadline = tokio::time::sleep(idle);
-    tokio::pin!(deadline);
-    let expired = tokio::time::sleep(valid);
-    tokio::pin!(expired);
-    loop {
-        tokio::select! {
-            biased;
-            () = state.shutdown.cancelled() => {
-                close(&mut socket, 1001, "server shutting down").await;
-                break;
-            }
-            () = &mut expired => {
-                close(&mut socket, 4001, "token expired").await;
-                break;
-            }
-            () = attached.replaced.cancelled() => {
-                close(&mut socket, 1001, "replaced by a newer connection").await;
-                break;
-            }
-            Some(text) = attached.receiver.recv() => {
-                if socket.send(Message::Text(text.as_ref().into())).await.is_err() {
-                    break;
+    let send_timeout = state.settings.send_timeout;
+    let (mut sink, mut stream) = socket.split();
+    let end = {
+        let idle = state.settings.idle_drop;
+        let deadline = tokio::time::sleep(idle);
+        tokio::pin!(deadline);
+        let expired = tokio::time::sleep(valid);
+        tokio::pin!(expired);
+        // Sending runs beside everything else: a client that does not read still has its
+        // messages read, its idle drop and its replacement close.
+        let sending = pump(&mut sink, &channel, &attached, send_timeout);
+        tokio::pin!(sending);
+        loop {
+            tokio::select! {
+                biased;
+                () = state.shutdown.cancelled() => {
+                    break End::Close(1001, "server shutting down".into());
                 }
-            }
-            incoming = socket.next() => {
-                deadline.as_mut().reset(tokio::time::Instant::now() + idle);
-                match incoming {
-                    Some(Ok(Message::Text(text))) => {
-                        client_message(&state, &channel, handle.id(), text.as_str());
+                () = &mut expired => break End::Close(4001, "token expired".into()),
+                () = attached.replaced.cancelled() => {
+                    break End::Close(1001, "replaced by a newer connection".into());
+                }
+                () = attached.behind.cancelled() => {
+                    break End::Close(1013, FELL_BEHIND.into());
+                }
+                end = &mut sending => break end,
+                incoming = stream.next() => {
+                    deadline.as_mut().reset(tokio::time::Instant::now() + idle);
+                    match incoming {
+                        Some(Ok(Message::Text(text))) => {
+                            client_message(&state, &channel, handle.id(), text.as_str());
+                        }
+                        Some(Ok(Message::Binary(_))) => channel.push(&error(
+                            "INVALID_MESSAGE", "messages are JSON text frames")),
+                        Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                        Some(Ok(Message::Close(_))) | None => break End::Quiet,
+                        Some(Err(e)) => break receive_error(e),
                     }
-                    Some(Ok(Message::Binary(_))) => channel.push(&error(
-                        "INVALID_MESSAGE", "messages are JSON text frames")),
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
                 }
-            }
-            () = &mut deadline => {
-                close(&mut socket, 1000, "no message within the keepalive window").await;
-                break;
+                () = &mut deadline => {
+                    break End::Close(1000, "no message within the keepalive window".into());
+                }
             }
         }
-    }
+    };
     channel.detach(attached.conn);
+    if let End::Close(code, reason) = end {
+        tracing::info!(target: "corral::ws",
+            "session {}: connection {conn} closed with {code}: {reason}", handle.id());
+        close(&mut sink, code, &reason, send_timeout).await;
+    }
 }
 
 fn field<'a>(payload: &'a Value, key: &str) -> Option<&'a str> {

@@ -3,13 +3,22 @@
 //!
 //! `seq` counts per session across connections, not per connection as the seed's table
 //! says: that is what lets `?last_seq=N` on a new connection name what the old one saw.
+//!
+//! The buffer is the only copy of what is waiting to go out: the live connection holds a
+//! cursor into it (the next `seq` to send), not a queue of its own, so a client that stops
+//! reading costs no memory beyond the buffer, which is bounded in frames and bytes. A
+//! connection falls behind when what it has not taken yet exceeds [`MAX_BACKLOG_FRAMES`] or
+//! [`MAX_BACKLOG_BYTES`] (or more than its own replay, if that was larger), or when the
+//! buffer must drop a message it has not sent: it is then told to close (1013) and let go,
+//! and the buffer still holds everything after what it sent, for a reconnect with
+//! `last_seq` (the caps leave the buffer room for what streams meanwhile).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::projection::{Message, Projector};
@@ -18,6 +27,12 @@ use crate::session::manager::Handle;
 
 /// Upper bound on buffered messages per session, whatever the window (token streams are long).
 const MAX_BUFFERED: usize = 20_000;
+/// Upper bound on the buffered messages' bytes per session.
+const MAX_BUFFERED_BYTES: usize = 16 << 20;
+/// A connection this many messages behind the newest one has fallen behind.
+pub const MAX_BACKLOG_FRAMES: u64 = 5_000;
+/// A connection this many bytes behind the newest message has fallen behind.
+pub const MAX_BACKLOG_BYTES: u64 = 4 << 20;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -31,14 +46,26 @@ struct Buffered {
 
 struct Live {
     id: u64,
-    sender: mpsc::UnboundedSender<Arc<str>>,
+    /// The next `seq` to hand to the connection, and the bytes pushed before it.
+    cursor: u64,
+    cursor_bytes: u64,
+    /// The backlog this connection may have before it counts as behind.
+    allowed_frames: u64,
+    allowed_bytes: u64,
+    /// Woken when a message arrives for it.
+    wake: Arc<Notify>,
     /// Cancelled when another connection takes over (close 1001).
     replaced: CancellationToken,
+    /// Cancelled when it fell behind (close 1013).
+    behind: CancellationToken,
 }
 
 struct State {
     next_seq: u64,
+    /// Bytes of every message ever pushed: a message's offset is the total before it.
+    pushed_bytes: u64,
     buffer: VecDeque<Buffered>,
+    buffered_bytes: usize,
     live: Option<Live>,
     last_disconnect: Option<Instant>,
     projector: Projector,
@@ -53,9 +80,23 @@ pub struct Channel {
 /// What a new connection starts with.
 pub struct Attached {
     pub conn: u64,
-    pub receiver: mpsc::UnboundedReceiver<Arc<str>>,
+    pub wake: Arc<Notify>,
     pub replaced: CancellationToken,
+    pub behind: CancellationToken,
 }
+
+/// What a connection gets when it asks for more.
+pub enum Next {
+    /// Messages to send, oldest first.
+    Send(Vec<Arc<str>>),
+    /// Nothing new: wait for the connection's `wake`.
+    Wait,
+    /// The connection is no longer the live one (replaced, or fell behind).
+    Gone,
+}
+
+/// How many messages a connection takes at once (sent without a flush between them).
+const BATCH: usize = 64;
 
 impl Channel {
     fn render(&self, seq: u64, message: &Message) -> Arc<str> {
@@ -69,8 +110,17 @@ impl Channel {
         Arc::from(value.to_string())
     }
 
+    /// The live connection fell behind: it is told to close and let go of, so nothing more
+    /// is kept for it than for anyone who may reconnect.
+    fn drop_behind(state: &mut State, now: Instant) {
+        if let Some(live) = state.live.take() {
+            live.behind.cancel();
+            state.last_disconnect = Some(now);
+        }
+    }
+
     /// Drops what nobody can ask for any more: messages are kept while someone is
-    /// connected, and at least `window` after a disconnect.
+    /// connected, and at least `window` after a disconnect, within the caps.
     fn prune(&self, state: &mut State, now: Instant) {
         let released = state.live.is_none()
             && state
@@ -78,10 +128,17 @@ impl Channel {
                 .is_some_and(|d| now.duration_since(d) > self.window);
         while let Some(front) = state.buffer.front() {
             let expired = released && now.duration_since(front.at) > self.window;
-            if expired || state.buffer.len() >= MAX_BUFFERED {
-                state.buffer.pop_front();
-            } else {
+            // The newest message stays, however large: it has not been offered to anyone.
+            let full = state.buffer.len() > MAX_BUFFERED
+                || (state.buffered_bytes > MAX_BUFFERED_BYTES && state.buffer.len() > 1);
+            if !(expired || full) {
                 break;
+            }
+            if state.live.as_ref().is_some_and(|l| l.cursor <= front.seq) {
+                Self::drop_behind(state, now);
+            }
+            if let Some(gone) = state.buffer.pop_front() {
+                state.buffered_bytes -= gone.text.len();
             }
         }
     }
@@ -91,14 +148,22 @@ impl Channel {
         let seq = state.next_seq;
         let text = self.render(seq, message);
         let now = Instant::now();
+        // What is unsent before this message: one large message alone is not a backlog.
+        let before = state.pushed_bytes;
+        state.pushed_bytes += text.len() as u64;
+        state.buffered_bytes += text.len();
+        state.buffer.push_back(Buffered { seq, at: now, text });
         self.prune(state, now);
-        state.buffer.push_back(Buffered {
-            seq,
-            at: now,
-            text: text.clone(),
-        });
-        if let Some(live) = &state.live {
-            let _ = live.sender.send(text);
+        let Some(live) = &state.live else { return };
+        let frames = state.next_seq + 1 - live.cursor;
+        let bytes = before.saturating_sub(live.cursor_bytes);
+        if frames > live.allowed_frames || bytes > live.allowed_bytes {
+            tracing::info!(target: "corral::ws",
+                "session {}: connection {} fell behind ({frames} messages, {bytes} bytes \
+                 unsent); closing it with 1013", self.session_id, live.id);
+            Self::drop_behind(state, now);
+        } else {
+            live.wake.notify_one();
         }
     }
 
@@ -108,37 +173,74 @@ impl Channel {
         self.push_locked(&mut state, message);
     }
 
+    /// The next messages for connection `conn`; they count as sent from here on.
+    pub fn take(&self, conn: u64) -> Next {
+        let mut state = lock(&self.state);
+        let state = &mut *state;
+        let Some(live) = state.live.as_mut().filter(|l| l.id == conn) else {
+            return Next::Gone;
+        };
+        let Some(front) = state.buffer.front().map(|b| b.seq) else {
+            return Next::Wait;
+        };
+        // The cursor never falls off the front: pruning past it drops the connection.
+        let start = live.cursor.saturating_sub(front) as usize;
+        let out: Vec<Arc<str>> = state
+            .buffer
+            .range(start.min(state.buffer.len())..)
+            .take(BATCH)
+            .map(|b| b.text.clone())
+            .collect();
+        if out.is_empty() {
+            return Next::Wait;
+        }
+        live.cursor += out.len() as u64;
+        live.cursor_bytes += out.iter().map(|t| t.len() as u64).sum::<u64>();
+        Next::Send(out)
+    }
+
     /// Attaches a connection, replacing (closing) the previous one. With `last_seq`, the
-    /// buffered messages after it are queued first, unless the buffer no longer reaches
+    /// buffered messages after it are sent first, unless the buffer no longer reaches
     /// back that far; then the current `agent_state` follows either way.
     pub fn attach(&self, conn: u64, last_seq: Option<u64>) -> Attached {
-        let (sender, receiver) = mpsc::unbounded_channel();
+        let wake = Arc::new(Notify::new());
         let replaced = CancellationToken::new();
+        let behind = CancellationToken::new();
         let mut state = lock(&self.state);
         self.prune(&mut state, Instant::now());
         if let Some(old) = state.live.take() {
             old.replaced.cancel();
         }
-        if let Some(after) = last_seq {
-            let oldest = state.buffer.front().map_or(state.next_seq + 1, |b| b.seq);
-            let complete = after + 1 >= oldest && after <= state.next_seq;
-            if complete {
-                for b in state.buffer.iter().filter(|b| b.seq > after) {
-                    let _ = sender.send(b.text.clone());
-                }
-            }
-        }
+        let next = state.next_seq + 1;
+        let oldest = state.buffer.front().map_or(next, |b| b.seq);
+        let cursor = match last_seq {
+            Some(after) if after + 1 >= oldest && after < next => after + 1,
+            _ => next,
+        };
+        let replay_bytes: u64 = state
+            .buffer
+            .iter()
+            .filter(|b| b.seq >= cursor)
+            .map(|b| b.text.len() as u64)
+            .sum();
         state.live = Some(Live {
             id: conn,
-            sender,
+            cursor,
+            cursor_bytes: state.pushed_bytes - replay_bytes,
+            // A long replay is not falling behind: it may be worked off, not added to.
+            allowed_frames: MAX_BACKLOG_FRAMES.max(next - cursor + MAX_BACKLOG_FRAMES / 4),
+            allowed_bytes: MAX_BACKLOG_BYTES.max(replay_bytes + MAX_BACKLOG_BYTES / 4),
+            wake: wake.clone(),
             replaced: replaced.clone(),
+            behind: behind.clone(),
         });
         let current = super::projection::agent_state(state.projector.state);
         self.push_locked(&mut state, &current);
         Attached {
             conn,
-            receiver,
+            wake,
             replaced,
+            behind,
         }
     }
 
@@ -184,7 +286,9 @@ impl Hub {
             window,
             state: Mutex::new(State {
                 next_seq: 0,
+                pushed_bytes: 0,
                 buffer: VecDeque::new(),
+                buffered_bytes: 0,
                 live: None,
                 last_disconnect: None,
                 projector: Projector::new(working),

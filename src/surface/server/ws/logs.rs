@@ -1,6 +1,7 @@
 //! `/ws/v1/logs`: admin only; plain `log_line` JSON objects (no envelope) at or above the
 //! requested level, and a plain-text "ping" answered with `{"type":"pong"}`. Closed with
-//! 4001 when the token expires.
+//! 4001 when the token expires, 1013 when a line cannot be written for the send timeout
+//! (lines a slow reader misses are skipped, not queued).
 
 use std::time::Duration;
 
@@ -43,9 +44,10 @@ pub(super) async fn log_socket(
         .as_deref()
         .and_then(parse_level)
         .unwrap_or(Level::INFO);
+    let wait = state.settings.send_timeout;
     ws.on_upgrade(move |mut socket| async move {
         match admitted {
-            Err((code, reason)) => close(&mut socket, code, &reason).await,
+            Err((code, reason)) => close(&mut socket, code, &reason, wait).await,
             Ok(valid) => stream_logs(state, socket, level, valid).await,
         }
     })
@@ -53,6 +55,7 @@ pub(super) async fn log_socket(
 
 async fn stream_logs(state: Shared, mut socket: WebSocket, min: Level, valid: Duration) {
     let mut lines = state.logs.subscribe();
+    let wait = state.settings.send_timeout;
     let idle = state.settings.idle_drop;
     let deadline = tokio::time::sleep(idle);
     tokio::pin!(deadline);
@@ -62,19 +65,27 @@ async fn stream_logs(state: Shared, mut socket: WebSocket, min: Level, valid: Du
         tokio::select! {
             biased;
             () = state.shutdown.cancelled() => {
-                close(&mut socket, 1001, "server shutting down").await;
+                close(&mut socket, 1001, "server shutting down", wait).await;
                 break;
             }
             () = &mut expired => {
-                close(&mut socket, 4001, "token expired").await;
+                close(&mut socket, 4001, "token expired", wait).await;
                 break;
             }
             line = lines.recv() => match line {
                 // tracing orders levels by verbosity: ERROR < WARN < INFO < DEBUG.
                 Ok((level, line)) if level <= min => {
                     let Ok(text) = serde_json::to_string(&line) else { continue };
-                    if socket.send(Message::Text(text.into())).await.is_err() {
-                        break;
+                    // A reader that takes nothing holds no more than the hub's ring (it
+                    // lags); a write that never finishes ends the stream.
+                    match tokio::time::timeout(wait, socket.send(Message::Text(text.into()))).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => break,
+                        Err(_) => {
+                            close(&mut socket, 1013, "fell behind: no progress sending", wait)
+                                .await;
+                            break;
+                        }
                     }
                 }
                 Ok(_) | Err(RecvError::Lagged(_)) => {}
@@ -94,7 +105,8 @@ async fn stream_logs(state: Shared, mut socket: WebSocket, min: Level, valid: Du
                 }
             }
             () = &mut deadline => {
-                close(&mut socket, 1000, "no message within the keepalive window").await;
+                close(&mut socket, 1000, "no message within the keepalive window", wait)
+                    .await;
                 break;
             }
         }
