@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::confine::{EXEC_FAILED, REFUSAL_PREFIX, REFUSED_EXIT};
 use super::env::Redactor;
+use super::reaper;
 use super::spec::SandboxSpec;
 use crate::event::OutputStream;
 use crate::tool::OutputSink;
@@ -40,6 +41,8 @@ const EXIT_GRACE: Duration = Duration::from_millis(200);
 /// Reaping a SIGKILLed child; only a process stuck in the kernel takes longer.
 const REAP_WAIT: Duration = Duration::from_secs(1);
 const READ_BUF: usize = 16 * 1024;
+/// How often a killed group is looked for in /proc until it is gone.
+const GONE_POLL: Duration = Duration::from_millis(10);
 
 #[derive(Debug, Clone)]
 pub(crate) struct ProcessSpec {
@@ -99,10 +102,9 @@ pub(crate) async fn run(
         .process_group(0)
         .kill_on_drop(true);
     let mut child = command.spawn()?;
-    // Recorded in pids.json until the group is gone, so a crashed runtime's tools get reaped.
-    let _tracked = child
-        .id()
-        .and_then(|pid| crate::sandbox::reaper::track(pid, pid, "tool"));
+    // Recorded in pids.json until the group is gone, so a crashed runtime's tools get reaped
+    // and an exiting one ends them (reaper::end_own_children).
+    let tracked = child.id().and_then(|pid| reaper::track(pid, pid, "tool"));
     let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(io::Error::other("the process has no output pipes"));
     };
@@ -116,6 +118,7 @@ pub(crate) async fn run(
         pgid,
         child: Some(child),
         settled: false,
+        tracked,
         _live: live::Live::new(),
     };
 
@@ -172,6 +175,8 @@ pub(crate) async fn run(
             .ok()
             .and_then(Result::ok);
     }
+    // The entry goes when the group is confirmed gone (a namespace takes a moment to empty).
+    confirm_gone(group.tracked.as_ref()).await;
     group.settled = true;
     collector.flush(OutputStream::Stdout);
     collector.flush(OutputStream::Stderr);
@@ -221,6 +226,15 @@ async fn wait_child(child: &mut Option<Child>) -> io::Result<ExitStatus> {
     }
 }
 
+/// Waits until nothing of a tracked group is alive, or [`reaper::KILL_WAIT`] passed.
+async fn confirm_gone(tracked: Option<&reaper::TrackGuard>) {
+    let Some(tracked) = tracked else { return };
+    let deadline = Instant::now() + reaper::KILL_WAIT;
+    while !tracked.gone() && Instant::now() < deadline {
+        tokio::time::sleep(GONE_POLL).await;
+    }
+}
+
 fn signal_group(pgid: Pid, signal: Signal) {
     // Never 0 or 1: killpg(0) would signal our own group, and 1 is init's.
     if pgid.as_raw() > 1 {
@@ -230,11 +244,14 @@ fn signal_group(pgid: Pid, signal: Signal) {
 }
 
 /// The child's process group; if the run is abandoned (its future dropped, e.g. the turn was
-/// cancelled), the group is terminated in the background.
+/// cancelled), the group is terminated in the background. Its pids.json entry goes with the
+/// group, not before: if the background task is lost (the runtime shut down), the exiting
+/// runtime's synchronous `reaper::end_own_children` still finds it.
 struct Group {
     pgid: Pid,
     child: Option<Child>,
     settled: bool,
+    tracked: Option<reaper::TrackGuard>,
     /// Until the child is reaped; moved into the background task when the run is abandoned.
     _live: live::Live,
 }
@@ -246,6 +263,7 @@ impl Drop for Group {
         }
         let pgid = self.pgid;
         signal_group(pgid, Signal::SIGTERM);
+        let tracked = self.tracked.take();
         match (self.child.take(), tokio::runtime::Handle::try_current()) {
             (Some(mut child), Ok(handle)) => {
                 // A fresh count for the task: this one goes with the group being dropped.
@@ -261,9 +279,13 @@ impl Drop for Group {
                         signal_group(pgid, Signal::SIGKILL);
                         let _ = tokio::time::timeout(REAP_WAIT, child.wait()).await;
                     }
+                    signal_group(pgid, Signal::SIGKILL);
+                    confirm_gone(tracked.as_ref()).await;
+                    drop(tracked);
                     drop(live);
                 });
             }
+            // No runtime to wait in: the entry stays for end_own_children or the next start.
             _ => signal_group(pgid, Signal::SIGKILL),
         }
     }
