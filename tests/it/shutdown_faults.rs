@@ -265,3 +265,192 @@ async fn acp_on_stdin_closed_waits_for_a_tool_that_ignores_sigterm() {
     running.send_line(&prompt.to_string()).await;
     stdin_closed(&h, running, &word, "acp with stdin closed").await;
 }
+
+/// A process group whose leader exited while a member holding `word` runs on. Returns the
+/// leader's pid (the pgid) and start time.
+fn orphaned_group(word: &str) -> (u32, u64) {
+    use std::os::unix::process::CommandExt;
+    let mut leader = std::process::Command::new("bash")
+        .args(["-c", &format!("(exec -a {word} sleep 1000) & read _")])
+        .stdin(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let start = start_time_of(leader.id()).unwrap();
+    while holding(word).is_empty() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(leader.stdin.take());
+    leader.wait().unwrap();
+    (leader.id(), start)
+}
+
+fn kill_all(words: &[&str]) {
+    for pid in words.iter().flat_map(|w| holding(w)) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// A dead runtime's pids.json: an orphaned group (leader gone, a member on), a live group
+/// whose leader pid was recorded with another start time (recycled), and an orphaned group
+/// whose member is older than the recorded leader (not that group). Returns their words.
+fn plant_leftovers(h: &Harness, tag: &str) -> [String; 3] {
+    let words = [
+        marker(&format!("{tag}-orphan")),
+        marker(&format!("{tag}-recycled")),
+        marker(&format!("{tag}-older")),
+    ];
+    let mut owner = std::process::Command::new("true").spawn().unwrap();
+    owner.wait().unwrap();
+    let entry = |pid: u32, start: u64| {
+        json!({"pid": pid, "pgid": pid, "start_time": start, "owner_pid": owner.id(),
+               "owner_start_time": 1, "kind": "tool"})
+    };
+    let (orphan, orphan_start) = orphaned_group(&words[0]);
+    let recycled = {
+        use std::os::unix::process::CommandExt;
+        let child = std::process::Command::new("bash")
+            .args(["-c", &format!("exec -a {} sleep 1000", words[1])])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        wait_for(|| !holding(&words[1]).is_empty());
+        child.id()
+    };
+    let recycled_start = start_time_of(recycled).unwrap();
+    let (older, older_start) = orphaned_group(&words[2]);
+    let planted = json!([
+        entry(orphan, orphan_start),
+        entry(recycled, recycled_start - 1),
+        entry(older, older_start + 1_000_000),
+    ]);
+    let path = pids_json(h);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, planted.to_string()).unwrap();
+    words
+}
+
+fn wait_for(cond: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "timed out");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// After the reap: the orphan's member is dead, the other two live, the dead runtime's
+/// entries are forgotten.
+fn assert_reaped(h: &Harness, words: &[String; 3], what: &str) {
+    let left: Vec<Vec<u32>> = words.iter().map(|w| holding(w)).collect();
+    let listed = entries(&pids_json(h));
+    kill_all(&words.each_ref().map(String::as_str));
+    assert!(
+        left[0].is_empty(),
+        "{what}: the orphaned member {:?} lives",
+        left[0]
+    );
+    assert!(
+        !left[1].is_empty(),
+        "{what}: a recycled pid's group was killed"
+    );
+    assert!(
+        !left[2].is_empty(),
+        "{what}: an older process in the group was killed"
+    );
+    assert!(
+        listed.is_empty(),
+        "{what}: pids.json still lists {listed:?}"
+    );
+}
+
+#[tokio::test]
+async fn serve_reaps_at_start_the_members_of_a_group_whose_leader_is_gone() {
+    let h = Harness::new();
+    let words = plant_leftovers(&h, "serve");
+    // No session opened: the reap happens before the server listens.
+    let server = Server::start(&h, &[]).await;
+    assert_reaped(&h, &words, "serve");
+    assert!(server.stop().await.success());
+}
+
+#[tokio::test]
+async fn run_reaps_the_members_of_a_group_whose_leader_is_gone() {
+    let h = Harness::new();
+    let words = plant_leftovers(&h, "run");
+    let model = FakeModel::start().await;
+    model.push(Reply::new().text("hello"));
+    let out = openai_run(&h, &model, "hi").run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_reaped(&h, &words, "run");
+}
+
+/// The session temp dirs under `tmp` (the `TMPDIR` the runs get), by session id.
+fn session_tmp_of(tmp: &Path, id: &str) -> Option<PathBuf> {
+    std::fs::read_dir(tmp)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("corral-tmp-{id}-")))
+        })
+}
+
+/// `corral run` with `TMPDIR=tmp` whose tool holds `word` until killed; returned once it runs,
+/// with its session id.
+async fn run_mid_tool(h: &Harness, model: &FakeModel, tmp: &Path, word: &str) -> (Running, String) {
+    let args = json!({ "command": format!(": {word}; sleep 1000; :") }).to_string();
+    model.push(Reply::new().tool_call("c1", "shell", &args));
+    let running = openai_run(h, model, "go")
+        .args(["-p", "bypass"])
+        .env("TMPDIR", tmp)
+        .spawn()
+        .await;
+    wait_until("the tool to start", || !holding(word).is_empty()).await;
+    let id = running.events_so_far()[0]["agent"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (running, id)
+}
+
+#[tokio::test]
+async fn the_next_start_removes_a_crashed_sessions_temp_dir_and_keeps_a_live_one() {
+    let h = Harness::new();
+    let tmp = h.home_dir().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let model = FakeModel::start().await;
+    let (crashed_word, live_word) = (marker("tmp-crashed"), marker("tmp-live"));
+    let (crashed, crashed_id) = run_mid_tool(&h, &model, &tmp, &crashed_word).await;
+    let crashed_tmp = session_tmp_of(&tmp, &crashed_id).expect("the session's temp dir");
+    std::fs::write(crashed_tmp.join("scratch"), "left behind").unwrap();
+    crashed.signal("KILL").await;
+    let _ = crashed.wait().await;
+    assert!(crashed_tmp.exists(), "a SIGKILLed run removes nothing");
+    let (live, live_id) = run_mid_tool(&h, &model, &tmp, &live_word).await;
+    let live_tmp = session_tmp_of(&tmp, &live_id).expect("the live session's temp dir");
+
+    model.push(Reply::new().text("hello"));
+    let out = openai_run(&h, &model, "hi").env("TMPDIR", &tmp).run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let (crashed_left, live_kept) = (crashed_tmp.exists(), live_tmp.exists());
+    live.signal("TERM").await;
+    let _ = live.wait().await;
+    assert!(
+        !crashed_left,
+        "the crashed session's temp dir is still there"
+    );
+    assert!(live_kept, "the live session's temp dir was removed");
+    assert!(
+        !live_tmp.exists(),
+        "a session removes its own temp dir at exit"
+    );
+    assert!(
+        holding(&crashed_word).is_empty(),
+        "the crashed run's tool was reaped"
+    );
+}
