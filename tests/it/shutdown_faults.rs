@@ -15,9 +15,11 @@ use crate::common::*;
 use crate::support::server::Server;
 use crate::support::{FakeModel, Harness, Reply, Running};
 
-/// A tool call whose process ignores SIGTERM; `word` is in its command line.
+/// A tool call whose processes (a shell and twenty sleeps) ignore SIGTERM; `word` is in the
+/// shell's command line. Many members make the group's end take a moment to be complete.
 fn stubborn(word: &str) -> Reply {
-    let command = format!("trap '' TERM; : {word}; sleep 1000; :");
+    let command =
+        format!("trap '' TERM; : {word}; for i in $(seq 20); do sleep 1000 & done; wait; :");
     let args = json!({ "command": command }).to_string();
     Reply::new().tool_call("c1", "shell", &args)
 }
@@ -396,7 +398,7 @@ fn session_tmp_of(tmp: &Path, id: &str) -> Option<PathBuf> {
         .find(|p| {
             p.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&format!("corral-tmp-{id}-")))
+                .is_some_and(|n| n.starts_with("corral-") && n.contains(&format!("-{id}-")))
         })
 }
 
