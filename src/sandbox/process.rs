@@ -7,6 +7,7 @@
 //! reaches them all.
 
 mod capture;
+mod group;
 mod live;
 
 use std::io;
@@ -15,10 +16,10 @@ use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::time::sleep_until;
 use tokio_util::sync::CancellationToken;
 
@@ -31,6 +32,7 @@ use crate::tool::OutputSink;
 use capture::Collector;
 #[cfg(test)]
 use capture::{STREAM_LIMIT, STREAM_STOPPED};
+use group::{Group, confirm_gone, signal_group, wait_child};
 pub(crate) use live::{EXIT_WAIT, wait_for_tool_processes};
 
 /// Between SIGTERM and SIGKILL: time for the group to clean up after itself.
@@ -41,8 +43,6 @@ const EXIT_GRACE: Duration = Duration::from_millis(200);
 /// Reaping a SIGKILLed child; only a process stuck in the kernel takes longer.
 const REAP_WAIT: Duration = Duration::from_secs(1);
 const READ_BUF: usize = 16 * 1024;
-/// How often a killed group is looked for in /proc until it is gone.
-const GONE_POLL: Duration = Duration::from_millis(10);
 
 #[derive(Debug, Clone)]
 pub(crate) struct ProcessSpec {
@@ -217,86 +217,6 @@ enum Phase {
     Draining,
     /// SIGTERM sent; SIGKILL follows at the deadline.
     Terminating,
-}
-
-async fn wait_child(child: &mut Option<Child>) -> io::Result<ExitStatus> {
-    match child {
-        Some(child) => child.wait().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Waits until nothing of a tracked group is alive, or [`reaper::KILL_WAIT`] passed.
-async fn confirm_gone(tracked: Option<&reaper::TrackGuard>) {
-    let Some(tracked) = tracked else { return };
-    let deadline = Instant::now() + reaper::KILL_WAIT;
-    while !tracked.gone() && Instant::now() < deadline {
-        tokio::time::sleep(GONE_POLL).await;
-    }
-}
-
-fn signal_group(pgid: Pid, signal: Signal) {
-    // Never 0 or 1: killpg(0) would signal our own group, and 1 is init's.
-    if pgid.as_raw() > 1 {
-        // ESRCH (the group is already gone) is the usual and expected failure.
-        let _ = killpg(pgid, signal);
-    }
-}
-
-/// The child's process group; if the run is abandoned (its future dropped, e.g. the turn was
-/// cancelled), the group is terminated in the background. Its pids.json entry goes with the
-/// group, not before: if the background task is lost (the runtime shut down), the exiting
-/// runtime's synchronous `reaper::end_own_children` still finds it.
-struct Group {
-    pgid: Pid,
-    child: Option<Child>,
-    settled: bool,
-    tracked: Option<reaper::TrackGuard>,
-    /// Until the child is reaped; moved into the background task when the run is abandoned.
-    _live: live::Live,
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        if self.settled {
-            return;
-        }
-        let pgid = self.pgid;
-        signal_group(pgid, Signal::SIGTERM);
-        let tracked = self.tracked.take();
-        match (self.child.take(), tokio::runtime::Handle::try_current()) {
-            (Some(mut child), Ok(handle)) => {
-                // A fresh count for the task: this one goes with the group being dropped.
-                let live = live::Live::new();
-                handle.spawn(async move {
-                    // Holding the unreaped child keeps the group id from being reused; the
-                    // guard kills the group even if the runtime shuts down meanwhile.
-                    let _kill = KillOnDrop(pgid);
-                    if tokio::time::timeout(TERM_GRACE, child.wait())
-                        .await
-                        .is_err()
-                    {
-                        signal_group(pgid, Signal::SIGKILL);
-                        let _ = tokio::time::timeout(REAP_WAIT, child.wait()).await;
-                    }
-                    signal_group(pgid, Signal::SIGKILL);
-                    confirm_gone(tracked.as_ref()).await;
-                    drop(tracked);
-                    drop(live);
-                });
-            }
-            // No runtime to wait in: the entry stays for end_own_children or the next start.
-            _ => signal_group(pgid, Signal::SIGKILL),
-        }
-    }
-}
-
-struct KillOnDrop(Pid);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        signal_group(self.0, Signal::SIGKILL);
-    }
 }
 
 #[cfg(test)]

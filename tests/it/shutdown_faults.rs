@@ -16,10 +16,13 @@ use crate::support::server::Server;
 use crate::support::{FakeModel, Harness, Reply, Running};
 
 /// A tool call whose processes (a shell and twenty sleeps) ignore SIGTERM; `word` is in the
-/// shell's command line. Many members make the group's end take a moment to be complete.
+/// shell's command line, and `<word>.ready` appears in the work dir once SIGTERM is ignored.
+/// Many members make the group's end take a moment to be complete.
 fn stubborn(word: &str) -> Reply {
-    let command =
-        format!("trap '' TERM; : {word}; for i in $(seq 20); do sleep 1000 & done; wait; :");
+    let command = format!(
+        "trap '' TERM; : {word}; for i in $(seq 20); do sleep 1000 & done; touch {word}.ready; \
+         wait; :"
+    );
     let args = json!({ "command": command }).to_string();
     Reply::new().tool_call("c1", "shell", &args)
 }
@@ -71,9 +74,11 @@ fn listed(path: &Path, pgid: u32) -> bool {
     entries(path).iter().any(|e| e["pgid"] == pgid)
 }
 
-/// The process group of the tool holding `word`, once it runs and is listed in pids.json.
+/// The process group of the [`stubborn`] tool holding `word`, once it ignores SIGTERM and is
+/// listed in pids.json.
 async fn tool_group(h: &Harness, word: &str) -> u32 {
-    wait_until("the tool to start", || !holding(word).is_empty()).await;
+    let ready = h.work().join(format!("{word}.ready"));
+    wait_until("the tool to ignore SIGTERM", || ready.exists()).await;
     let pgid = holding(word).first().and_then(|pid| pgid_of(*pid)).unwrap();
     wait_until("the tool to be listed in pids.json", || {
         listed(&pids_json(h), pgid)
@@ -314,13 +319,16 @@ fn plant_leftovers(h: &Harness, tag: &str) -> [String; 3] {
     let (orphan, orphan_start) = orphaned_group(&words[0]);
     let recycled = {
         use std::os::unix::process::CommandExt;
-        let child = std::process::Command::new("bash")
+        let mut child = std::process::Command::new("bash")
             .args(["-c", &format!("exec -a {} sleep 1000", words[1])])
             .process_group(0)
             .spawn()
             .unwrap();
         wait_for(|| !holding(&words[1]).is_empty());
-        child.id()
+        let pid = child.id();
+        // Reaped once the test kills it.
+        std::thread::spawn(move || child.wait());
+        pid
     };
     let recycled_start = start_time_of(recycled).unwrap();
     let (older, older_start) = orphaned_group(&words[2]);
@@ -413,10 +421,8 @@ async fn run_mid_tool(h: &Harness, model: &FakeModel, tmp: &Path, word: &str) ->
         .spawn()
         .await;
     wait_until("the tool to start", || !holding(word).is_empty()).await;
-    let id = running.events_so_far()[0]["agent"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let first = running.wait_for_event(0, |e| e["agent"].is_string()).await;
+    let id = first["agent"].as_str().unwrap().to_owned();
     (running, id)
 }
 
