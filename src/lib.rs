@@ -25,7 +25,7 @@ pub use model::{
 pub use policy::{Decision, Policy, PolicyError, PolicyOverrides};
 pub use sandbox::{
     HELPER_COMMAND as SANDBOX_HELPER_COMMAND, NetworkMode, SandboxMode, SandboxSpec,
-    SandboxSupport, close_inherited_fds, sandbox_exec_main,
+    SandboxSupport, close_inherited_fds, end_own_children, sandbox_exec_main,
 };
 pub use session::manager::{SessionInfo, SessionManager, TurnMode};
 pub use session::open::OpenSpec;

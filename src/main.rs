@@ -376,6 +376,12 @@ fn main() -> ExitCode {
             | Command::Token { .. } => Ok(Exit::Ok),
         }
     });
+    // Whatever an exit path left running (a tool ignoring SIGTERM, a group whose background
+    // kill was still pending) ends here, synchronously: nothing can drop this wait.
+    let left = corral::end_own_children();
+    if left > 0 {
+        tracing::info!(left, "ended child processes at exit");
+    }
     // Blocking stdin readers must not hold the process open.
     runtime.shutdown_background();
     match code {

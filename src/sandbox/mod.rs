@@ -20,3 +20,12 @@ pub use confine::sandbox_exec_main;
 pub(crate) use hidden::default_hidden;
 pub use spec::{HELPER_COMMAND, NetworkMode, SandboxMode, SandboxSpec};
 pub use support::SandboxSupport;
+
+/// Ends every child process this runtime started and still has (tool process groups, model
+/// servers, agent CLIs): SIGTERM, two seconds' grace, SIGKILL, and blocks until the kernel
+/// confirms each group gone (up to five seconds more). The last thing an exiting runtime does,
+/// after its async work, so nothing that ends children can be dropped with a task. Returns how
+/// many groups were still there.
+pub fn end_own_children() -> usize {
+    reaper::end_own_children(reaper::EXIT_GRACE)
+}

@@ -7,6 +7,7 @@
 //! reaches them all.
 
 mod capture;
+mod group;
 mod live;
 
 use std::io;
@@ -15,21 +16,23 @@ use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::time::sleep_until;
 use tokio_util::sync::CancellationToken;
 
 use super::confine::{EXEC_FAILED, REFUSAL_PREFIX, REFUSED_EXIT};
 use super::env::Redactor;
+use super::reaper;
 use super::spec::SandboxSpec;
 use crate::event::OutputStream;
 use crate::tool::OutputSink;
 use capture::Collector;
 #[cfg(test)]
 use capture::{STREAM_LIMIT, STREAM_STOPPED};
+use group::{Group, confirm_gone, signal_group, wait_child};
 pub(crate) use live::{EXIT_WAIT, wait_for_tool_processes};
 
 /// Between SIGTERM and SIGKILL: time for the group to clean up after itself.
@@ -99,10 +102,9 @@ pub(crate) async fn run(
         .process_group(0)
         .kill_on_drop(true);
     let mut child = command.spawn()?;
-    // Recorded in pids.json until the group is gone, so a crashed runtime's tools get reaped.
-    let _tracked = child
-        .id()
-        .and_then(|pid| crate::sandbox::reaper::track(pid, pid, "tool"));
+    // Recorded in pids.json until the group is gone, so a crashed runtime's tools get reaped
+    // and an exiting one ends them (reaper::end_own_children).
+    let tracked = child.id().and_then(|pid| reaper::track(pid, pid, "tool"));
     let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(io::Error::other("the process has no output pipes"));
     };
@@ -116,6 +118,7 @@ pub(crate) async fn run(
         pgid,
         child: Some(child),
         settled: false,
+        tracked,
         _live: live::Live::new(),
     };
 
@@ -172,6 +175,8 @@ pub(crate) async fn run(
             .ok()
             .and_then(Result::ok);
     }
+    // The entry goes when the group is confirmed gone (a namespace takes a moment to empty).
+    confirm_gone(group.tracked.as_ref()).await;
     group.settled = true;
     collector.flush(OutputStream::Stdout);
     collector.flush(OutputStream::Stderr);
@@ -212,69 +217,6 @@ enum Phase {
     Draining,
     /// SIGTERM sent; SIGKILL follows at the deadline.
     Terminating,
-}
-
-async fn wait_child(child: &mut Option<Child>) -> io::Result<ExitStatus> {
-    match child {
-        Some(child) => child.wait().await,
-        None => std::future::pending().await,
-    }
-}
-
-fn signal_group(pgid: Pid, signal: Signal) {
-    // Never 0 or 1: killpg(0) would signal our own group, and 1 is init's.
-    if pgid.as_raw() > 1 {
-        // ESRCH (the group is already gone) is the usual and expected failure.
-        let _ = killpg(pgid, signal);
-    }
-}
-
-/// The child's process group; if the run is abandoned (its future dropped, e.g. the turn was
-/// cancelled), the group is terminated in the background.
-struct Group {
-    pgid: Pid,
-    child: Option<Child>,
-    settled: bool,
-    /// Until the child is reaped; moved into the background task when the run is abandoned.
-    _live: live::Live,
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        if self.settled {
-            return;
-        }
-        let pgid = self.pgid;
-        signal_group(pgid, Signal::SIGTERM);
-        match (self.child.take(), tokio::runtime::Handle::try_current()) {
-            (Some(mut child), Ok(handle)) => {
-                // A fresh count for the task: this one goes with the group being dropped.
-                let live = live::Live::new();
-                handle.spawn(async move {
-                    // Holding the unreaped child keeps the group id from being reused; the
-                    // guard kills the group even if the runtime shuts down meanwhile.
-                    let _kill = KillOnDrop(pgid);
-                    if tokio::time::timeout(TERM_GRACE, child.wait())
-                        .await
-                        .is_err()
-                    {
-                        signal_group(pgid, Signal::SIGKILL);
-                        let _ = tokio::time::timeout(REAP_WAIT, child.wait()).await;
-                    }
-                    drop(live);
-                });
-            }
-            _ => signal_group(pgid, Signal::SIGKILL),
-        }
-    }
-}
-
-struct KillOnDrop(Pid);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        signal_group(self.0, Signal::SIGKILL);
-    }
 }
 
 #[cfg(test)]

@@ -7,9 +7,18 @@
 //! takes the namespace's init with it (it dies with the helper), which ends the namespace.
 //! So the processes that left the group are reaped through the helper's pid too.
 //!
-//! A pid alone is not an identity — the kernel reuses them — so an entry is acted on only when
-//! the process's start time (field 22 of `/proc/<pid>/stat`) still matches the recorded one.
-//! Several runtimes share the file; every read-modify-write holds an exclusive file lock.
+//! A pid alone is not an identity — the kernel reuses them — so a group is acted on only while
+//! its recorded leader's pid is the same process (start time, field 22 of `/proc/<pid>/stat`)
+//! or gone; then every live member of the group that started no earlier than the leader is
+//! ended, also when the leader itself exited (group.rs). Several runtimes share the file; every
+//! read-modify-write holds an exclusive file lock.
+//!
+//! An entry leaves the file only once its group is confirmed gone: when the runtime waited for
+//! it ([`TrackGuard`]), when it ended its own children at exit ([`end_own_children`]: SIGTERM,
+//! [`EXIT_GRACE`], SIGKILL, up to [`KILL_WAIT`] for the kernel), or when the next start reaped
+//! it. A group still not gone stays listed, for the next start to try again.
+
+mod group;
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -17,8 +26,6 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +41,13 @@ pub struct Tracked {
 }
 
 static REGISTRY: OnceLock<PathBuf> = OnceLock::new();
+
+pub use group::KILL_WAIT;
+
+/// Between SIGTERM and SIGKILL when an exiting runtime ends its own children.
+pub const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// The same for leftovers of a dead runtime: they get a shorter one, the start waits for it.
+const REAP_GRACE: Duration = Duration::from_millis(200);
 
 pub fn pids_path(agents_dir: &Path) -> PathBuf {
     agents_dir.join("pids.json")
@@ -88,34 +102,44 @@ fn write_all(file: &mut File, entries: &[Tracked]) -> std::io::Result<()> {
     file.sync_data()
 }
 
-/// Kills what dead runtimes left behind and forgets their entries. Entries of live runtimes
-/// stay. Returns how many process groups were killed.
+/// Kills what dead runtimes left behind and forgets their entries once their groups are
+/// confirmed gone. Entries of live runtimes stay. Returns how many groups had to be ended.
 pub fn reap(path: &Path) -> std::io::Result<usize> {
     let leftovers = with_locked(path, |entries| {
-        let (dead_owner, live_owner): (Vec<Tracked>, Vec<Tracked>) = entries
-            .drain(..)
-            .partition(|e| !alive_as(e.owner_pid, e.owner_start_time));
-        *entries = live_owner;
-        dead_owner
+        entries
+            .iter()
+            .filter(|e| !alive_as(e.owner_pid, e.owner_start_time))
+            .cloned()
+            .collect::<Vec<Tracked>>()
     })?;
-    let mut killed = 0;
-    for entry in leftovers {
-        if alive_as(entry.pid, entry.start_time) {
-            tracing::warn!(pid = entry.pid, kind = %entry.kind, "killing a leftover child of a dead runtime");
-            let group = Pid::from_raw(entry.pgid as i32);
-            let _ = killpg(group, Signal::SIGTERM);
-            std::thread::sleep(Duration::from_millis(200));
-            if alive_as(entry.pid, entry.start_time) {
-                let _ = killpg(group, Signal::SIGKILL);
-            }
-            killed += 1;
-        }
+    if leftovers.is_empty() {
+        return Ok(0);
     }
-    Ok(killed)
+    for entry in leftovers.iter().filter(|e| !group::gone(e)) {
+        tracing::warn!(pid = entry.pid, pgid = entry.pgid, kind = %entry.kind,
+            "killing a leftover child of a dead runtime");
+    }
+    let (gone, ended) = group::end_all(&leftovers, REAP_GRACE);
+    forget_gone(path, &leftovers, &gone)?;
+    Ok(ended)
+}
+
+/// Removes the entries whose groups are gone; the others stay for the next start.
+fn forget_gone(path: &Path, ended: &[Tracked], gone: &[bool]) -> std::io::Result<()> {
+    let forget: Vec<&Tracked> = ended
+        .iter()
+        .zip(gone)
+        .filter_map(|(entry, gone)| gone.then_some(entry))
+        .collect();
+    for entry in ended.iter().zip(gone).filter(|(_, gone)| !**gone) {
+        tracing::warn!(pid = entry.0.pid, pgid = entry.0.pgid, kind = %entry.0.kind,
+            "a child's process group is still not gone after SIGKILL; it stays in pids.json");
+    }
+    with_locked(path, |entries| entries.retain(|e| !forget.contains(&e)))
 }
 
 /// Makes [`track`] record into `path` for the rest of the process, after reaping leftovers.
-/// Only the first call does anything: a server opening many sessions reaps once, at start.
+/// Only the first call does anything: a server reaps once, at start.
 pub fn install(path: PathBuf) -> std::io::Result<usize> {
     if REGISTRY.get().is_some() {
         return Ok(0);
@@ -125,43 +149,64 @@ pub fn install(path: PathBuf) -> std::io::Result<usize> {
     Ok(killed)
 }
 
-/// Kills every tracked child of this runtime, for exits that skip destructors (a second
-/// Ctrl-C). Synchronous on purpose.
-pub fn kill_own_children() {
+/// Ends every tracked child of this runtime and blocks until each group is confirmed gone:
+/// SIGTERM, up to `grace` for them to go, SIGKILL, up to [`KILL_WAIT`] for the kernel
+/// (`Duration::ZERO`: SIGKILL at once, for exits that cannot wait). Synchronous on purpose: it
+/// runs after the async runtime is done (or instead of it), so no task can be lost. Returns
+/// how many groups had to be ended.
+pub fn end_own_children(grace: Duration) -> usize {
     let Some(path) = REGISTRY.get() else {
-        return;
+        return 0;
     };
     let me = std::process::id();
+    let my_start = start_time(me);
     let mine = with_locked(path, |entries| {
-        let (mine, others): (Vec<Tracked>, Vec<Tracked>) =
-            entries.drain(..).partition(|e| e.owner_pid == me);
-        *entries = others;
-        mine
+        entries
+            .iter()
+            .filter(|e| e.owner_pid == me && Some(e.owner_start_time) == my_start)
+            .cloned()
+            .collect::<Vec<Tracked>>()
     })
-    .unwrap_or_default();
-    for entry in mine {
-        if alive_as(entry.pid, entry.start_time) {
-            let _ = killpg(Pid::from_raw(entry.pgid as i32), Signal::SIGKILL);
-        }
+    .unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "reading pids.json at exit");
+        Vec::new()
+    });
+    if mine.is_empty() {
+        return 0;
     }
+    let (gone, ended) = group::end_all(&mine, grace);
+    if let Err(e) = forget_gone(path, &mine, &gone) {
+        tracing::warn!(error = %e, "updating pids.json at exit");
+    }
+    ended
 }
 
-/// Removes the entry when dropped (the child was waited for).
+/// Removes the entry when dropped, if the group is gone by then (the child was waited for);
+/// otherwise it stays for [`end_own_children`] or the next start.
 #[derive(Debug)]
 pub struct TrackGuard {
-    pid: u32,
-    start_time: u64,
+    entry: Tracked,
+}
+
+impl TrackGuard {
+    /// True when nothing of the tracked group is alive any more.
+    pub fn gone(&self) -> bool {
+        group::gone(&self.entry)
+    }
 }
 
 impl Drop for TrackGuard {
     fn drop(&mut self) {
-        if let Some(path) = REGISTRY.get() {
-            let (pid, start) = (self.pid, self.start_time);
-            if let Err(e) = with_locked(path, |entries| {
-                entries.retain(|e| !(e.pid == pid && e.start_time == start));
-            }) {
-                tracing::warn!(error = %e, "updating pids.json");
-            }
+        let Some(path) = REGISTRY.get() else {
+            return;
+        };
+        if !self.gone() {
+            tracing::debug!(pgid = self.entry.pgid, "a tracked group outlives its guard");
+            return;
+        }
+        let entry = &self.entry;
+        if let Err(e) = with_locked(path, |entries| entries.retain(|e| e != entry)) {
+            tracing::warn!(error = %e, "updating pids.json");
         }
     }
 }
@@ -181,14 +226,11 @@ pub fn track(pid: u32, pgid: u32, kind: &str) -> Option<TrackGuard> {
         owner_start_time,
         kind: kind.to_string(),
     };
-    if let Err(e) = with_locked(path, |entries| entries.push(entry)) {
+    if let Err(e) = with_locked(path, |entries| entries.push(entry.clone())) {
         tracing::warn!(error = %e, "recording a child in pids.json");
         return None;
     }
-    Some(TrackGuard {
-        pid,
-        start_time: child_start,
-    })
+    Some(TrackGuard { entry })
 }
 
 #[cfg(test)]

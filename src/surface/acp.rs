@@ -363,7 +363,9 @@ fn stop_reason(result: &ResultData) -> Result<&'static str, String> {
 /// Logs go to stderr only: stdout is the protocol.
 pub async fn acp(args: AcpArgs) -> Result<Exit, RunError> {
     let config = load_config(args.config_path.as_ref())?;
-    let manager = SessionManager::new(config, agents_dir()?, KEEP_DEAD);
+    let log_dir = agents_dir()?;
+    crate::session::open::clean_up_after_crashes(&log_dir);
+    let manager = SessionManager::new(config, log_dir, KEEP_DEAD);
     let state = Arc::new(Acp {
         manager: manager.clone(),
         args,

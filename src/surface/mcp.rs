@@ -466,7 +466,9 @@ impl ServerHandler for McpServer {}
 /// (and so every process they started). Logs go to stderr only: stdout is the protocol.
 pub async fn mcp(config_path: Option<PathBuf>) -> Result<Exit, RunError> {
     let config = load_config(config_path.as_ref())?;
-    let manager = SessionManager::new(config, agents_dir()?, KEEP_DEAD);
+    let log_dir = agents_dir()?;
+    crate::session::open::clean_up_after_crashes(&log_dir);
+    let manager = SessionManager::new(config, log_dir, KEEP_DEAD);
     let server = McpServer::new(manager.clone());
     let served = match server.serve(rmcp::transport::stdio()).await {
         Ok(running) => running

@@ -189,7 +189,7 @@ pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
         exit = stops.next() => {
             // Mid-start (a model server loading, an agent's handshake): what was spawned so
             // far is dropped with the start, and anything tracked is killed.
-            crate::sandbox::reaper::kill_own_children();
+            crate::sandbox::reaper::end_own_children(crate::sandbox::reaper::EXIT_GRACE);
             return Ok(exit);
         }
     };
@@ -348,7 +348,7 @@ impl Stops {
 fn watchdog(exit: Exit) {
     std::thread::spawn(move || {
         std::thread::sleep(STOP_GRACE);
-        crate::sandbox::reaper::kill_own_children();
+        crate::sandbox::reaper::end_own_children(std::time::Duration::ZERO);
         std::process::exit(exit as i32);
     });
 }
@@ -374,7 +374,7 @@ impl Interrupts {
                     _ => {
                         // Leaving without unwinding: children in their own process groups
                         // (tools, a local model server) would outlive us otherwise.
-                        crate::sandbox::reaper::kill_own_children();
+                        crate::sandbox::reaper::end_own_children(std::time::Duration::ZERO);
                         closing.close();
                         std::process::exit(Exit::Cancelled as i32);
                     }

@@ -29,6 +29,7 @@ mod server_attacks;
 mod server_cli;
 mod server_rest;
 mod server_ws;
+mod shutdown_faults;
 mod support;
 mod terminal;
 mod web_page;

@@ -11,40 +11,6 @@ use serde_json::json;
 use crate::common::*;
 use crate::support::{FakeModel, Harness, Reply, Running};
 
-/// A word no other process on the machine has in its command line.
-fn marker(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("corral-escape-{tag}-{}-{nanos}", std::process::id())
-}
-
-/// Live (not zombie) processes whose command line holds `word`.
-fn holding(word: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| s.rsplit(") ").next().map(|r| r.starts_with('Z')))
-            .unwrap_or(true);
-        if !zombie && String::from_utf8_lossy(&cmdline).contains(word) {
-            found.push(pid);
-        }
-    }
-    found
-}
-
 /// Fails if anything holding `word` is alive (killing it first, so a failure leaves nothing).
 async fn assert_none_left(word: &str, what: &str) {
     // A SIGKILLed namespace takes a moment to be torn down.

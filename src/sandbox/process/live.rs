@@ -6,6 +6,10 @@
 //! would outlive it by however long the kernel took to end them. The helper exits only after
 //! the namespace's init has reaped everything inside (boundary.rs), so a reaped helper means
 //! the call is over.
+//!
+//! This wait is the orderly part; the guarantee is `reaper::end_own_children`, which the
+//! binary runs synchronously after the async runtime is done and which ends (and confirms
+//! gone) whatever pids.json still lists for this process, a lost background task's group too.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -11,6 +11,7 @@ mod client;
 mod limits;
 mod sandbox;
 mod secrets;
+mod tmpdir;
 mod worktree;
 
 use std::path::{Path, PathBuf};
@@ -258,7 +259,7 @@ pub struct Opened {
     pub worktree: Option<RunWorktree>,
     pub meta: SessionMeta,
     /// The session's private TMPDIR, removed when this is dropped.
-    _tmpdir: tempfile::TempDir,
+    _tmpdir: tmpdir::SessionTmp,
 }
 
 /// Opening failed after the session existed: its events (an error among them) are still
@@ -277,18 +278,24 @@ impl From<OpenError> for Failed {
     }
 }
 
+/// What crashed runtimes left goes first, once per process (later calls do nothing): their
+/// children (pids.json, from then on recording ours) and their sessions' temp dirs.
+pub(crate) fn clean_up_after_crashes(log_dir: &Path) {
+    match crate::sandbox::reaper::install(crate::sandbox::reaper::pids_path(log_dir)) {
+        Ok(0) => {}
+        Ok(killed) => tracing::warn!(killed, "killed leftover processes of a dead runtime"),
+        Err(e) => tracing::warn!(error = %e, "cannot use pids.json; leftovers are not reaped"),
+    }
+    tmpdir::sweep_once();
+}
+
 /// Starts a planned session. `notes` gets the human lines about a worktree.
 pub async fn start(
     plan: Plan,
     log_dir: &Path,
     notes: &mut (dyn std::io::Write + Send),
 ) -> Result<Opened, Failed> {
-    // Children a crashed runtime left behind go first; then ours are recorded.
-    match crate::sandbox::reaper::install(crate::sandbox::reaper::pids_path(log_dir)) {
-        Ok(0) => {}
-        Ok(killed) => tracing::warn!(killed, "killed leftover processes of a dead runtime"),
-        Err(e) => tracing::warn!(error = %e, "cannot use pids.json; leftovers are not reaped"),
-    }
+    clean_up_after_crashes(log_dir);
     let (session, history) = match (&plan.spec.resume, &plan.spec.id) {
         (Some(id), _) => Session::resume(id, log_dir).map_err(session_error)?,
         (None, Some(id)) => (
@@ -354,7 +361,7 @@ async fn finish_start(
     worktree: Option<WorktreeMeta>,
     session: &Arc<Session>,
     history: &[Envelope],
-) -> Result<(Box<dyn Backend>, SessionMeta, tempfile::TempDir), OpenError> {
+) -> Result<(Box<dyn Backend>, SessionMeta, tmpdir::SessionTmp), OpenError> {
     let (client, model) = match engine {
         Engine::Native { client, model } => (client, model),
         Engine::External(external) => {
@@ -402,9 +409,7 @@ async fn finish_start(
     let mut agent_config = agent_config(spec, &config);
     agent_config.attended = spec.attended;
     // A private temp dir per session, exported to tools as TMPDIR.
-    let tmpdir = tempfile::Builder::new()
-        .prefix(&format!("corral-{}-", session.id()))
-        .tempdir()
+    let tmpdir = tmpdir::SessionTmp::create(session.id())
         .map_err(|e| runtime(format!("cannot create the session's temp dir: {e}")))?;
     let mut settings = tool_settings(&config, &policy, tmpdir.path());
     settings.editor = spec.editor.clone();
@@ -452,10 +457,8 @@ async fn start_external(
     worktree: Option<WorktreeMeta>,
     session: &Arc<Session>,
     project_settings: bool,
-) -> Result<(Box<dyn Backend>, SessionMeta, tempfile::TempDir), OpenError> {
-    let tmpdir = tempfile::Builder::new()
-        .prefix(&format!("corral-{}-", session.id()))
-        .tempdir()
+) -> Result<(Box<dyn Backend>, SessionMeta, tmpdir::SessionTmp), OpenError> {
+    let tmpdir = tmpdir::SessionTmp::create(session.id())
         .map_err(|e| runtime(format!("cannot create the session's temp dir: {e}")))?;
     let log_dir = session
         .log_path()

@@ -175,8 +175,8 @@ fn usage(e: impl ToString) -> RunError {
     RunError::Usage(e.to_string())
 }
 
-/// Runs the server until Ctrl-C or SIGTERM; then every session is closed (and every child
-/// process with it) before returning.
+/// Runs the server until Ctrl-C, SIGTERM or SIGHUP; then every session is closed (and every
+/// child process with it) before returning. What crashed runtimes left is reaped at start.
 pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
     let config = load_config(args.config_path.as_ref())?;
     let listen = args
@@ -210,7 +210,10 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
     let bound = listener
         .local_addr()
         .map_err(|e| RunError::Runtime(e.to_string()))?;
-    let manager = SessionManager::new(config.clone(), agents_dir()?, 10);
+    let log_dir = agents_dir()?;
+    // At start, not at the first session: a crashed server's tools must not run on meanwhile.
+    crate::session::open::clean_up_after_crashes(&log_dir);
+    let manager = SessionManager::new(config.clone(), log_dir, 10);
     let state = Arc::new(AppState {
         manager: manager.clone(),
         auth: Auth::new(&secret).map_err(|e| RunError::Runtime(e.to_string()))?,
@@ -255,9 +258,12 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
     Ok(Exit::Ok)
 }
 
+/// SIGINT, SIGTERM or SIGHUP: each stops the server the same orderly way (SIGHUP's default
+/// action would end it at once, its tools left running).
 async fn wait_for_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let caught = |kind: SignalKind| async move {
+        match signal(kind) {
             Ok(mut signal) => {
                 signal.recv().await;
             }
@@ -266,6 +272,7 @@ async fn wait_for_signal() {
     };
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
+        () = caught(SignalKind::terminate()) => {}
+        () = caught(SignalKind::hangup()) => {}
     }
 }
