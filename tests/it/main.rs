@@ -16,6 +16,7 @@ mod gate_attacks;
 mod git_attacks;
 mod mcp;
 mod process_attacks;
+mod resume_faults;
 mod run_cli;
 mod run_loop;
 mod run_ollama;
