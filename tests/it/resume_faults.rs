@@ -4,9 +4,12 @@
 
 use std::time::Duration;
 
+use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
 use crate::common::*;
+use crate::server_rest::client::Api;
+use crate::support::server::Server;
 use crate::support::{FakeModel, Harness, Reply};
 
 fn roles(messages: &[Value]) -> Vec<&str> {
@@ -157,4 +160,94 @@ async fn resume_after_sigkill_mid_tool_tells_the_model_the_call_was_cut_off() {
     assert!(again.of_kind("tool_result").is_empty(), "{again:?}");
     let third = messages(&server, 2);
     assert_eq!(&third[..6], &sent[..], "{third:?}");
+}
+
+/// The sessions `token` is shown by `GET /api/v1/sessions`.
+async fn listed(api: &Api, token: &str) -> Vec<Value> {
+    let (status, body) = api
+        .call_as(Some(token), Method::GET, "/api/v1/sessions", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["sessions"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn sessions_of_a_killed_server_are_listed_dead_and_reopen_with_their_history() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    let mut api = Api::start(&h).await;
+    model.push(Reply::new().text("Noted: plum."));
+    let id = api.create(&h, &model, serde_json::json!({})).await;
+    let (status, body) = api.send(&id, "remember the word plum").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    api.wait_idle_after(&id, 1).await;
+    api.server.child.kill().await.unwrap();
+
+    let server = Server::start(&h, &[]).await;
+    let (alice, bob, admin) = (
+        server.token("alice", false),
+        server.token("bob", false),
+        server.token("root", true),
+    );
+    let api = Api {
+        server,
+        http: reqwest::Client::new(),
+        token: alice.clone(),
+    };
+    let mine = listed(&api, &alice).await;
+    let entry = mine
+        .iter()
+        .find(|s| s["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("the killed server's session is listed: {mine:?}"));
+    assert_eq!(entry["status"], "dead");
+    assert_eq!(entry["owner"], "alice");
+    assert_eq!(entry["turn"], 1);
+    assert!(
+        listed(&api, &admin)
+            .await
+            .iter()
+            .any(|s| s["id"] == id.as_str())
+    );
+    assert!(
+        !listed(&api, &bob)
+            .await
+            .iter()
+            .any(|s| s["id"] == id.as_str()),
+        "another user does not see it"
+    );
+
+    let reopen = format!("/api/v1/sessions/{id}/reopen");
+    let (status, body) = api.call_as(Some(&bob), Method::POST, &reopen, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, body) = api.call(Method::POST, &reopen, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["id"], id.as_str());
+    assert_eq!(body["owner"], "alice");
+    let (status, body) = api.call(Method::POST, &reopen, None).await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "an open session is not reopened: {body}"
+    );
+    let mine = listed(&api, &alice).await;
+    assert_eq!(
+        mine.iter().filter(|s| s["id"] == id.as_str()).count(),
+        1,
+        "{mine:?}"
+    );
+
+    model.push(Reply::new().text("plum"));
+    let (status, body) = api.send(&id, "what was the word?").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["turn"], 2);
+    api.wait_idle_after(&id, 2).await;
+    let sent = messages(&model, 1);
+    assert_eq!(
+        roles(&sent),
+        ["system", "user", "assistant", "user"],
+        "{sent:?}"
+    );
+    assert_eq!(sent[1]["content"], "remember the word plum");
+    assert_eq!(sent[2]["content"], "Noted: plum.");
+    assert_eq!(sent[3]["content"], "what was the word?");
 }

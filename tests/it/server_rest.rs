@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::support::{FakeModel, Harness, Reply};
 
-mod client;
+pub mod client;
 
 use client::{Api, Sse, cmdline, code, descendants};
 

@@ -208,6 +208,14 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
         .local_addr()
         .map_err(|e| RunError::Runtime(e.to_string()))?;
     let manager = SessionManager::new(config.clone(), agents_dir()?, 10);
+    let dormant = manager.load_dormant();
+    if dormant > 0 {
+        tracing::warn!(
+            target: "corral::server",
+            dormant,
+            "sessions a previous server left open are listed as dead; reopen them by id"
+        );
+    }
     let state = Arc::new(AppState {
         manager: manager.clone(),
         auth: Auth::new(&secret).map_err(|e| RunError::Runtime(e.to_string()))?,
