@@ -516,7 +516,6 @@ fn write_session_log(h: &Harness, server: &FakeModel, calls: usize) -> String {
             error: None,
         }),
     );
-    drop(write);
     out.flush().unwrap();
     id
 }
