@@ -55,6 +55,16 @@ fn children_cpu() -> Duration {
 }
 
 fn corral_cmd(h: &Harness, server: &FakeModel, extra: &[&str]) -> tokio::process::Command {
+    corral_cmd_with(h, "llamacpp:bench", &server.openai_base(), extra)
+}
+
+/// `corral run --json -p bypass -m MODEL --base-url BASE EXTRA…` in `h`'s environment.
+fn corral_cmd_with(
+    h: &Harness,
+    model: &str,
+    base: &str,
+    extra: &[&str],
+) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(CORRAL);
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -69,10 +79,10 @@ fn corral_cmd(h: &Harness, server: &FakeModel, extra: &[&str]) -> tokio::process
             "-p",
             "bypass",
             "-m",
-            "llamacpp:bench",
+            model,
             "--base-url",
+            base,
         ])
-        .arg(server.openai_base())
         .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -528,6 +538,7 @@ async fn resume(rows: &mut Vec<Row>) {
         let h = Harness::new();
         let server = FakeModel::start().await;
         // Room for the whole history: no compaction before the first request.
+        h.write_config("[providers.ollama]\nnum_ctx = 1073741824\n");
         server.set_models(vec![support::ModelInfo::new(
             "bench",
             &["completion", "tools"],
@@ -536,12 +547,29 @@ async fn resume(rows: &mut Vec<Row>) {
         let id = write_session_log(&h, &server, calls);
         server.push(Reply::new().text("ok"));
         let started = Instant::now();
-        let status = corral_cmd(&h, &server, &["--resume", &id, "go on"])
-            .stdout(Stdio::null())
-            .status()
-            .await
-            .unwrap();
-        assert!(status.success(), "corral --resume failed: {status}");
+        // Ollama's `/api/show` tells the fake's context length (no compaction first).
+        let out = corral_cmd_with(
+            &h,
+            "ollama:bench",
+            &server.base_url(),
+            &["--resume", &id, "go on"],
+        )
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "corral --resume failed: {}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| !l.contains("\"tool_"))
+                .map(|l| &l[..l.len().min(300)])
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
         let (arrived, _) = server.chat_times()[0];
         let sent = server.chat_requests()[0]["messages"]
             .as_array()

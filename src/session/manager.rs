@@ -185,7 +185,7 @@ struct Inner {
     sessions: Mutex<HashMap<String, Arc<Handle>>>,
     dead: Mutex<VecDeque<String>>,
     /// Sessions a previous process left open (see `dormant`), until reopened.
-    dormant: Mutex<HashMap<String, dormant::Dormant>>,
+    dormant: Mutex<dormant::Table>,
     global: Mutex<Global>,
 }
 
@@ -204,7 +204,7 @@ impl SessionManager {
                 keep_dead,
                 sessions: Mutex::new(HashMap::new()),
                 dead: Mutex::new(VecDeque::new()),
-                dormant: Mutex::new(HashMap::new()),
+                dormant: Mutex::new(dormant::Table::default()),
                 global: Mutex::new(Global {
                     next_id: 0,
                     ring: VecDeque::with_capacity(1024),

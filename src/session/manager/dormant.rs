@@ -8,6 +8,7 @@
 //! from its log (history repaired as `--resume` does). Only the tail of each log is read.
 //! Sessions closed cleanly are not listed; `corral run --resume ID` still resumes any of them.
 
+use std::collections::{HashMap, HashSet};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
@@ -19,8 +20,28 @@ use crate::session::open::{Limits, OpenError, OpenSpec};
 use crate::session::{SessionMeta, log_path};
 
 pub(super) struct Dormant {
-    pub(super) info: SessionInfo,
-    pub(super) meta: SessionMeta,
+    info: SessionInfo,
+    meta: SessionMeta,
+}
+
+#[derive(Default)]
+pub(super) struct Table {
+    /// Left open by a previous process, by id.
+    left: HashMap<String, Dormant>,
+    /// Being reopened: a second request for the same id is refused, not run twice on one log.
+    reopening: HashSet<String>,
+}
+
+/// Takes an id out of `reopening` when the reopen ends, however it ends.
+struct Reopening<'a> {
+    manager: &'a SessionManager,
+    id: &'a str,
+}
+
+impl Drop for Reopening<'_> {
+    fn drop(&mut self) {
+        lock(&self.manager.inner.dormant).reopening.remove(self.id);
+    }
 }
 
 /// The last readable envelope of a log, read from its end: a torn last line is skipped.
@@ -112,18 +133,19 @@ impl SessionManager {
             }
         }
         let live = lock(&self.inner.sessions);
-        let mut dormant = lock(&self.inner.dormant);
+        let mut table = lock(&self.inner.dormant);
         for session in found {
             if !live.contains_key(&session.meta.id) {
-                dormant.insert(session.meta.id.clone(), session);
+                table.left.insert(session.meta.id.clone(), session);
             }
         }
-        dormant.len()
+        table.left.len()
     }
 
     /// The sessions left open by a previous process, oldest first, as `dead`.
     pub fn dormant(&self) -> Vec<SessionInfo> {
         let mut all: Vec<SessionInfo> = lock(&self.inner.dormant)
+            .left
             .values()
             .map(|d| d.info.clone())
             .collect();
@@ -134,7 +156,7 @@ impl SessionManager {
     /// The owner of a session [`SessionManager::reopen`] can resume: one left open by a
     /// previous process, or one closed in this one.
     pub fn reopenable_owner(&self, id: &str) -> Option<String> {
-        if let Some(d) = lock(&self.inner.dormant).get(id) {
+        if let Some(d) = lock(&self.inner.dormant).left.get(id) {
             return Some(d.info.owner.clone());
         }
         self.get(id)
@@ -146,7 +168,16 @@ impl SessionManager {
     /// caller's (a `user` token's: the session must be recorded as theirs, and its model and
     /// directory pass as for a new one).
     pub async fn reopen(&self, id: &str, limits: Option<Limits>) -> Result<Arc<Handle>, OpenError> {
-        let stored = lock(&self.inner.dormant).get(id).map(|d| d.meta.clone());
+        let stored = {
+            let mut table = lock(&self.inner.dormant);
+            if !table.reopening.insert(id.to_string()) {
+                return Err(OpenError::Usage(format!(
+                    "session {id} is already being reopened"
+                )));
+            }
+            table.left.get(id).map(|d| d.meta.clone())
+        };
+        let _reopening = Reopening { manager: self, id };
         let meta = match stored {
             Some(meta) => meta,
             None => match self.get(id) {
@@ -173,7 +204,7 @@ impl SessionManager {
             ..OpenSpec::default()
         };
         let handle = self.open(spec, &owner).await?;
-        lock(&self.inner.dormant).remove(id);
+        lock(&self.inner.dormant).left.remove(id);
         Ok(handle)
     }
 }
