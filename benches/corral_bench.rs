@@ -1,7 +1,8 @@
 //! corral's benchmark suite: prints a table of figures, asserts nothing.
 //!
 //!     cargo bench --bench corral_bench            # everything
-//!     cargo bench --bench corral_bench -- stream  # one section: stream|startup|loop|memory|search
+//!     cargo bench --bench corral_bench -- stream  # one section:
+//!                                                 # stream|startup|loop|memory|search|resume
 //!
 //! Each figure is measured in this run against the fake model server on 127.0.0.1 (the same
 //! one the tests use), with the release-built `corral` binary.
@@ -54,6 +55,16 @@ fn children_cpu() -> Duration {
 }
 
 fn corral_cmd(h: &Harness, server: &FakeModel, extra: &[&str]) -> tokio::process::Command {
+    corral_cmd_with(h, "llamacpp:bench", &server.openai_base(), extra)
+}
+
+/// `corral run --json -p bypass -m MODEL --base-url BASE EXTRA…` in `h`'s environment.
+fn corral_cmd_with(
+    h: &Harness,
+    model: &str,
+    base: &str,
+    extra: &[&str],
+) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(CORRAL);
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -68,10 +79,10 @@ fn corral_cmd(h: &Harness, server: &FakeModel, extra: &[&str]) -> tokio::process
             "-p",
             "bypass",
             "-m",
-            "llamacpp:bench",
+            model,
             "--base-url",
+            base,
         ])
-        .arg(server.openai_base())
         .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -401,6 +412,182 @@ async fn search(rows: &mut Vec<Row>) {
     });
 }
 
+/// Writes the event log and metadata of a finished session of `calls` tool calls (one
+/// `read_file` per step, 50 steps a turn), as corral writes them; returns its id.
+fn write_session_log(h: &Harness, server: &FakeModel, calls: usize) -> String {
+    use corral::{
+        ContentBlock, Envelope, Payload, ResultData, StopReason, TextData, Timestamp, ToolCallInfo,
+        ToolCallStatus, ToolResultData, ToolResultRecord, ToolUpdate, ToolUseData, Usage,
+        UserTextData,
+    };
+    use std::io::Write;
+    let id = format!("bench{calls}");
+    let dir = h.cache_dir().join("corral").join("agents");
+    std::fs::create_dir_all(&dir).unwrap();
+    corral::SessionMeta {
+        id: id.clone(),
+        model: "llamacpp:bench".into(),
+        base_url: server.openai_base(),
+        cwd: h.work(),
+        created_at: Timestamp::now().to_string(),
+        system: None,
+        worktree: None,
+        external_id: None,
+        owner: None,
+        permission: None,
+    }
+    .save(&dir)
+    .unwrap();
+    let file = std::fs::File::create(corral::log_path(&dir, &id)).unwrap();
+    let mut out = std::io::BufWriter::new(file);
+    let (mut seq, mut turn) = (0u64, 0u32);
+    let mut write = |turn: u32, payload: Payload| {
+        seq += 1;
+        let envelope = Envelope {
+            seq,
+            ts: Timestamp::now(),
+            agent: id.as_str().into(),
+            turn,
+            payload,
+        };
+        serde_json::to_writer(&mut out, &envelope).unwrap();
+        out.write_all(b"\n").unwrap();
+    };
+    let text = |t: &str| ContentBlock::Text { text: t.into() };
+    for call in 0..calls {
+        if call % 50 == 0 {
+            if call > 0 {
+                write(
+                    turn,
+                    Payload::AssistantText(TextData {
+                        delta: false,
+                        content: text("done"),
+                    }),
+                );
+                write(
+                    turn,
+                    Payload::Result(ResultData {
+                        stop_reason: StopReason::EndTurn,
+                        usage: Usage::default(),
+                        error: None,
+                    }),
+                );
+            }
+            turn += 1;
+            write(
+                turn,
+                Payload::UserText(UserTextData {
+                    content: text("read the files"),
+                }),
+            );
+        }
+        let call_id = format!("call_{call:012}");
+        let info = |raw_input: Option<serde_json::Value>| ToolCallInfo {
+            tool_call_id: call_id.clone(),
+            title: "Read file".into(),
+            kind: "read".into(),
+            status: ToolCallStatus::Pending,
+            content: Vec::new(),
+            locations: Vec::new(),
+            raw_input,
+        };
+        write(turn, Payload::ToolUse(ToolUseData { call: info(None) }));
+        let input = serde_json::json!({"path": format!("f{}.txt", call % 20)});
+        write(
+            turn,
+            Payload::ToolUse(ToolUseData {
+                call: info(Some(input)),
+            }),
+        );
+        write(
+            turn,
+            Payload::ToolResult(ToolResultData {
+                update: ToolUpdate {
+                    tool_call_id: call_id.clone(),
+                    status: ToolCallStatus::Completed,
+                    content: Vec::new(),
+                },
+                result: ToolResultRecord {
+                    tool_call_id: call_id.clone(),
+                    tool: "read_file".into(),
+                    success: true,
+                    output: Some(format!("file {}", call % 20)),
+                    error: None,
+                    duration_ms: 1,
+                },
+            }),
+        );
+    }
+    write(
+        turn,
+        Payload::Result(ResultData {
+            stop_reason: StopReason::EndTurn,
+            usage: Usage::default(),
+            error: None,
+        }),
+    );
+    out.flush().unwrap();
+    id
+}
+
+/// `corral run --resume` of logs with many tool calls: spawn → the resumed request reaches
+/// the model server (reading the log, rebuilding the history, sending it).
+async fn resume(rows: &mut Vec<Row>) {
+    let mut figures = Vec::new();
+    for calls in [4_000, 16_000, 32_000] {
+        let h = Harness::new();
+        let server = FakeModel::start().await;
+        // Room for the whole history: no compaction before the first request.
+        h.write_config("[providers.ollama]\nnum_ctx = 1073741824\n");
+        server.set_models(vec![support::ModelInfo::new(
+            "bench",
+            &["completion", "tools"],
+            1 << 30,
+        )]);
+        let id = write_session_log(&h, &server, calls);
+        server.push(Reply::new().text("ok"));
+        let started = Instant::now();
+        // Ollama's `/api/show` tells the fake's context length (no compaction first).
+        let out = corral_cmd_with(
+            &h,
+            "ollama:bench",
+            &server.base_url(),
+            &["--resume", &id, "go on"],
+        )
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "corral --resume failed: {}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| !l.contains("\"tool_"))
+                .map(|l| &l[..l.len().min(300)])
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        let (arrived, _) = server.chat_times()[0];
+        let sent = server.chat_requests()[0]["messages"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+        assert_eq!(sent, calls, "every call is in the resumed history");
+        figures.push(format!(
+            "{}k calls {:.0} ms",
+            calls / 1000,
+            arrived.duration_since(started).as_secs_f64() * 1e3
+        ));
+    }
+    rows.push(Row {
+        name: "resume: spawn → resumed request at the model (event log of N tool calls)",
+        figure: figures.join(", "),
+        goal: "32k calls < 1 s",
+    });
+}
+
 fn count_files(output: &str) -> usize {
     let mut files: Vec<&str> = output
         .lines()
@@ -449,6 +636,9 @@ async fn bench_main() {
     }
     if wants("search") {
         search(&mut rows).await;
+    }
+    if wants("resume") {
+        resume(&mut rows).await;
     }
     println!("corral benchmarks — {}", support::host::machine());
     println!("binary: {CORRAL}");

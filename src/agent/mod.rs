@@ -184,8 +184,27 @@ impl Agent {
     }
 
     /// Restores the conversation recorded in an event log (see `Session::resume`).
+    /// A last turn the log left without a result is closed here, visibly: its closing
+    /// envelopes (interrupted tool results, a note, a `result`) are emitted and so appended
+    /// to the log (see `history`).
     pub fn restore(&mut self, envelopes: &[Envelope]) {
-        let rebuilt = history::rebuild(envelopes);
+        let tools = &self.tools;
+        let tool_name = |title: &str| {
+            tools
+                .names()
+                .find(|name| tools.get(name).is_some_and(|t| t.manifest.title == title))
+                .map(str::to_string)
+        };
+        let rebuilt = history::rebuild(envelopes, &tool_name);
+        if !rebuilt.repair.is_empty() {
+            tracing::warn!(
+                turn = self.session.turn(),
+                "the last turn was cut off without a result; closing it as interrupted"
+            );
+        }
+        for payload in rebuilt.repair {
+            self.session.emit(payload);
+        }
         self.summary = rebuilt.summary;
         self.history.truncate(1);
         self.history.extend(rebuilt.messages);

@@ -15,6 +15,8 @@ use std::time::Instant;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+mod dormant;
+
 use super::open::{self, OpenError, OpenSpec};
 use super::{AnswerError, Session, SessionMeta};
 use crate::backend::BackendInfo;
@@ -194,6 +196,8 @@ struct Inner {
     keep_dead: usize,
     sessions: Mutex<HashMap<String, Arc<Handle>>>,
     dead: Mutex<VecDeque<String>>,
+    /// Sessions a previous process left open (see `dormant`), until reopened.
+    dormant: Mutex<dormant::Table>,
     global: Mutex<Global>,
 }
 
@@ -212,6 +216,7 @@ impl SessionManager {
                 keep_dead,
                 sessions: Mutex::new(HashMap::new()),
                 dead: Mutex::new(VecDeque::new()),
+                dormant: Mutex::new(dormant::Table::default()),
                 global: Mutex::new(Global {
                     next_id: 0,
                     ring: VecDeque::with_capacity(1024),
@@ -241,6 +246,7 @@ impl SessionManager {
             lock(&self.inner.dead).retain(|d| d != id);
         }
         spec.attended = true;
+        spec.owner.get_or_insert_with(|| owner.to_string());
         let progress: crate::model::Progress =
             Arc::new(|line: &str| tracing::info!(target: "corral::llama_server", "{line}"));
         let plan = open::plan(spec, self.inner.config.clone(), progress).await?;

@@ -21,6 +21,15 @@ pub struct SessionMeta {
     /// codex thread), for resuming.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_id: Option<String>,
+    /// Who opened it through a session manager (a server token's subject, `mcp`, `acp`):
+    /// after a restart the session is listed for that owner only, and only they (or an admin)
+    /// may reopen it. `None` for `corral run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The permission preset it was opened with, if one was named: a reopened session keeps
+    /// it rather than falling back to the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission: Option<String>,
 }
 
 /// Where a worktree session's changes live and what they started from, so they can be

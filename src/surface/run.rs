@@ -127,6 +127,8 @@ fn open_spec(args: &RunArgs) -> OpenSpec {
         network: args.network,
         attended: args.approve_stdin || (!args.json && approve::terminal_available()),
         approval_timeout: None,
+        // Not a managed session: nobody else lists or reopens it.
+        owner: None,
         // The person at the terminal is the host's owner.
         limits: None,
     }

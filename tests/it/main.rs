@@ -17,6 +17,7 @@ mod git_attacks;
 mod log_faults;
 mod mcp;
 mod process_attacks;
+mod resume_faults;
 mod run_cli;
 mod run_loop;
 mod run_ollama;

@@ -5,7 +5,9 @@
 //! a file the caller names is refused with [`OpenError::Forbidden`]:
 //! - external agents (`claude`, `codex`, `acp:…`) unless listed in `[server] user_backends`
 //!   (`acp:cmd=…` runs any command line, so only an exact listed one passes);
-//! - preset paths (only preset names), `gguf:` model files, resuming a log by id;
+//! - preset paths (only preset names), `gguf:` model files, resuming a log by id — except a
+//!   session recorded with the caller as its owner (a dead session reopened over REST), and
+//!   then only if its recorded model and directory pass the same checks;
 //! - a preset that approves everything (`bypass = true`), whoever configured it;
 //! - a working directory outside `[server] roots`, judged after symlinks are resolved, and a
 //!   worktree of a repository that starts outside them.
@@ -62,36 +64,57 @@ fn plain_name(preset: &str) -> bool {
 impl Limits {
     /// What the request's text alone decides, before anything is read or started.
     pub(super) fn check_request(&self, spec: &OpenSpec, config: &Config) -> Result<(), OpenError> {
-        if spec.resume.is_some() {
+        if spec.resume.is_some() && spec.owner.is_none() {
             return Err(forbidden("resuming a session by id is for admin tokens"));
         }
         if let Some(text) = spec.model.as_deref().or(config.model.as_deref()) {
-            if ExternalSpec::is_external(text) {
-                // A spec that does not parse is refused as it is, never started.
-                let name = text
-                    .parse::<ExternalSpec>()
-                    .map(|s| backend_name(&s))
-                    .unwrap_or_else(|_| text.to_string());
-                if !self.backends.contains(&name) {
-                    return Err(forbidden(format!(
-                        "the external backend {name:?} runs a program on the server: it is for \
-                         admin tokens unless [server] user_backends lists it"
-                    )));
-                }
-            } else if text
-                .parse::<ModelSpec>()
-                .is_ok_and(|m| m.provider == Provider::Gguf)
-            {
-                return Err(forbidden(
-                    "gguf: names a model file on the server: it is for admin tokens",
-                ));
-            }
+            self.check_model(text)?;
         }
         if let Some(preset) = &spec.permission
             && !plain_name(preset)
         {
             return Err(forbidden(
                 "the permission preset must be a preset name; preset files are for admin tokens",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A session resumed by id: it must have been recorded with `owner`, and its model must
+    /// pass like a requested one (its directory is judged by [`Limits::check_root`]).
+    pub(super) fn check_resumed(
+        &self,
+        meta: &crate::session::SessionMeta,
+        owner: Option<&str>,
+    ) -> Result<(), OpenError> {
+        if owner.is_none() || meta.owner.as_deref() != owner {
+            return Err(forbidden(format!(
+                "session {} is not yours: resuming another owner's session is for admin tokens",
+                meta.id
+            )));
+        }
+        self.check_model(&meta.model)
+    }
+
+    fn check_model(&self, text: &str) -> Result<(), OpenError> {
+        if ExternalSpec::is_external(text) {
+            // A spec that does not parse is refused as it is, never started.
+            let name = text
+                .parse::<ExternalSpec>()
+                .map(|s| backend_name(&s))
+                .unwrap_or_else(|_| text.to_string());
+            if !self.backends.contains(&name) {
+                return Err(forbidden(format!(
+                    "the external backend {name:?} runs a program on the server: it is for \
+                     admin tokens unless [server] user_backends lists it"
+                )));
+            }
+        } else if text
+            .parse::<ModelSpec>()
+            .is_ok_and(|m| m.provider == Provider::Gguf)
+        {
+            return Err(forbidden(
+                "gguf: names a model file on the server: it is for admin tokens",
             ));
         }
         Ok(())
@@ -208,6 +231,48 @@ mod tests {
                 "{preset}"
             );
         }
+    }
+
+    #[test]
+    fn only_the_recorded_owner_resumes_and_its_model_is_judged() {
+        let limits = Limits::default();
+        let meta = |owner: Option<&str>, model: &str| crate::session::SessionMeta {
+            id: "s1".into(),
+            model: model.into(),
+            base_url: String::new(),
+            cwd: PathBuf::from("/srv"),
+            created_at: String::new(),
+            system: None,
+            worktree: None,
+            external_id: None,
+            owner: owner.map(str::to_string),
+            permission: None,
+        };
+        let mine = meta(Some("alice"), "ollama:qwen3");
+        assert!(limits.check_resumed(&mine, Some("alice")).is_ok());
+        for (meta, caller) in [
+            (&mine, Some("bob")),
+            (&mine, None),
+            (&meta(None, "ollama:qwen3"), Some("alice")),
+            (&meta(Some("alice"), "claude"), Some("alice")),
+            (&meta(Some("alice"), "gguf:/m.gguf"), Some("alice")),
+        ] {
+            assert!(
+                matches!(
+                    limits.check_resumed(meta, caller),
+                    Err(OpenError::Forbidden(_))
+                ),
+                "{meta:?} {caller:?}"
+            );
+        }
+        let config = Config::default();
+        let spec = |owner: Option<&str>| OpenSpec {
+            resume: Some("s1".into()),
+            owner: owner.map(str::to_string),
+            ..OpenSpec::default()
+        };
+        assert!(limits.check_request(&spec(None), &config).is_err());
+        assert!(limits.check_request(&spec(Some("alice")), &config).is_ok());
     }
 
     #[test]

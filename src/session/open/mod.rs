@@ -92,6 +92,9 @@ pub struct OpenSpec {
     /// An editor serving file reads/writes for the tools (an ACP client's `fs/*`).
     pub editor: Option<crate::tool::EditorLink>,
     pub approval_timeout: Option<Duration>,
+    /// The owner recorded in a new session's metadata. With `resume` and `limits`: the owner
+    /// the resumed session must have been recorded with.
+    pub owner: Option<String>,
     /// Bounds of a caller who is not the host's owner (a server `user` token); `None`: the
     /// person at the terminal or an admin, unbounded.
     pub limits: Option<Limits>,
@@ -196,12 +199,16 @@ pub async fn plan(
     let resumed = match &spec.resume {
         Some(id) => {
             let dir = agents_dir()?;
-            Some(SessionMeta::load(&dir, id).map_err(|e| {
+            let meta = SessionMeta::load(&dir, id).map_err(|e| {
                 usage(format!(
                     "cannot resume session {id}: {e} (looked in {})",
                     dir.display()
                 ))
-            })?)
+            })?;
+            if let Some(limits) = &spec.limits {
+                limits.check_resumed(&meta, spec.owner.as_deref())?;
+            }
+            Some(meta)
         }
         None => None,
     };
@@ -403,6 +410,8 @@ async fn finish_start(
             system: spec.system.clone(),
             worktree,
             external_id: None,
+            owner: spec.owner.clone(),
+            permission: spec.permission.clone(),
         },
     };
     save_meta(spec, session, &meta);
@@ -475,6 +484,8 @@ async fn start_external(
             system: spec.system.clone(),
             worktree,
             external_id: None,
+            owner: spec.owner.clone(),
+            permission: spec.permission.clone(),
         },
     };
     save_meta(spec, session, &meta);

@@ -214,6 +214,14 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
     // At start, not at the first session: a crashed server's tools must not run on meanwhile.
     crate::session::open::clean_up_after_crashes(&log_dir);
     let manager = SessionManager::new(config.clone(), log_dir, 10);
+    let dormant = manager.load_dormant();
+    if dormant > 0 {
+        tracing::warn!(
+            target: "corral::server",
+            dormant,
+            "sessions a previous server left open are listed as dead; reopen them by id"
+        );
+    }
     let state = Arc::new(AppState {
         manager: manager.clone(),
         auth: Auth::new(&secret).map_err(|e| RunError::Runtime(e.to_string()))?,

@@ -37,6 +37,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/sessions"),
     ("GET", "/api/v1/sessions/{id}"),
     ("DELETE", "/api/v1/sessions/{id}"),
+    ("POST", "/api/v1/sessions/{id}/reopen"),
     ("GET", "/api/v1/sessions/{id}/messages"),
     ("POST", "/api/v1/sessions/{id}/messages"),
     ("POST", "/api/v1/sessions/{id}/cancel"),
@@ -64,6 +65,7 @@ fn endpoint(method: &str, path: &str) -> Option<MethodRouter<Shared>> {
         ("POST", "/api/v1/sessions") => post(create_session),
         ("GET", "/api/v1/sessions/{id}") => get(get_session),
         ("DELETE", "/api/v1/sessions/{id}") => delete(close_session),
+        ("POST", "/api/v1/sessions/{id}/reopen") => post(reopen_session),
         ("GET", "/api/v1/sessions/{id}/messages") => get(list_messages),
         ("POST", "/api/v1/sessions/{id}/messages") => post(send_message),
         ("POST", "/api/v1/sessions/{id}/cancel") => post(cancel_turn),
@@ -149,8 +151,49 @@ async fn list_sessions(
         .iter()
         .filter(|h| claims.may_use(&h.owner))
         .map(|h| session_json(h))
+        .chain(
+            // Left open by a server that died: listed as dead until reopened.
+            state
+                .manager
+                .dormant()
+                .into_iter()
+                .filter(|info| claims.may_use(&info.owner))
+                .map(|info| serde_json::to_value(info).unwrap_or(Value::Null)),
+        )
         .collect();
     Ok(axum::Json(json!({ "sessions": sessions })))
+}
+
+/// `POST /api/v1/sessions/{id}/reopen`: resumes a dead session from its event log (one a
+/// crashed server left, or one closed here), under its recorded owner. Admins may reopen any;
+/// a user token only its own, under the same limits as a new session. 409 if it is open.
+async fn reopen_session(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let claims = authenticate(&state, &headers, None)?;
+    if let Ok(handle) = visible(&state, &claims, &id)
+        && handle.session.status() != Status::Dead
+    {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "SESSION_OPEN",
+            format!("session {id} is open; only a dead session can be reopened"),
+        ));
+    }
+    state
+        .manager
+        .reopenable_owner(&id)
+        .filter(|owner| claims.may_use(owner))
+        .ok_or_else(|| access::not_found(&id))?;
+    let _place = state.access.reserve(&state.manager, &claims)?;
+    let handle = state
+        .manager
+        .reopen(&id, state.access.limits_for(&claims))
+        .await
+        .map_err(open_error)?;
+    Ok((StatusCode::OK, axum::Json(session_json(&handle))).into_response())
 }
 
 /// `POST /api/v1/sessions`. `base_url` points the model provider somewhere other than its
