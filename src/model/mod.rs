@@ -10,6 +10,7 @@ mod ndjson;
 mod ollama;
 mod openai;
 mod spec;
+mod sse;
 mod types;
 
 pub use client::{ModelClient, ModelInfo};
