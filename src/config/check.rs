@@ -36,6 +36,12 @@ impl Config {
                 "tool_choice must be auto, required, none or first-required, got {choice:?}"
             )));
         }
+        for (name, provider) in &self.providers {
+            if let Some(url) = &provider.base_url {
+                crate::model::check_base_url(&format!("providers.{name}.base_url"), url)
+                    .map_err(invalid)?;
+            }
+        }
         if let Some(root) = self.server.roots.iter().find(|r| !r.is_absolute()) {
             return Err(invalid(format!(
                 "server.roots must be absolute paths, got {}",
@@ -54,9 +60,24 @@ impl Config {
         float("temperature", self.temperature.map(f64::from), 0.0, 2.0)?;
         int("tool_output_cap", self.tool_output_cap, 256, GIB)?;
         float("compaction_threshold", self.compaction_threshold, 0.1, 1.0)?;
-        int("approval_timeout_secs", self.approval_timeout_secs, 1, MAX_SECS_INT)?;
-        int("shell_timeout_secs", self.shell_timeout_secs, 1, MAX_SECS_INT)?;
-        int("screenshot_max_long_edge", self.screenshot_max_long_edge, 64, 16_384)?;
+        int(
+            "approval_timeout_secs",
+            self.approval_timeout_secs,
+            1,
+            MAX_SECS_INT,
+        )?;
+        int(
+            "shell_timeout_secs",
+            self.shell_timeout_secs,
+            1,
+            MAX_SECS_INT,
+        )?;
+        int(
+            "screenshot_max_long_edge",
+            self.screenshot_max_long_edge,
+            64,
+            16_384,
+        )?;
         for (name, secs) in [
             ("timeouts.connect_secs", self.timeouts.connect_secs),
             ("timeouts.idle_secs", self.timeouts.idle_secs),
@@ -66,19 +87,54 @@ impl Config {
             }
         }
         int("retry.max_attempts", self.retry.max_attempts, 1, 100)?;
-        int("retry.base_delay_ms", self.retry.base_delay_ms, 0, MAX_DELAY_MS)?;
-        int("retry.max_delay_ms", self.retry.max_delay_ms, 0, MAX_DELAY_MS)?;
+        int(
+            "retry.base_delay_ms",
+            self.retry.base_delay_ms,
+            0,
+            MAX_DELAY_MS,
+        )?;
+        int(
+            "retry.max_delay_ms",
+            self.retry.max_delay_ms,
+            0,
+            MAX_DELAY_MS,
+        )?;
         let limits = &self.limits;
-        int("limits.max_stream_line_bytes", limits.max_stream_line_bytes, 1024, 4 * GIB)?;
-        int("limits.max_error_body_bytes", limits.max_error_body_bytes, 256, GIB)?;
-        int("server.max_sessions_per_owner", self.server.max_sessions_per_owner, 1, 100_000)?;
+        int(
+            "limits.max_stream_line_bytes",
+            limits.max_stream_line_bytes,
+            1024,
+            4 * GIB,
+        )?;
+        int(
+            "limits.max_error_body_bytes",
+            limits.max_error_body_bytes,
+            256,
+            GIB,
+        )?;
+        int(
+            "server.max_sessions_per_owner",
+            self.server.max_sessions_per_owner,
+            1,
+            100_000,
+        )?;
         let local = &self.local;
         int("local.context_size", local.context_size, 256, MAX_TOKENS)?;
         int("local.threads", local.threads, 1, 4096)?;
         int("local.parallel", local.parallel, 1, 1024)?;
-        int("local.startup_timeout_secs", local.startup_timeout_secs, 1, MAX_SECS_INT)?;
+        int(
+            "local.startup_timeout_secs",
+            local.startup_timeout_secs,
+            1,
+            MAX_SECS_INT,
+        )?;
         for (name, provider) in &self.providers {
-            int(&format!("providers.{name}.num_ctx"), provider.num_ctx, 256, MAX_TOKENS)?;
+            int(
+                &format!("providers.{name}.num_ctx"),
+                provider.num_ctx,
+                256,
+                MAX_TOKENS,
+            )?;
             let key = format!("providers.{name}.context_window");
             int(&key, provider.context_window, 256, MAX_TOKENS)?;
         }
@@ -118,9 +174,27 @@ mod tests {
 
     fn random_number(rng: &mut fastrand::Rng) -> String {
         const SPECIAL: &[&str] = &[
-            "nan", "+nan", "inf", "-inf", "0", "0.0", "-0.0", "-1", "1", "1e300", "-1e300",
-            "5e-324", "18446744073709551615", "18446744073709551616", "9223372036854775807",
-            "-9223372036854775808", "4294967295", "4294967296", "2.5", "0.5", "1e-9",
+            "nan",
+            "+nan",
+            "inf",
+            "-inf",
+            "0",
+            "0.0",
+            "-0.0",
+            "-1",
+            "1",
+            "1e300",
+            "-1e300",
+            "5e-324",
+            "18446744073709551615",
+            "18446744073709551616",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "4294967295",
+            "4294967296",
+            "2.5",
+            "0.5",
+            "1e-9",
         ];
         match rng.u8(0..4) {
             0 => SPECIAL[rng.usize(..SPECIAL.len())].to_string(),
@@ -148,7 +222,11 @@ mod tests {
     #[test]
     fn every_numeric_key_takes_a_sane_value() {
         for (section, key) in NUMERIC_KEYS {
-            let value = if *key == "compaction_threshold" { "0.5" } else { "1024" };
+            let value = if *key == "compaction_threshold" {
+                "0.5"
+            } else {
+                "1024"
+            };
             let text = file_with(section, key, value);
             load(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
         }

@@ -85,12 +85,12 @@ mod tests {
     fn seconds_refuse_what_would_panic_or_never_end() {
         for bad in [f64::NAN, f64::INFINITY, -1.0, 0.0, 1e300, MAX_SECS * 2.0] {
             let e = seconds("timeouts.idle_secs", bad).unwrap_err();
-            assert!(e.to_string().starts_with("timeouts.idle_secs must be"), "{e}");
+            assert!(
+                e.to_string().starts_with("timeouts.idle_secs must be"),
+                "{e}"
+            );
         }
-        assert_eq!(
-            seconds("x", 2.5).unwrap(),
-            Duration::from_millis(2500)
-        );
+        assert_eq!(seconds("x", 2.5).unwrap(), Duration::from_millis(2500));
         assert!(seconds("x", MAX_SECS).is_ok());
     }
 

@@ -332,7 +332,8 @@ impl SseState {
 
     /// The next event off the wire; `Ok(None)` once the body has ended.
     async fn next_sse(&mut self) -> Result<Option<SseEvent>, ModelError> {
-        let over = |e: super::ndjson::LineTooLong| ModelError::line_over_cap("an SSE event", e.limit);
+        let over =
+            |e: super::ndjson::LineTooLong| ModelError::line_over_cap("an SSE event", e.limit);
         loop {
             if let Some(event) = self.parser.next_event().map_err(over)? {
                 return Ok(Some(event));

@@ -273,7 +273,10 @@ impl McpServer {
         let Some(handle) = self.manager.get(&p.agent_id) else {
             return fail(format!("no agent {}", p.agent_id));
         };
-        let limit = match p.timeout.map(|secs| crate::config::seconds("timeout", secs)) {
+        let limit = match p
+            .timeout
+            .map(|secs| crate::config::seconds("timeout", secs))
+        {
             Some(Ok(limit)) => limit,
             Some(Err(e)) => return fail(e),
             None => DEFAULT_RUN_TIMEOUT,
