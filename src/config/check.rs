@@ -222,10 +222,11 @@ mod tests {
     #[test]
     fn every_numeric_key_takes_a_sane_value() {
         for (section, key) in NUMERIC_KEYS {
-            let value = if *key == "compaction_threshold" {
-                "0.5"
-            } else {
-                "1024"
+            let value = match *key {
+                "compaction_threshold" => "0.5",
+                "temperature" => "1",
+                "max_attempts" => "3",
+                _ => "1024",
             };
             let text = file_with(section, key, value);
             load(&text).unwrap_or_else(|e| panic!("{text}: {e}"));

@@ -201,7 +201,7 @@ pub fn bound_api_key(key: Option<String>, configured_for: &str, base_url: &str) 
 /// Refuses a base URL that is not an http(s) URL (after the same normalization requests get:
 /// a bare `host:port` means `http://host:port`). `field` names the setting in the error.
 pub fn check_base_url(field: &str, raw: &str) -> Result<(), String> {
-    let trimmed = raw.trim().trim_end_matches('/');
+    let trimmed = raw.trim();
     let url = if trimmed.contains("://") {
         trimmed.to_string()
     } else {
@@ -267,7 +267,7 @@ mod tests {
             "http://h/v1?x=1",
             "javascript:alert(1)",
         ] {
-            let e = check_base_url("base_url", bad).unwrap_err();
+            let e = check_base_url("base_url", bad).expect_err(bad);
             assert!(e.starts_with("base_url "), "{bad}: {e}");
         }
     }

@@ -256,7 +256,7 @@ async fn a_base_url_that_is_not_http_is_refused_at_session_create() {
     let body = json!({"cwd": h.work(), "model": "llamacpp:fake-model",
                       "base_url": "unix:///run/docker.sock"});
     let (status, answer) = server.post("/api/v1/sessions", &token, &body).await;
-    assert_eq!(status, 400, "{answer}");
+    assert_eq!(status, 422, "{answer}");
     let message = answer.to_string();
     assert!(
         message.contains("base_url") && message.contains("not an http(s) URL"),
