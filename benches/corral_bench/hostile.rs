@@ -31,8 +31,14 @@ async fn huge_error_body(mib: usize) -> u64 {
 
 pub async fn hostile(rows: &mut Vec<Row>) {
     for (mib, name) in [
-        (10, "hostile: run with one 10 MiB SSE event (time, peak RSS)"),
-        (40, "hostile: run with one 40 MiB SSE event (time, peak RSS)"),
+        (
+            10,
+            "hostile: run with one 10 MiB SSE event (time, peak RSS)",
+        ),
+        (
+            40,
+            "hostile: run with one 40 MiB SSE event (time, peak RSS)",
+        ),
     ] {
         let (took, peak) = one_long_event(mib).await;
         rows.push(Row {

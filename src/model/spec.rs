@@ -220,9 +220,7 @@ pub fn check_base_url(field: &str, raw: &str) -> Result<(), String> {
     };
     match problem {
         None => Ok(()),
-        Some(why) => Err(format!(
-            "{field} {raw:?} is not an http(s) URL: {why}"
-        )),
+        Some(why) => Err(format!("{field} {raw:?} is not an http(s) URL: {why}")),
     }
 }
 
@@ -253,8 +251,11 @@ mod tests {
 
     #[test]
     fn base_urls_must_be_http() {
-        for good in ["http://127.0.0.1:8080/v1", "https://api.openai.com/v1/", "localhost:11434"]
-        {
+        for good in [
+            "http://127.0.0.1:8080/v1",
+            "https://api.openai.com/v1/",
+            "localhost:11434",
+        ] {
             assert_eq!(check_base_url("base_url", good), Ok(()), "{good}");
         }
         for bad in [

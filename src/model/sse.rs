@@ -3,8 +3,8 @@
 //! Written here rather than taken from a crate for three promises: a line (and an event's
 //! data) is capped by `[limits] max_stream_line_bytes`; parsing is linear in the bytes received
 //! however long a line is; invalid UTF-8 in one event is replaced (U+FFFD) and reported on
-//! that event instead of ending the reply. Lines end with `\n` or `\r\n`; `id:` and `retry:`
-//! are ignored (corral never reconnects a reply).
+//! that event instead of ending the reply. Lines end with `\n`, `\r\n` or a lone `\r` (as the
+//! SSE spec allows); `id:` and `retry:` are ignored (corral never reconnects a reply).
 
 use super::ndjson::{LineSplitter, LineTooLong};
 
@@ -25,6 +25,8 @@ pub struct SseParser {
     data: String,
     has_data: bool,
     invalid_utf8: bool,
+    /// The last byte pushed was a `\r`: a `\n` right after it ends no second line.
+    after_cr: bool,
 }
 
 impl SseParser {
@@ -36,11 +38,34 @@ impl SseParser {
             data: String::new(),
             has_data: false,
             invalid_utf8: false,
+            after_cr: false,
         }
     }
 
     pub fn push(&mut self, chunk: &[u8]) -> Result<(), LineTooLong> {
-        self.lines.push(chunk)
+        let Some(&first) = chunk.first() else {
+            return Ok(());
+        };
+        if memchr::memchr(b'\r', chunk).is_none() && !(self.after_cr && first == b'\n') {
+            self.after_cr = false;
+            return self.lines.push(chunk);
+        }
+        // Every line ending becomes one `\n` for the splitter, across chunk boundaries too.
+        let mut unified = Vec::with_capacity(chunk.len());
+        for &byte in chunk {
+            match byte {
+                b'\r' => {
+                    unified.push(b'\n');
+                    self.after_cr = true;
+                }
+                b'\n' if self.after_cr => self.after_cr = false,
+                _ => {
+                    unified.push(byte);
+                    self.after_cr = false;
+                }
+            }
+        }
+        self.lines.push(&unified)
     }
 
     /// The next complete event, if the buffered bytes hold one.
@@ -65,7 +90,6 @@ impl SseParser {
     }
 
     fn line(&mut self, raw: &[u8]) -> Result<Option<SseEvent>, LineTooLong> {
-        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         if raw.is_empty() {
             return Ok(self.dispatch());
         }
@@ -175,7 +199,8 @@ mod tests {
 
     #[test]
     fn any_chunking_gives_the_same_events() {
-        let input: &[u8] = b"data: {\"a\":1}\n\n: c\nevent: e\ndata: x\xffy\n\ndata: z\r\n\r\n";
+        let input: &[u8] =
+            b"data: {\"a\":1}\n\n: c\nevent: e\ndata: x\xffy\n\ndata: z\r\n\r\ndata: cr\r\rdata: w\r\n\n";
         let mut whole = SseParser::new(64);
         let expected = all(&mut whole, input);
         let mut rng = fastrand::Rng::with_seed(14);
@@ -190,5 +215,7 @@ mod tests {
             }
             assert_eq!(got, expected);
         }
+        let data: Vec<&str> = expected.iter().map(|e| e.data.as_str()).collect();
+        assert_eq!(data, ["{\"a\":1}", "x\u{fffd}y", "z", "cr", "w"]);
     }
 }

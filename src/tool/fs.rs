@@ -8,8 +8,7 @@ use serde_json::Value;
 
 use super::output::{
     BINARY_SNIFF_BYTES, MAX_FILE_BYTES, check, decode_text, human_size, io_error, looks_binary,
-    open_root,
-    parse_args, run_blocking, walker,
+    open_root, parse_args, run_blocking, walker,
 };
 use super::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, cut_head_tail};
 
@@ -358,8 +357,11 @@ mod tests {
             latin1,
             "caf\u{e9}\n[latin1.txt is not UTF-8: it was read as Latin-1 (ISO-8859-1)]"
         );
-        std::fs::write(ctx.root.join("late_nul.txt"), [&[b'a'; 9000][..], b"\xe9\0\n"].concat())
-            .unwrap();
+        std::fs::write(
+            ctx.root.join("late_nul.txt"),
+            [&[b'a'; 9000][..], b"\xe9\0\n"].concat(),
+        )
+        .unwrap();
         assert!(says(
             read(&ctx, json!({"path": "late_nul.txt"})).await,
             "late_nul.txt is a binary file"

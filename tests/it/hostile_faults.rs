@@ -55,9 +55,7 @@ async fn a_line_that_never_ends_fails_at_the_cap_naming_the_key() {
             "ollama {ollama}: {text}"
         );
         assert!(
-            server
-                .wait_for_cancelled(1, Duration::from_secs(10))
-                .await,
+            server.wait_for_cancelled(1, Duration::from_secs(10)).await,
             "the endless reply was dropped"
         );
     }
@@ -88,7 +86,10 @@ async fn invalid_utf8_in_one_event_is_replaced_and_the_turn_goes_on() {
     let server = FakeModel::start().await;
     let mut bad = openai_line("caf\u{e9}!");
     // "é" as Latin-1: one byte that is not UTF-8.
-    let at = bad.windows(2).position(|w| w == "\u{e9}".as_bytes()).unwrap();
+    let at = bad
+        .windows(2)
+        .position(|w| w == "\u{e9}".as_bytes())
+        .unwrap();
     bad.splice(at..at + 2, [0xe9]);
     server.push(Reply::new().text("1 ").raw(&bad).text(" 2"));
     let out = openai_run(&h, &server, "x").run().await;
@@ -96,7 +97,10 @@ async fn invalid_utf8_in_one_event_is_replaced_and_the_turn_goes_on() {
     assert_eq!(authoritative(&out, "assistant_text"), ["1 caf\u{fffd}! 2"]);
     let notes = out.of_kind("error");
     assert_eq!(notes.len(), 1, "{notes:?}");
-    assert_eq!(notes[0]["data"]["data"]["note"], "repaired_stream", "{notes:?}");
+    assert_eq!(
+        notes[0]["data"]["data"]["note"], "repaired_stream",
+        "{notes:?}"
+    );
     assert!(said(&out).contains("invalid UTF-8"));
 }
 
@@ -158,7 +162,10 @@ async fn malformed_calls_are_counted_one_by_one() {
 #[tokio::test]
 async fn numbers_that_used_to_panic_are_errors_naming_the_setting() {
     for (file, key) in [
-        ("[timeouts]\nconnect_secs = 1e300\n", "timeouts.connect_secs"),
+        (
+            "[timeouts]\nconnect_secs = 1e300\n",
+            "timeouts.connect_secs",
+        ),
         ("[timeouts]\nidle_secs = 1e300\n", "timeouts.idle_secs"),
         ("temperature = nan\n", "temperature"),
     ] {
