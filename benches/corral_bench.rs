@@ -2,7 +2,7 @@
 //!
 //!     cargo bench --bench corral_bench            # everything
 //!     cargo bench --bench corral_bench -- stream  # one section:
-//!                                                 # stream|startup|loop|memory|search|resume
+//!                                                 # stream|startup|loop|memory|search|resume|hostile
 //!
 //! Each figure is measured in this run against the fake model server on 127.0.0.1 (the same
 //! one the tests use), with the release-built `corral` binary.
@@ -11,6 +11,9 @@
 
 #[path = "../tests/it/support/mod.rs"]
 mod support;
+
+#[path = "corral_bench/hostile.rs"]
+mod hostile;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -299,6 +302,26 @@ fn vm_hwm_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
+/// Drains the child's stdout until it exits; its peak RSS (KiB) and exit status.
+async fn peak_rss_kib(mut child: tokio::process::Child) -> (u64, std::process::ExitStatus) {
+    let pid = child.id().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let drain =
+        tokio::spawn(async move { tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await });
+    let mut peak = 0;
+    let status = loop {
+        if let Some(kib) = vm_hwm_kib(pid) {
+            peak = peak.max(kib);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    drain.await.unwrap().unwrap();
+    (peak, status)
+}
+
 async fn memory(rows: &mut Vec<Row>) {
     let h = Harness::new();
     std::fs::write(h.work().join("a.txt"), "a\n".repeat(1000)).unwrap();
@@ -313,24 +336,10 @@ async fn memory(rows: &mut Vec<Row>) {
     }
     server.push(Reply::new().text("done"));
     let steps = (MEMORY_STEPS + 1).to_string();
-    let mut child = corral_cmd(&h, &server, &["--max-steps", &steps, "go"])
+    let child = corral_cmd(&h, &server, &["--max-steps", &steps, "go"])
         .spawn()
         .unwrap();
-    let pid = child.id().unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let drain =
-        tokio::spawn(async move { tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await });
-    let mut peak = 0;
-    loop {
-        if let Some(kib) = vm_hwm_kib(pid) {
-            peak = peak.max(kib);
-        }
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    drain.await.unwrap().unwrap();
+    let (peak, _) = peak_rss_kib(child).await;
     rows.push(Row {
         name: "memory: peak RSS of corral run, 50-step session",
         figure: format!("{:.1} MiB", peak as f64 / 1024.0),
@@ -639,6 +648,9 @@ async fn bench_main() {
     }
     if wants("resume") {
         resume(&mut rows).await;
+    }
+    if wants("hostile") {
+        hostile::hostile(&mut rows).await;
     }
     println!("corral benchmarks — {}", support::host::machine());
     println!("binary: {CORRAL}");

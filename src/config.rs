@@ -25,6 +25,13 @@
 //! base_delay_ms = 500
 //! max_delay_ms = 20000
 //!
+//! [limits]                         # what a model server may send
+//! max_stream_line_bytes = 16777216 # one SSE event / NDJSON line (16 MiB); longer fails the reply
+//! max_error_body_bytes = 65536     # read of an error reply's body (64 KiB); the rest is skipped
+//!
+//! Every number is range-checked at load: timeouts and delays are above 0 and at most 30
+//! days, counts and sizes within the bounds `config/check.rs` lists; an error names the key.
+//!
 //! tool_choice = "first-required"   # auto | required | none | first-required
 //!
 //! [agents]                         # external agents (claude, codex, acp:…)
@@ -65,6 +72,10 @@ use serde::Deserialize;
 
 use crate::model::{HttpSettings, Provider, RetryPolicy};
 
+mod check;
+mod range;
+pub use range::{RangeError, env_seconds, seconds};
+
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -93,6 +104,8 @@ pub struct Config {
     pub timeouts: Timeouts,
     #[serde(default)]
     pub retry: Retry,
+    #[serde(default)]
+    pub limits: Limits,
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
 }
@@ -174,6 +187,17 @@ pub struct Retry {
     pub max_delay_ms: Option<u64>,
 }
 
+/// Caps on what a model server may send.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Longest streamed line (SSE event data, NDJSON line) or JSON document; longer fails the
+    /// reply with an error naming this key. Default 16 MiB.
+    pub max_stream_line_bytes: Option<usize>,
+    /// How much of an error body is read for its message. Default 64 KiB.
+    pub max_error_body_bytes: Option<usize>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
@@ -225,60 +249,6 @@ impl Config {
         Ok(config)
     }
 
-    fn check(&self, path: &Path) -> Result<(), ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        };
-        for name in self.providers.keys() {
-            if !Provider::ALL.iter().any(|p| p.prefix() == name) {
-                let known: Vec<&str> = Provider::ALL.iter().map(|p| p.prefix()).collect();
-                return Err(invalid(format!(
-                    "unknown provider [providers.{name}]; known: {}",
-                    known.join(", ")
-                )));
-            }
-        }
-        if let Some(t) = self.compaction_threshold
-            && !(0.1..=1.0).contains(&t)
-        {
-            return Err(invalid(format!(
-                "compaction_threshold must be between 0.1 and 1.0, got {t}"
-            )));
-        }
-        if let Some(choice) = &self.tool_choice
-            && crate::agent::ToolChoiceMode::parse(choice).is_none()
-        {
-            return Err(invalid(format!(
-                "tool_choice must be auto, required, none or first-required, got {choice:?}"
-            )));
-        }
-        if self.screenshot_max_long_edge.is_some_and(|edge| edge < 64) {
-            return Err(invalid(
-                "screenshot_max_long_edge must be at least 64".into(),
-            ));
-        }
-        if let Some(root) = self.server.roots.iter().find(|r| !r.is_absolute()) {
-            return Err(invalid(format!(
-                "server.roots must be absolute paths, got {}",
-                root.display()
-            )));
-        }
-        for (name, secs) in [
-            ("timeouts.connect_secs", self.timeouts.connect_secs),
-            ("timeouts.idle_secs", self.timeouts.idle_secs),
-        ] {
-            if let Some(s) = secs
-                && !(s > 0.0 && s.is_finite())
-            {
-                return Err(invalid(format!(
-                    "{name} must be a positive number, got {s}"
-                )));
-            }
-        }
-        Ok(())
-    }
-
     pub fn provider(&self, provider: Provider) -> ProviderConfig {
         self.providers
             .get(provider.prefix())
@@ -293,11 +263,13 @@ impl Config {
             connect_timeout: self
                 .timeouts
                 .connect_secs
-                .map_or(defaults.connect_timeout, Duration::from_secs_f64),
+                .and_then(|s| seconds("timeouts.connect_secs", s).ok())
+                .unwrap_or(defaults.connect_timeout),
             idle_timeout: self
                 .timeouts
                 .idle_secs
-                .map_or(defaults.idle_timeout, Duration::from_secs_f64),
+                .and_then(|s| seconds("timeouts.idle_secs", s).ok())
+                .unwrap_or(defaults.idle_timeout),
             retry: RetryPolicy {
                 max_attempts: self
                     .retry
@@ -312,6 +284,14 @@ impl Config {
                     .max_delay_ms
                     .map_or(retry_defaults.max_delay, Duration::from_millis),
             },
+            max_stream_line: self
+                .limits
+                .max_stream_line_bytes
+                .unwrap_or(defaults.max_stream_line),
+            max_error_body: self
+                .limits
+                .max_error_body_bytes
+                .unwrap_or(defaults.max_error_body),
         }
     }
 }

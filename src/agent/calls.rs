@@ -32,6 +32,12 @@ pub struct ValidCall {
 pub fn validate(tools: &ToolRegistry, raw: &RawCall) -> Result<ValidCall, String> {
     let Some(tool) = tools.get(&raw.name) else {
         let known: Vec<&str> = tools.names().collect();
+        if raw.name.is_empty() {
+            return Err(format!(
+                "the tool call has no name. Available tools: {}",
+                known.join(", ")
+            ));
+        }
         return Err(format!(
             "unknown tool {:?}. Available tools: {}",
             raw.name,

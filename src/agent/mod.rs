@@ -75,7 +75,7 @@ pub struct AgentConfig {
     pub compaction_threshold: f64,
     /// Messages kept verbatim at the end of the history when compacting.
     pub keep_recent_messages: usize,
-    /// Consecutive malformed tool calls that end a turn.
+    /// Consecutive malformed tool calls (counted per call, across replies) that end a turn.
     pub max_malformed_calls: u32,
     /// Extra instructions appended to the system prompt.
     pub system: Option<String>,
@@ -376,10 +376,9 @@ impl Agent {
                 return Ended::Stop(StopReason::EndTurn);
             };
             *final_text = text.clone();
-            match self.run_calls(text, &output, raw_calls, cancel).await {
-                CallsEnd::Continue { malformed } if malformed => malformed_streak += 1,
-                CallsEnd::Continue { .. } => malformed_streak = 0,
-                CallsEnd::Cancelled => return Ended::Stop(StopReason::Cancelled),
+            let ran = self.run_calls(text, &output, raw_calls, cancel, &mut malformed_streak);
+            if let CallsEnd::Cancelled = ran.await {
+                return Ended::Stop(StopReason::Cancelled);
             }
             if malformed_streak >= self.config.max_malformed_calls {
                 return Ended::Error(format!(
@@ -492,6 +491,7 @@ impl Agent {
         output: &StepOutput,
         raw_calls: Vec<step::RawCall>,
         cancel: &CancellationToken,
+        malformed_streak: &mut u32,
     ) -> CallsEnd {
         let mut prepared = Vec::with_capacity(raw_calls.len());
         let mut assistant = Message::assistant(text);
@@ -516,7 +516,6 @@ impl Agent {
         }
         self.history.push(assistant);
 
-        let mut malformed = false;
         let mut cancelled = false;
         for (raw, checked) in raw_calls.iter().zip(prepared) {
             let stub = ToolCall {
@@ -529,35 +528,40 @@ impl Agent {
                 calls::reject(&self.session, &stub, "cancelled before it ran".into())
             } else {
                 match checked {
+                    // The streak counts calls, in order: one well-formed call ends it,
+                    // whether in the same reply or a later one.
                     Err(message) => {
-                        malformed = true;
+                        *malformed_streak += 1;
                         calls::reject(&self.session, &stub, message)
                     }
-                    Ok(valid) => match self.authorize(&valid, cancel).await {
-                        approval::Authorized::Run { by_person } => {
-                            calls::execute(
-                                &self.session,
-                                valid,
-                                &self.root,
-                                &self.tool_settings,
-                                self.config.tool_output_cap,
-                                cancel,
-                                by_person,
-                            )
-                            .await
+                    Ok(valid) => {
+                        *malformed_streak = 0;
+                        match self.authorize(&valid, cancel).await {
+                            approval::Authorized::Run { by_person } => {
+                                calls::execute(
+                                    &self.session,
+                                    valid,
+                                    &self.root,
+                                    &self.tool_settings,
+                                    self.config.tool_output_cap,
+                                    cancel,
+                                    by_person,
+                                )
+                                .await
+                            }
+                            approval::Authorized::Refuse(reason) => {
+                                calls::reject(&self.session, &stub, reason)
+                            }
+                            approval::Authorized::CancelTurn => {
+                                cancelled = true;
+                                calls::reject(
+                                    &self.session,
+                                    &stub,
+                                    "the user cancelled the turn".into(),
+                                )
+                            }
                         }
-                        approval::Authorized::Refuse(reason) => {
-                            calls::reject(&self.session, &stub, reason)
-                        }
-                        approval::Authorized::CancelTurn => {
-                            cancelled = true;
-                            calls::reject(
-                                &self.session,
-                                &stub,
-                                "the user cancelled the turn".into(),
-                            )
-                        }
-                    },
+                    }
                 }
             };
             cancelled |= finished.cancelled;
@@ -573,7 +577,7 @@ impl Agent {
         if cancelled {
             CallsEnd::Cancelled
         } else {
-            CallsEnd::Continue { malformed }
+            CallsEnd::Continue
         }
     }
 
@@ -660,7 +664,7 @@ impl Agent {
 }
 
 enum CallsEnd {
-    Continue { malformed: bool },
+    Continue,
     Cancelled,
 }
 

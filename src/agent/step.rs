@@ -157,6 +157,9 @@ pub async fn stream_step(
             Some(Ok(ModelEvent::Text(text))) => blocks.chunk(Block::Text, text, &mut out),
             Some(Ok(ModelEvent::Reasoning(text))) => blocks.chunk(Block::Thought, text, &mut out),
             Some(Ok(ModelEvent::Usage(counts))) => out.usage = Some(counts),
+            Some(Ok(ModelEvent::Note(note))) => {
+                session.emit_error(note, serde_json::json!({"note": "repaired_stream"}));
+            }
             Some(Ok(ModelEvent::ToolCallStart { index, id, name })) => {
                 blocks.close();
                 start_call(session, tools, &mut out.calls, index, id, name);

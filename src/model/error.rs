@@ -25,6 +25,16 @@ pub enum ModelError {
     /// The connection broke while streaming.
     #[error("the connection to the model server broke mid-stream: {0}")]
     Transport(String),
+    /// A line of the stream (an SSE event, an NDJSON line, a JSON document) went past its cap.
+    #[error(
+        "the model server sent {what} longer than {limit} bytes, the cap set by [limits] {key} \
+         in the config; raise it if this server really sends that much"
+    )]
+    OverCap {
+        what: &'static str,
+        limit: usize,
+        key: &'static str,
+    },
     /// The model is not known to the server.
     #[error("model {model:?} not found on the server at {url}{hint}")]
     ModelNotFound {
@@ -35,6 +45,15 @@ pub enum ModelError {
 }
 
 impl ModelError {
+    /// A stream line over `[limits] max_stream_line_bytes`.
+    pub fn line_over_cap(what: &'static str, limit: usize) -> Self {
+        ModelError::OverCap {
+            what,
+            limit,
+            key: "max_stream_line_bytes",
+        }
+    }
+
     /// Whether a fresh request could succeed where this one failed. Only errors before the first
     /// byte of a reply are retried; a stream that started is never replayed behind the
     /// user's back.
@@ -47,6 +66,7 @@ impl ModelError {
             | ModelError::Truncated(_)
             | ModelError::IdleTimeout(_)
             | ModelError::Transport(_)
+            | ModelError::OverCap { .. }
             | ModelError::ModelNotFound { .. } => false,
         }
     }

@@ -14,7 +14,20 @@ pub struct HttpSettings {
     /// Longest silence tolerated between two reads of a reply.
     pub idle_timeout: Duration,
     pub retry: RetryPolicy,
+    /// Longest line of a streamed reply (an SSE event's data, an NDJSON line) and longest
+    /// JSON document read whole: `[limits] max_stream_line_bytes`.
+    pub max_stream_line: usize,
+    /// How much of an error reply's body is read for its message: `[limits]
+    /// max_error_body_bytes`. The rest is never read.
+    pub max_error_body: usize,
 }
+
+/// Default `[limits] max_stream_line_bytes`: far above any real event (a whole tool call's
+/// arguments in one event included), low enough that a server that never sends a newline
+/// is stopped early.
+pub const DEFAULT_MAX_STREAM_LINE: usize = 16 * 1024 * 1024;
+/// Default `[limits] max_error_body_bytes`: error messages are shown as short excerpts.
+pub const DEFAULT_MAX_ERROR_BODY: usize = 64 * 1024;
 
 impl Default for HttpSettings {
     fn default() -> Self {
@@ -22,6 +35,8 @@ impl Default for HttpSettings {
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
             retry: RetryPolicy::default(),
+            max_stream_line: DEFAULT_MAX_STREAM_LINE,
+            max_error_body: DEFAULT_MAX_ERROR_BODY,
         }
     }
 }
@@ -106,7 +121,7 @@ pub async fn post_json(
             Ok(response) if response.status().is_success() => return Ok(response),
             Ok(response) => {
                 let retry_after = parse_retry_after(response.headers());
-                (http_error(response).await, retry_after)
+                (http_error(response, settings).await, retry_after)
             }
             Err(e) => (transport_error(url, &e, settings), None),
         };
@@ -165,23 +180,68 @@ async fn read_json(
     settings: &HttpSettings,
 ) -> Result<serde_json::Value, ModelError> {
     if !response.status().is_success() {
-        return Err(http_error(response).await);
+        return Err(http_error(response, settings).await);
     }
-    let text = response
-        .text()
+    let (body, cut) = read_capped(response, settings.max_stream_line)
         .await
         .map_err(|e| transport_error(url, &e, settings))?;
-    serde_json::from_str(&text)
+    if cut {
+        return Err(ModelError::line_over_cap(
+            "a JSON document",
+            settings.max_stream_line,
+        ));
+    }
+    serde_json::from_slice(&body)
         .map_err(|e| ModelError::Malformed(format!("{url} did not answer JSON: {e}")))
 }
 
-async fn http_error(response: reqwest::Response) -> ModelError {
+async fn http_error(response: reqwest::Response, settings: &HttpSettings) -> ModelError {
     let status = response.status().as_u16();
-    let body = response.text().await.unwrap_or_default();
-    ModelError::Http {
-        status,
-        message: error_message_from_body(&body),
+    let (body, cut) = read_error_body(response, settings).await;
+    let mut message = error_message_from_body(&body);
+    if cut {
+        message.push_str(&format!(
+            " (error body cut at {} bytes, [limits] max_error_body_bytes)",
+            settings.max_error_body
+        ));
     }
+    ModelError::Http { status, message }
+}
+
+/// Up to `[limits] max_error_body_bytes` of a body that is only read for its message, and
+/// whether there was more. A transport error mid-body keeps what arrived.
+pub async fn read_error_body(
+    response: reqwest::Response,
+    settings: &HttpSettings,
+) -> (String, bool) {
+    let mut body = Vec::new();
+    let mut response = response;
+    let mut cut = false;
+    while let Ok(Some(chunk)) = response.chunk().await {
+        let room = settings.max_error_body.saturating_sub(body.len());
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            cut = true;
+            break;
+        }
+        body.extend_from_slice(&chunk);
+    }
+    (String::from_utf8_lossy(&body).into_owned(), cut)
+}
+
+/// The body, up to `limit` bytes; true if it was longer (the rest is left unread).
+async fn read_capped(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if chunk.len() > limit.saturating_sub(body.len()) {
+            return Ok((body, true));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, false))
 }
 
 pub fn transport_error(url: &str, e: &reqwest::Error, settings: &HttpSettings) -> ModelError {
@@ -214,8 +274,8 @@ fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
         .trim()
         .parse::<f64>()
         .ok()
-        .filter(|s| *s >= 0.0)
-        .map(Duration::from_secs_f64)
+        // A hostile `Retry-After: 1e300` must not panic; the wait is capped by max_delay anyway.
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
 }
 
 /// Map an error from reading a streaming body.

@@ -10,6 +10,7 @@ mod ndjson;
 mod ollama;
 mod openai;
 mod spec;
+mod sse;
 mod types;
 
 pub use client::{ModelClient, ModelInfo};
@@ -19,7 +20,8 @@ pub use local::{GgufClient, LocalSettings, Progress};
 pub use ollama::{OllamaClient, capabilities_of};
 pub use openai::OpenAiClient;
 pub use spec::{
-    BaseUrlSource, ModelSpec, Provider, SpecError, Wire, bound_api_key, resolve_base_url,
+    BaseUrlSource, ModelSpec, Provider, SpecError, Wire, bound_api_key, check_base_url,
+    resolve_base_url,
 };
 pub use types::*;
 

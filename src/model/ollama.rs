@@ -215,7 +215,7 @@ impl ModelClient for OllamaClient {
             .await?;
             let state = NdjsonState {
                 bytes: Box::pin(response.bytes_stream()),
-                lines: LineSplitter::default(),
+                lines: LineSplitter::new(self.settings.max_stream_line),
                 pending: VecDeque::new(),
                 calls_seen: 0,
                 finished: false,
@@ -251,12 +251,24 @@ impl NdjsonState {
             if self.finished {
                 return None;
             }
-            if let Some(line) = self.lines.next_line() {
-                self.parse_line(&line);
-                continue;
+            match self.lines.next_line() {
+                Ok(Some(line)) => {
+                    self.parse_line(&line);
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.finished = true;
+                    return Some(Err(ModelError::line_over_cap("an NDJSON line", e.limit)));
+                }
             }
             match self.bytes.next().await {
-                Some(Ok(chunk)) => self.lines.push(&chunk),
+                Some(Ok(chunk)) => {
+                    if let Err(e) = self.lines.push(&chunk) {
+                        self.finished = true;
+                        return Some(Err(ModelError::line_over_cap("an NDJSON line", e.limit)));
+                    }
+                }
                 Some(Err(e)) => {
                     self.finished = true;
                     return Some(Err(http::body_error(&e, &self.settings)));
@@ -279,6 +291,14 @@ impl NdjsonState {
 
     fn parse_line(&mut self, line: &[u8]) {
         let text = String::from_utf8_lossy(line);
+        if matches!(text, std::borrow::Cow::Owned(_)) {
+            tracing::warn!("invalid UTF-8 in an NDJSON line, replaced with U+FFFD");
+            self.pending.push_back(Ok(ModelEvent::Note(
+                "the model server sent invalid UTF-8 in a streamed line; the bytes were \
+                 replaced with U+FFFD"
+                    .into(),
+            )));
+        }
         let text = text.trim();
         if text.is_empty() {
             return;
@@ -343,13 +363,9 @@ impl NdjsonState {
     /// Calls arrive whole and may be spread over several lines: append, never overwrite.
     fn push_call(&mut self, call: &Value) {
         let function = call.get("function").unwrap_or(call);
-        let Some(name) = function.get("name").and_then(Value::as_str) else {
-            self.fail(ModelError::Malformed(format!(
-                "tool call without a name: {}",
-                excerpt(&call.to_string(), 200)
-            )));
-            return;
-        };
+        // A call without a name is the model's mistake to fix: it reaches the loop as a
+        // malformed call (empty name) and the model is told, instead of the reply failing.
+        let name = function.get("name").and_then(Value::as_str).unwrap_or("");
         let index = self.calls_seen;
         self.calls_seen += 1;
         let id = call

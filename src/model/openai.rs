@@ -11,7 +11,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::OnceLock;
 
-use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::StreamExt;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
@@ -20,6 +19,7 @@ use super::client::{ModelClient, ModelFuture, ModelInfo, ModelStream};
 use super::error::{ModelError, excerpt};
 use super::http::{self, HttpSettings, RetryObserver};
 use super::spec::{ModelSpec, Provider};
+use super::sse::{SseEvent, SseParser};
 use super::types::{ChatRequest, Message, ModelEvent, Role, TokenCounts, ToolChoice};
 
 pub const DEFAULT_LOCAL_WINDOW: u64 = 32_768;
@@ -256,14 +256,16 @@ impl ModelClient for OpenAiClient {
                 .unwrap_or_default()
                 .to_string();
             if !content_type.is_empty() && !content_type.contains("text/event-stream") {
-                let text = response.text().await.unwrap_or_default();
+                let (text, _) = http::read_error_body(response, &self.settings).await;
                 return Err(ModelError::Malformed(format!(
                     "expected an SSE stream (text/event-stream), got {content_type}: {}",
                     excerpt(&text, 200)
                 )));
             }
             let state = SseState {
-                events: Box::pin(response.bytes_stream().eventsource()),
+                bytes: Box::pin(response.bytes_stream()),
+                parser: SseParser::new(self.settings.max_stream_line),
+                ended: false,
                 pending: VecDeque::new(),
                 slots: HashMap::new(),
                 next_slot: 0,
@@ -280,12 +282,8 @@ impl ModelClient for OpenAiClient {
     }
 }
 
-type SseStream = std::pin::Pin<
-    Box<
-        dyn futures_util::Stream<
-                Item = Result<eventsource_stream::Event, EventStreamError<reqwest::Error>>,
-            > + Send,
-    >,
+type ByteStream = std::pin::Pin<
+    Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Send>,
 >;
 
 /// A wire tool-call index maps to our slot; a new id at an occupied index opens a new slot
@@ -296,7 +294,10 @@ struct Slot {
 }
 
 struct SseState {
-    events: SseStream,
+    bytes: ByteStream,
+    parser: SseParser,
+    /// The body ended (its last event, if any, already taken).
+    ended: bool,
     pending: VecDeque<Result<ModelEvent, ModelError>>,
     slots: HashMap<u64, Slot>,
     next_slot: usize,
@@ -315,21 +316,53 @@ impl SseState {
             if self.done {
                 return None;
             }
-            match self.events.next().await {
-                Some(Ok(event)) => self.handle(&event.event, &event.data),
-                Some(Err(EventStreamError::Transport(e))) => {
-                    self.fail(http::body_error(&e, &self.settings));
-                }
-                Some(Err(e)) => self.fail(ModelError::Malformed(e.to_string())),
-                None if self.finish_reason.is_some() => {
+            match self.next_sse().await {
+                Ok(Some(event)) => self.take(event),
+                Err(e) => self.fail(e),
+                Ok(None) if self.finish_reason.is_some() => {
                     tracing::warn!("SSE stream ended without [DONE] after finish_reason");
                     self.finish();
                 }
-                None => self.fail(ModelError::Truncated(
+                Ok(None) => self.fail(ModelError::Truncated(
                     "the SSE stream ended without finish_reason or [DONE]".into(),
                 )),
             }
         }
+    }
+
+    /// The next event off the wire; `Ok(None)` once the body has ended.
+    async fn next_sse(&mut self) -> Result<Option<SseEvent>, ModelError> {
+        let over =
+            |e: super::ndjson::LineTooLong| ModelError::line_over_cap("an SSE event", e.limit);
+        loop {
+            if let Some(event) = self.parser.next_event().map_err(over)? {
+                return Ok(Some(event));
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            match self.bytes.next().await {
+                Some(Ok(chunk)) => self.parser.push(&chunk).map_err(over)?,
+                Some(Err(e)) => return Err(http::body_error(&e, &self.settings)),
+                None => {
+                    self.ended = true;
+                    return self.parser.finish().map_err(over);
+                }
+            }
+        }
+    }
+
+    fn take(&mut self, event: SseEvent) {
+        if event.invalid_utf8 {
+            // One bad byte sequence costs a replacement character, not the reply.
+            tracing::warn!("invalid UTF-8 in an SSE event, replaced with U+FFFD");
+            self.pending.push_back(Ok(ModelEvent::Note(
+                "the model server sent invalid UTF-8 in a streamed event; the bytes were \
+                 replaced with U+FFFD"
+                    .into(),
+            )));
+        }
+        self.handle(&event.name, &event.data);
     }
 
     fn handle(&mut self, name: &str, data: &str) {
@@ -471,12 +504,9 @@ impl SseState {
             Some(slot) => id.is_some() && slot.id.as_deref() != id,
         };
         if opens_new {
-            let Some(name) = name else {
-                self.fail(ModelError::Malformed(format!(
-                    "a tool call fragment for index {wire_index} arrived before its name"
-                )));
-                return;
-            };
+            // No name (absent or empty) is the model's mistake to fix: the loop gets a call
+            // named "" and answers it as malformed, the reply goes on.
+            let name = name.unwrap_or_default();
             let ours = self.next_slot;
             self.next_slot += 1;
             self.slots.insert(

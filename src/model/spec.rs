@@ -198,6 +198,32 @@ pub fn bound_api_key(key: Option<String>, configured_for: &str, base_url: &str) 
     }
 }
 
+/// Refuses a base URL that is not an http(s) URL (after the same normalization requests get:
+/// a bare `host:port` means `http://host:port`). `field` names the setting in the error.
+pub fn check_base_url(field: &str, raw: &str) -> Result<(), String> {
+    let trimmed = raw.trim();
+    let url = if trimmed.contains("://") {
+        trimmed.to_string()
+    } else {
+        format!("http://{trimmed}")
+    };
+    let problem = match reqwest::Url::parse(&url) {
+        Err(e) => Some(e.to_string()),
+        Ok(u) if !matches!(u.scheme(), "http" | "https") => {
+            Some(format!("the scheme is {:?}, not http or https", u.scheme()))
+        }
+        Ok(u) if u.host_str().is_none_or(str::is_empty) => Some("it names no host".into()),
+        Ok(u) if u.query().is_some() || u.fragment().is_some() => {
+            Some("it has a query or fragment; paths are appended to it".into())
+        }
+        Ok(_) => None,
+    };
+    match problem {
+        None => Ok(()),
+        Some(why) => Err(format!("{field} {raw:?} is not an http(s) URL: {why}")),
+    }
+}
+
 /// `OLLAMA_HOST` is often `0.0.0.0:11434` or a bare host: give it a scheme and a reachable
 /// address. Trailing slashes go so paths can be appended.
 fn normalize_base_url(provider: Provider, raw: &str) -> String {
@@ -222,6 +248,30 @@ fn normalize_base_url(provider: Provider, raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base_urls_must_be_http() {
+        for good in [
+            "http://127.0.0.1:8080/v1",
+            "https://api.openai.com/v1/",
+            "localhost:11434",
+        ] {
+            assert_eq!(check_base_url("base_url", good), Ok(()), "{good}");
+        }
+        for bad in [
+            "file:///etc/passwd",
+            "ftp://host/x",
+            "unix:///run/x.sock",
+            "",
+            "http://",
+            "http://[::1",
+            "http://h/v1?x=1",
+            "javascript:alert(1)",
+        ] {
+            let e = check_base_url("base_url", bad).expect_err(bad);
+            assert!(e.starts_with("base_url "), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn parses_every_provider_and_keeps_colons_in_the_model() {

@@ -143,6 +143,9 @@ pub enum ModelEvent {
         arguments: Value,
     },
     Usage(TokenCounts),
+    /// Something the server got wrong that was repaired on the way (invalid UTF-8 replaced):
+    /// the reply goes on, the session shows the note.
+    Note(String),
     /// The server finished the reply. The stream ends after this.
     Finished {
         reason: Option<String>,

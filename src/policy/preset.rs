@@ -263,6 +263,7 @@ impl Policy {
         };
         let file: PresetFile =
             toml::from_str(text).map_err(|e| invalid(crate::config::toml_error(text, &e)))?;
+        names::check(&file).map_err(invalid)?;
         let offer = match file.offer {
             OfferText::Word(w) if w == "all" => Offer::All,
             OfferText::Word(w) if w == "allowed" => Offer::Allowed,
@@ -473,5 +474,6 @@ fn compile_rule(rule: RuleFile) -> Result<Rule, String> {
     })
 }
 
+mod names;
 #[cfg(test)]
 mod tests;

@@ -273,9 +273,12 @@ impl McpServer {
         let Some(handle) = self.manager.get(&p.agent_id) else {
             return fail(format!("no agent {}", p.agent_id));
         };
-        let limit = match p.timeout {
-            Some(secs) if secs.is_finite() && secs > 0.0 => Duration::from_secs_f64(secs),
-            Some(secs) => return fail(format!("timeout must be a positive number, not {secs}")),
+        let limit = match p
+            .timeout
+            .map(|secs| crate::config::seconds("timeout", secs))
+        {
+            Some(Ok(limit)) => limit,
+            Some(Err(e)) => return fail(e),
             None => DEFAULT_RUN_TIMEOUT,
         };
         // Tapped before the turn is sent, so its result cannot slip past.

@@ -102,7 +102,7 @@ async fn execute(
     let spec = ProcessSpec {
         program: program.clone(),
         args,
-        cwd,
+        cwd: cwd.clone(),
         env: ctx.settings.env.clone(),
         timeout,
         max_output_bytes: ctx
@@ -114,7 +114,7 @@ async fn execute(
     };
     let outcome = process::run(spec, &ctx.output, &ctx.cancel)
         .await
-        .map_err(|e| spawn_error(&program, &e))?;
+        .map_err(|e| spawn_error(&program, &e, &cwd))?;
     if let Some(why) = &outcome.refused {
         return Err(ToolError::Sandbox(format!(
             "the sandbox refused to run it: {why}"
@@ -196,7 +196,15 @@ fn pick_timeout(
     Ok((max, Some(note)))
 }
 
-fn spawn_error(program: &str, e: &io::Error) -> ToolError {
+fn spawn_error(program: &str, e: &io::Error, cwd: &Path) -> ToolError {
+    // A spawn into a directory that is gone fails with ENOENT too: say which is missing.
+    if e.kind() == io::ErrorKind::NotFound && !cwd.is_dir() {
+        return ToolError::Failed(format!(
+            "cannot run {program}: its working directory {} no longer exists (was it deleted \
+             or moved?)",
+            cwd.display()
+        ));
+    }
     match e.kind() {
         io::ErrorKind::NotFound => ToolError::Failed(format!(
             "cannot run {program}: it was not found (is it installed and on PATH?)"

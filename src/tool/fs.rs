@@ -7,8 +7,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::output::{
-    BINARY_SNIFF_BYTES, MAX_FILE_BYTES, check, human_size, io_error, looks_binary, open_root,
-    parse_args, run_blocking, walker,
+    BINARY_SNIFF_BYTES, MAX_FILE_BYTES, check, decode_text, human_size, io_error, looks_binary,
+    open_root, parse_args, run_blocking, walker,
 };
 use super::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, cut_head_tail};
 
@@ -136,7 +136,7 @@ fn read_file(ctx: &ToolContext, args: &ReadArgs) -> Result<String, ToolError> {
         }
         line += 1;
     }
-    let mut text = String::from_utf8(out).map_err(|_| binary())?;
+    let (mut text, latin1) = decode_text(out).ok_or_else(binary)?;
     if line > end && !reader.fill_buf().map_err(io)?.is_empty() {
         let sep = if text.ends_with('\n') { "" } else { "\n" };
         let total = if size <= MAX_FILE_BYTES {
@@ -151,6 +151,12 @@ fn read_file(ctx: &ToolContext, args: &ReadArgs) -> Result<String, ToolError> {
             human_size(size)
         };
         text.push_str(&format!("{sep}[… file continues: {total} total]"));
+    }
+    if latin1 {
+        let sep = if text.ends_with('\n') { "" } else { "\n" };
+        text.push_str(&format!(
+            "{sep}[{shown} is not UTF-8: it was read as Latin-1 (ISO-8859-1)]"
+        ));
     }
     Ok(text)
 }
@@ -346,8 +352,20 @@ mod tests {
         ] {
             assert_eq!(read(&ctx, args).await, Err(ToolError::Refused(msg.into())));
         }
-        let latin1 = read(&ctx, json!({"path": "latin1.txt"})).await;
-        assert!(says(latin1, "latin1.txt is a binary file"));
+        let latin1 = read(&ctx, json!({"path": "latin1.txt"})).await.unwrap();
+        assert_eq!(
+            latin1,
+            "caf\u{e9}\n[latin1.txt is not UTF-8: it was read as Latin-1 (ISO-8859-1)]"
+        );
+        std::fs::write(
+            ctx.root.join("late_nul.txt"),
+            [&[b'a'; 9000][..], b"\xe9\0\n"].concat(),
+        )
+        .unwrap();
+        assert!(says(
+            read(&ctx, json!({"path": "late_nul.txt"})).await,
+            "late_nul.txt is a binary file"
+        ));
         assert!(says(
             read(&ctx, json!({"path": "d"})).await,
             "use list_directory"

@@ -81,6 +81,11 @@ pub struct ManifestError {
     pub reason: String,
 }
 
+/// The built-in tools' names (the tools/*.toml catalogue), without parsing anything.
+pub fn tool_names() -> impl Iterator<Item = &'static str> {
+    EMBEDDED.iter().map(|(name, _)| *name)
+}
+
 /// All embedded manifests, parsed once.
 pub fn manifests() -> Result<&'static [ToolManifest], &'static ManifestError> {
     static PARSED: OnceLock<Result<Vec<ToolManifest>, ManifestError>> = OnceLock::new();

@@ -14,7 +14,7 @@ mod write;
 
 pub use desktop::clipboard_helper_main;
 pub use editor::{Editor, EditorFuture, EditorLink};
-pub use manifest::{Danger, ToolManifest, manifests};
+pub use manifest::{Danger, ToolManifest, manifests, tool_names};
 pub use output::cut_head_tail;
 pub use registry::{RegisteredTool, ToolRegistry};
 pub use settings::{OutputSink, ToolSettings};

@@ -122,6 +122,17 @@ pub(super) fn looks_binary(bytes: &[u8]) -> bool {
     memchr::memchr(0, &bytes[..bytes.len().min(BINARY_SNIFF_BYTES)]).is_some()
 }
 
+/// File bytes as text: UTF-8 as it is; otherwise, unless it holds a NUL byte (binary),
+/// Latin-1 (ISO-8859-1: every byte is the character of that code), with `true` so the caller
+/// can say so. Latin-1 text is common in old sources and logs; refusing it as binary hid it.
+pub(super) fn decode_text(bytes: Vec<u8>) -> Option<(String, bool)> {
+    match String::from_utf8(bytes) {
+        Ok(text) => Some((text, false)),
+        Err(e) if memchr::memchr(0, e.as_bytes()).is_some() => None,
+        Err(e) => Some((e.as_bytes().iter().map(|&b| char::from(b)).collect(), true)),
+    }
+}
+
 /// Runs filesystem work off the async threads; a cancelled call returns at once even if the
 /// work is stuck in a slow read (the work itself also watches the token and stops).
 pub(super) async fn run_blocking<T: Send + 'static>(

@@ -14,6 +14,7 @@ mod file_tools;
 mod gate;
 mod gate_attacks;
 mod git_attacks;
+mod hostile_faults;
 mod log_faults;
 mod mcp;
 mod process_attacks;

@@ -19,6 +19,10 @@ pub(crate) async fn model_client(
     resumed: Option<&SessionMeta>,
     progress: model::Progress,
 ) -> Result<(Arc<dyn ModelClient>, ModelSpec), OpenError> {
+    // Refused before anything is resolved or reached: a file: or unix: URL is never a model.
+    if let Some(raw) = &spec.base_url {
+        model::check_base_url("base_url", raw).map_err(usage)?;
+    }
     let env = |name: &str| std::env::var(name).ok();
     let settings = config.http_settings();
     let spec_text = match spec

@@ -49,19 +49,17 @@ pub struct ServerSettings {
 }
 
 impl ServerSettings {
-    fn from_env() -> ServerSettings {
-        let secs = |name: &str, default: f64| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.parse::<f64>().ok())
-                .filter(|v| *v > 0.0)
-                .map_or(Duration::from_secs_f64(default), Duration::from_secs_f64)
+    /// `CORRAL_WS_IDLE_SECS` and `CORRAL_WS_REPLAY_SECS`, range-checked: a value that is not a
+    /// number of seconds in (0, 30 days] stops `serve` with an error naming the variable.
+    fn from_env() -> Result<ServerSettings, crate::config::RangeError> {
+        let secs = |name: &str, default: u64| {
+            crate::config::env_seconds(name).map(|v| v.unwrap_or(Duration::from_secs(default)))
         };
-        ServerSettings {
-            idle_drop: secs("CORRAL_WS_IDLE_SECS", 90.0),
-            replay_window: secs("CORRAL_WS_REPLAY_SECS", 30.0),
-            send_timeout: secs("CORRAL_WS_SEND_SECS", 10.0),
-        }
+        Ok(ServerSettings {
+            idle_drop: secs("CORRAL_WS_IDLE_SECS", 90)?,
+            replay_window: secs("CORRAL_WS_REPLAY_SECS", 30)?,
+            send_timeout: secs("CORRAL_WS_SEND_SECS", 10)?,
+        })
     }
 }
 
@@ -204,6 +202,7 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
         dirs::home_dir().as_deref(),
     )
     .map_err(usage)?;
+    let settings = ServerSettings::from_env().map_err(usage)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| RunError::Runtime(format!("cannot listen on {addr}: {e}")))?;
@@ -227,7 +226,7 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
         auth: Auth::new(&secret).map_err(|e| RunError::Runtime(e.to_string()))?,
         access: access::Access::new(&config.server, roots),
         hosts: guard::HostCheck::new(bound, &config.server.allowed_hosts),
-        settings: ServerSettings::from_env(),
+        settings,
         ws: ws::Hub::default(),
         logs,
         shutdown: CancellationToken::new(),

@@ -333,6 +333,9 @@ fn chat(state: &Shared, format: Format, body: &Value, arrived: Instant) -> Respo
             Format::OpenAi => "text/event-stream",
         };
         set_header(&mut r, "content-type", content_type);
+        if let Some(code) = reply.stream_status {
+            *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+        }
         if format == Format::OpenAi {
             set_header(&mut r, "cache-control", "no-cache");
         }
@@ -372,6 +375,11 @@ async fn write_body(
                     return cancelled();
                 }
             }
+            Action::Repeat(bytes) => loop {
+                if tx.send(Ok(bytes.clone())).await.is_err() {
+                    return cancelled();
+                }
+            },
             Action::Fail => {
                 let _ = tx
                     .send(Err(io::Error::other("fake model: scripted disconnect")))

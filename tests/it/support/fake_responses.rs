@@ -209,6 +209,11 @@ pub(super) fn render(reply: &Reply, model: &str) -> Vec<Action> {
                 return out;
             }
             Step::Garbage(g) => out.push(Action::Send(Bytes::from(format!("data: {g}\n\n")))),
+            Step::Raw(bytes) => out.push(Action::Send(Bytes::from(bytes.clone()))),
+            Step::Endless(bytes) => {
+                out.push(Action::Repeat(Bytes::from(bytes.clone())));
+                return out;
+            }
             Step::Stall(d) => out.push(Action::Sleep(*d)),
             Step::Disconnect => {
                 out.push(Action::Fail);

@@ -35,6 +35,10 @@ pub(super) enum Step {
     Garbage(String),
     Stall(Duration),
     Disconnect,
+    /// Bytes written as they are, in either format.
+    Raw(Vec<u8>),
+    /// These bytes again and again until the client goes away.
+    Endless(Vec<u8>),
 }
 
 /// What the writer task does, in order.
@@ -46,6 +50,8 @@ pub enum Action {
     Sleep(Duration),
     /// Abort the body with an io error: hyper drops the connection without a clean end.
     Fail,
+    /// Write this chunk until the client goes away.
+    Repeat(Bytes),
 }
 
 /// Builder for one scripted reply. Each chat request takes the next queued reply.
@@ -56,6 +62,8 @@ pub struct Reply {
     usage: Option<(u64, u64)>,
     no_done: bool,
     pub(crate) status: Option<(u16, String)>,
+    /// The streamed body goes out under this status instead of 200.
+    pub(crate) stream_status: Option<u16>,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) chunk_delay: Option<Duration>,
 }
@@ -164,6 +172,22 @@ impl Reply {
         self
     }
 
+    /// Bytes written as they are (invalid UTF-8, odd framing), in either format.
+    pub fn raw(self, bytes: &[u8]) -> Reply {
+        self.step(Step::Raw(bytes.to_vec()))
+    }
+
+    /// `bytes` written again and again until the client goes away; nothing follows.
+    pub fn endless(self, bytes: &[u8]) -> Reply {
+        self.step(Step::Endless(bytes.to_vec()))
+    }
+
+    /// Stream the body under HTTP `code` (an error reply whose body never ends, say).
+    pub fn stream_status(mut self, code: u16) -> Reply {
+        self.stream_status = Some(code);
+        self
+    }
+
     /// An extra response header.
     pub fn header(mut self, name: &str, value: &str) -> Reply {
         self.headers.push((name.to_owned(), value.to_owned()));
@@ -258,6 +282,11 @@ impl Reply {
                     out.push(Action::Send(Bytes::from(format!("data: {e}\n\n"))));
                 }
                 Step::Garbage(g) => out.push(Action::Send(Bytes::from(format!("data: {g}\n\n")))),
+                Step::Raw(bytes) => out.push(Action::Send(Bytes::from(bytes.clone()))),
+                Step::Endless(bytes) => {
+                    out.push(Action::Repeat(Bytes::from(bytes.clone())));
+                    return out;
+                }
                 Step::Stall(d) => out.push(Action::Sleep(*d)),
                 Step::Disconnect => {
                     out.push(Action::Fail);
@@ -330,6 +359,11 @@ impl Reply {
                 Step::Keepalive => {}
                 Step::Error(m) => out.push(line(json!({ "error": m }))),
                 Step::Garbage(g) => out.push(Action::Send(Bytes::from(format!("{g}\n")))),
+                Step::Raw(bytes) => out.push(Action::Send(Bytes::from(bytes.clone()))),
+                Step::Endless(bytes) => {
+                    out.push(Action::Repeat(Bytes::from(bytes.clone())));
+                    return out;
+                }
                 Step::Stall(d) => out.push(Action::Sleep(*d)),
                 Step::Disconnect => {
                     out.push(Action::Fail);
