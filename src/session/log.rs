@@ -24,6 +24,9 @@ pub fn log_path(dir: &Path, agent: &str) -> PathBuf {
 /// A batch is written once it holds this much, even if more is queued.
 const BATCH_BYTES: usize = 1 << 20;
 
+/// What the batch buffer starts with and shrinks back to.
+const BATCH_CAPACITY: usize = 64 * 1024;
+
 /// Why a log stopped taking envelopes. Everything from the failed batch on is not in it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("cannot write the event log {}: {reason}{}", path.display(), repair_note(.repaired))]
@@ -149,7 +152,7 @@ fn write_loop(
     path: PathBuf,
     on_failure: OnFailure,
 ) {
-    let mut batch = Vec::with_capacity(64 * 1024);
+    let mut batch = Vec::with_capacity(BATCH_CAPACITY);
     let mut flushes = Vec::new();
     while let Ok(first) = receiver.recv() {
         let mut next = Some(first);
@@ -197,6 +200,11 @@ fn write_batch(file: &mut File, end: &mut u64, batch: &mut Vec<u8>) -> io::Resul
     file.write_all(batch)?;
     *end += batch.len() as u64;
     batch.clear();
+    // One huge envelope (a 100 MB answer) must not leave its size behind for the session's
+    // life: the conversation already holds that text once.
+    if batch.capacity() > 2 * BATCH_BYTES {
+        batch.shrink_to(BATCH_CAPACITY);
+    }
     Ok(())
 }
 
