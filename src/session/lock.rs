@@ -125,6 +125,15 @@ impl SessionLock {
     }
 }
 
+/// Whether a live process holds session `id` now. Probes with a shared lock on a read-only
+/// open, so the holder's record is left as it is; a missing lock file means nobody.
+pub fn is_held(dir: &Path, id: &str) -> bool {
+    match File::open(lock_path(dir, id)) {
+        Ok(file) => matches!(file.try_lock_shared(), Err(TryLockError::WouldBlock)),
+        Err(_) => false,
+    }
+}
+
 fn read_all(file: &File) -> Vec<u8> {
     let mut text = vec![0u8; 4096];
     let n = file.read_at(&mut text, 0).unwrap_or(0);
@@ -148,7 +157,10 @@ mod tests {
             "{text}"
         );
         assert!(SessionLock::acquire(dir.path(), "other").is_ok());
+        assert!(is_held(dir.path(), "abc"));
+        assert!(!is_held(dir.path(), "never-opened"));
         drop(held);
+        assert!(!is_held(dir.path(), "abc"));
         assert!(SessionLock::acquire(dir.path(), "abc").is_ok());
     }
 

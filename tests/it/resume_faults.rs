@@ -251,3 +251,32 @@ async fn sessions_of_a_killed_server_are_listed_dead_and_reopen_with_their_histo
     assert_eq!(sent[2]["content"], "Noted: plum.");
     assert_eq!(sent[3]["content"], "what was the word?");
 }
+
+/// A second server on the same agents directory does not list as dead a session the first
+/// one still runs (its lock is held), and cannot reopen it.
+#[tokio::test]
+async fn a_session_another_live_server_runs_is_not_listed_dead() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    let api = Api::start(&h).await;
+    let id = api.create(&h, &model, serde_json::json!({})).await;
+    let second = Server::start(&h, &[]).await;
+    let admin = second.token("root", true);
+    let other = Api {
+        server: second,
+        http: reqwest::Client::new(),
+        token: admin.clone(),
+    };
+    let all = listed(&other, &admin).await;
+    assert!(
+        !all.iter().any(|s| s["id"] == id.as_str()),
+        "a live session is listed by another server: {all:?}"
+    );
+    let reopen = format!("/api/v1/sessions/{id}/reopen");
+    let (status, body) = other.call(Method::POST, &reopen, None).await;
+    assert_ne!(
+        status,
+        StatusCode::OK,
+        "reopened under a live server: {body}"
+    );
+}

@@ -7,6 +7,7 @@
 //! with status `dead`, under its recorded owner, until [`SessionManager::reopen`] resumes it
 //! from its log (history repaired as `--resume` does). Only the tail of each log is read.
 //! Sessions closed cleanly are not listed; `corral run --resume ID` still resumes any of them.
+//! A session whose lock another live process holds is not listed either: it is not dead.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{Read, Seek, SeekFrom};
@@ -88,6 +89,10 @@ fn backend_kind(model: &str) -> &'static str {
 /// A session left open in `dir`, if `meta` is one.
 fn dormant(dir: &Path, meta: SessionMeta) -> Option<Dormant> {
     let owner = meta.owner.clone()?;
+    // Another live process (a `run -i`, a second server) runs it: not dead, and not ours.
+    if crate::session::lock::is_held(dir, &meta.id) {
+        return None;
+    }
     let path = log_path(dir, &meta.id);
     let last = last_envelope(&path)?;
     if matches!(&last.payload, Payload::Status(s) if s.status == Status::Dead) {
