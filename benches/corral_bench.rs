@@ -547,7 +547,7 @@ async fn resume(rows: &mut Vec<Row>) {
         let h = Harness::new();
         let server = FakeModel::start().await;
         // Room for the whole history: no compaction before the first request.
-        h.write_config("[providers.ollama]\nnum_ctx = 1073741824\n");
+        h.write_config("[providers.ollama]\nnum_ctx = 100000000\n");
         server.set_models(vec![support::ModelInfo::new(
             "bench",
             &["completion", "tools"],
