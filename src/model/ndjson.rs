@@ -11,6 +11,11 @@ pub struct LineTooLong {
     pub limit: usize,
 }
 
+/// A response body as it arrives; what both wire formats split into lines.
+pub type ByteStream = std::pin::Pin<
+    Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Send>,
+>;
+
 #[derive(Debug)]
 pub struct LineSplitter {
     buffer: Vec<u8>,

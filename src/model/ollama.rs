@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::client::{ModelClient, ModelFuture, ModelInfo, ModelStream};
 use super::error::{ModelError, excerpt};
 use super::http::{self, HttpSettings, RetryObserver};
-use super::ndjson::LineSplitter;
+use super::ndjson::{ByteStream, LineSplitter};
 use super::spec::ModelSpec;
 use super::types::{ChatRequest, Message, ModelEvent, Role, TokenCounts, ToolChoice};
 
@@ -228,10 +228,6 @@ impl ModelClient for OllamaClient {
         })
     }
 }
-
-type ByteStream = std::pin::Pin<
-    Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Send>,
->;
 
 struct NdjsonState {
     bytes: ByteStream,

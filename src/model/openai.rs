@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use super::client::{ModelClient, ModelFuture, ModelInfo, ModelStream};
 use super::error::{ModelError, excerpt};
 use super::http::{self, HttpSettings, RetryObserver};
+use super::ndjson::ByteStream;
 use super::spec::{ModelSpec, Provider};
 use super::sse::{SseEvent, SseParser};
 use super::types::{ChatRequest, Message, ModelEvent, Role, TokenCounts, ToolChoice};
@@ -281,10 +282,6 @@ impl ModelClient for OpenAiClient {
         })
     }
 }
-
-type ByteStream = std::pin::Pin<
-    Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Send>,
->;
 
 /// A wire tool-call index maps to our slot; a new id at an occupied index opens a new slot
 /// (some Ollama-compatible servers reuse index 0 for parallel calls).
