@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
 
+mod de;
+
 /// One event as it travels: the typed envelope plus its JSON, serialized once and shared by
 /// every subscriber.
 #[derive(Debug)]
@@ -23,7 +25,8 @@ pub struct Event {
 
 pub type SharedEvent = Arc<Event>;
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// Deserialized by hand (see `de`), to read logs without buffering each envelope.
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Envelope {
     pub seq: u64,
     pub ts: Timestamp,
@@ -344,15 +347,6 @@ impl fmt::Display for Timestamp {
 impl Serialize for Timestamp {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Timestamp {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339)
-            .map(Timestamp)
-            .map_err(serde::de::Error::custom)
     }
 }
 

@@ -100,21 +100,36 @@ pub fn build_client(settings: &HttpSettings) -> Result<reqwest::Client, ModelErr
 
 /// POST `body` as JSON and return the response once it has a success status, retrying
 /// connection failures, 429 and 5xx.
+/// A chat request body: its few settings as a JSON object, then the messages, serialized
+/// from the history where it lies.
+#[derive(serde::Serialize)]
+pub struct ChatBody<M> {
+    #[serde(flatten)]
+    pub fields: serde_json::Value,
+    pub messages: M,
+}
+
 pub async fn post_json(
     client: &reqwest::Client,
     url: &str,
     headers: &HeaderMap,
-    body: &serde_json::Value,
+    body: &(impl serde::Serialize + ?Sized),
     settings: &HttpSettings,
     observer: RetryObserver<'_>,
 ) -> Result<reqwest::Response, ModelError> {
+    // Serialized once: a retry sends the same bytes (a long history is megabytes).
+    let body = bytes::Bytes::from(serde_json::to_vec(body).map_err(|e| ModelError::Connect {
+        url: url.to_string(),
+        reason: format!("the request could not be written as JSON: {e}"),
+    })?);
     let policy = settings.retry;
     let mut attempt = 1;
     loop {
         let sent = client
             .post(url)
             .headers(headers.clone())
-            .json(body)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.clone())
             .send()
             .await;
         let (error, retry_after) = match sent {

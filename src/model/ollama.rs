@@ -9,11 +9,12 @@ use std::sync::OnceLock;
 
 use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::client::{ModelClient, ModelFuture, ModelInfo, ModelStream};
 use super::error::{ModelError, excerpt};
-use super::http::{self, HttpSettings, RetryObserver};
+use super::http::{self, ChatBody, HttpSettings, RetryObserver};
 use super::ndjson::{ByteStream, LineSplitter};
 use super::spec::ModelSpec;
 use super::types::{ChatRequest, Message, ModelEvent, Role, TokenCounts, ToolChoice};
@@ -92,8 +93,8 @@ impl OllamaClient {
         })
     }
 
-    fn request_body(&self, request: &ChatRequest<'_>) -> Value {
-        let messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
+    fn request_body<'a>(&self, request: &ChatRequest<'a>) -> ChatBody<Vec<WireMessage<'a>>> {
+        let messages = request.messages.iter().map(wire_message).collect();
         let mut options = json!({
             "num_ctx": self.num_ctx(),
             "num_predict": request.max_tokens,
@@ -103,7 +104,6 @@ impl OllamaClient {
         }
         let mut body = json!({
             "model": self.spec.model,
-            "messages": messages,
             "stream": true,
             "truncate": false,
             "shift": false,
@@ -123,7 +123,10 @@ impl OllamaClient {
         if self.info.get().is_some_and(|i| i.supports_thinking) {
             body["think"] = json!(true);
         }
-        body
+        ChatBody {
+            fields: body,
+            messages,
+        }
     }
 }
 
@@ -139,42 +142,68 @@ pub fn capabilities_of(shown: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn wire_message(message: &Message) -> Value {
-    let role = match message.role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-    };
-    let mut wire = json!({ "role": role, "content": message.content });
-    if let Some(thinking) = &message.thinking {
-        wire["thinking"] = json!(thinking);
-    }
-    if !message.tool_calls.is_empty() {
-        wire["tool_calls"] = message
+/// One history message as `/api/chat` takes it, borrowed from the history: a long session's
+/// request is built without copying every message into a JSON tree first.
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<WireCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    images: Vec<&'a str>,
+}
+
+#[derive(Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    index: usize,
+    name: &'a str,
+    arguments: &'a Value,
+}
+
+fn wire_message(message: &Message) -> WireMessage<'_> {
+    WireMessage {
+        role: match message.role {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        },
+        content: &message.content,
+        thinking: message.thinking.as_deref(),
+        tool_calls: message
             .tool_calls
             .iter()
             .enumerate()
-            .map(|(index, call)| {
-                json!({"id": call.id, "function": {
-                    "index": index, "name": call.name, "arguments": call.arguments}})
+            .map(|(index, call)| WireCall {
+                id: &call.id,
+                function: WireFunction {
+                    index,
+                    name: &call.name,
+                    arguments: &call.arguments,
+                },
             })
-            .collect();
-    }
-    if let Some(name) = &message.tool_name {
-        wire["tool_name"] = json!(name);
-    }
-    if let Some(id) = &message.tool_call_id {
-        wire["tool_call_id"] = json!(id);
-    }
-    if !message.images.is_empty() {
-        wire["images"] = message
+            .collect(),
+        tool_name: message.tool_name.as_deref(),
+        tool_call_id: message.tool_call_id.as_deref(),
+        images: message
             .images
             .iter()
-            .map(|i| json!(i.data_base64))
-            .collect();
+            .map(|i| i.data_base64.as_str())
+            .collect(),
     }
-    wire
 }
 
 impl ModelClient for OllamaClient {

@@ -17,11 +17,14 @@ use serde_json::{Value, json};
 
 use super::client::{ModelClient, ModelFuture, ModelInfo, ModelStream};
 use super::error::{ModelError, excerpt};
-use super::http::{self, HttpSettings, RetryObserver};
+use super::http::{self, ChatBody, HttpSettings, RetryObserver};
 use super::ndjson::ByteStream;
 use super::spec::{ModelSpec, Provider};
 use super::sse::{SseEvent, SseParser};
-use super::types::{ChatRequest, Message, ModelEvent, Role, TokenCounts, ToolChoice};
+use super::types::{ChatRequest, ModelEvent, TokenCounts, ToolChoice};
+use wire::{WireMessage, wire_messages};
+
+mod wire;
 
 pub const DEFAULT_LOCAL_WINDOW: u64 = 32_768;
 pub const DEFAULT_OPENAI_WINDOW: u64 = 128_000;
@@ -86,11 +89,10 @@ impl OpenAiClient {
             .filter(|n| *n > 0)
     }
 
-    fn request_body(&self, request: &ChatRequest<'_>) -> Value {
+    fn request_body<'a>(&self, request: &ChatRequest<'a>) -> ChatBody<Vec<WireMessage<'a>>> {
         let messages = wire_messages(request.messages);
         let mut body = json!({
             "model": self.spec.model,
-            "messages": messages,
             "stream": true,
             "stream_options": {"include_usage": true},
         });
@@ -130,75 +132,10 @@ impl OpenAiClient {
                 }
             }
         }
-        body
-    }
-}
-
-/// Chat completions has no images in tool messages: images a run of tool results carried go
-/// in one user message right after that run (tool messages must follow their call directly).
-fn wire_messages(messages: &[Message]) -> Vec<Value> {
-    let mut wire = Vec::with_capacity(messages.len());
-    let mut pending_images: Vec<Value> = Vec::new();
-    for message in messages {
-        if message.role != Role::Tool && !pending_images.is_empty() {
-            wire.push(images_message(std::mem::take(&mut pending_images)));
+        ChatBody {
+            fields: body,
+            messages,
         }
-        wire.push(wire_message(message));
-        if message.role == Role::Tool {
-            pending_images.extend(message.images.iter().map(image_part));
-        }
-    }
-    if !pending_images.is_empty() {
-        wire.push(images_message(pending_images));
-    }
-    wire
-}
-
-fn image_part(image: &super::types::Image) -> Value {
-    json!({"type": "image_url", "image_url": {
-        "url": format!("data:{};base64,{}", image.mime_type, image.data_base64)}})
-}
-
-fn images_message(parts: Vec<Value>) -> Value {
-    let mut content =
-        vec![json!({"type": "text", "text": "Images returned by the tool calls above:"})];
-    content.extend(parts);
-    json!({"role": "user", "content": content})
-}
-
-fn wire_message(message: &Message) -> Value {
-    match message.role {
-        Role::System => json!({"role": "system", "content": message.content}),
-        Role::User if message.images.is_empty() => {
-            json!({"role": "user", "content": message.content})
-        }
-        Role::User => {
-            let mut parts = vec![json!({"type": "text", "text": message.content})];
-            parts.extend(message.images.iter().map(image_part));
-            json!({"role": "user", "content": parts})
-        }
-        Role::Assistant => {
-            let mut wire = json!({"role": "assistant", "content": message.content});
-            if !message.tool_calls.is_empty() {
-                if message.content.is_empty() {
-                    wire["content"] = Value::Null;
-                }
-                wire["tool_calls"] = message
-                    .tool_calls
-                    .iter()
-                    .map(|call| {
-                        json!({"id": call.id, "type": "function", "function": {
-                            "name": call.name, "arguments": call.arguments.to_string()}})
-                    })
-                    .collect();
-            }
-            wire
-        }
-        Role::Tool => json!({
-            "role": "tool",
-            "tool_call_id": message.tool_call_id.as_deref().unwrap_or_default(),
-            "content": message.content,
-        }),
     }
 }
 
