@@ -390,3 +390,15 @@ pub fn holding(word: &str) -> Vec<u32> {
     }
     found
 }
+
+/// The tool names the `n`-th chat request offered (none when it has no `tools`).
+pub fn offered_tools(server: &FakeModel, n: usize) -> Vec<String> {
+    server.chat_requests()[n]["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["function"]["name"].as_str().unwrap_or("").to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -120,6 +120,17 @@ fn clipboard_now(d: &Desktop) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The targets the clipboard's owner offers (`None` while nobody owns it).
+fn clipboard_targets(d: &Desktop) -> Option<Vec<String>> {
+    let out = run_tool("xclip", &["-selection", "clipboard", "-t", "TARGETS", "-o"], d);
+    out.status.success().then(|| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    })
+}
+
 /// Puts `bytes` on the clipboard with xclip (which stays in the background as the owner).
 async fn xclip_set(d: &Desktop, target: &str, bytes: &[u8]) {
     let mut child = Command::new("xclip")
@@ -351,8 +362,6 @@ async fn the_screenshot_shows_what_is_on_screen_in_the_right_colours() {
             .expect("xmessage (x11-utils, scripts/setup installs it)"),
     );
     let (x, y) = window_origin(&d, &title).await;
-    // Let the server finish painting the window.
-    tokio::time::sleep(Duration::from_millis(200)).await;
 
     let registry = corral::ToolRegistry::builtin().unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -361,22 +370,31 @@ async fn the_screenshot_shows_what_is_on_screen_in_the_right_colours() {
     settings.screenshot_max_long_edge = 0; // full resolution
     settings.env = vec![("DISPLAY".into(), d.display.clone())];
     ctx.settings = Arc::new(settings);
-    let shot = registry
-        .get("screenshot")
-        .unwrap()
-        .tool
-        .call(json!({}), &ctx)
-        .await
-        .unwrap();
-    let (w, _, pixels) = decode_png(&shot.images[0].data_base64);
-    let pixel = |px: u32, py: u32| {
-        let at = ((py * w + px) * 3) as usize;
-        [pixels[at], pixels[at + 1], pixels[at + 2]]
-    };
+    let screenshot = &registry.get("screenshot").unwrap().tool;
     // Inside the window, clear of its border and text: pure red, so the channels are in
     // RGB order (the server's BGRX turned around) and the capture is where the window is.
-    assert_eq!(pixel(x + 4, y + 4), [255, 0, 0]);
-    assert_eq!(pixel(x + 290, y + 190), [255, 0, 0]);
+    // A mapped window may not be painted yet: shots are taken until it is, or the deadline.
+    let probes = [(x + 4, y + 4), (x + 290, y + 190)];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let shot = screenshot.call(json!({}), &ctx).await.unwrap();
+        let (w, _, pixels) = decode_png(&shot.images[0].data_base64);
+        let seen: Vec<[u8; 3]> = probes
+            .iter()
+            .map(|&(px, py)| {
+                let at = ((py * w + px) * 3) as usize;
+                [pixels[at], pixels[at + 1], pixels[at + 2]]
+            })
+            .collect();
+        if seen.iter().all(|p| *p == [255, 0, 0]) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the window at {probes:?} never showed pure red [255, 0, 0]: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]
@@ -438,7 +456,14 @@ async fn clipboard_read_returns_what_another_program_copied() {
 
     // An image on the clipboard is not text.
     xclip_set(&d, "image/png", b"\x89PNG not really").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        eventually(Duration::from_secs(5), || clipboard_targets(&d)
+            .is_some_and(|t| t.contains(&"image/png".to_owned())
+                && !t.iter().any(|t| t == "UTF8_STRING")))
+        .await,
+        "xclip did not take the clipboard with an image: {:?}",
+        clipboard_targets(&d)
+    );
     let server = FakeModel::start().await;
     server.push(Reply::new().tool_call("c1", "clipboard_read", "{}"));
     server.push(Reply::new().text("No text."));

@@ -169,16 +169,7 @@ async fn disable_takes_the_tool_off_the_offer_for_the_session() {
     answer(&mut running, 0, "disable").await;
     let out = running.wait().await;
     assert_eq!(out.code, Some(0), "{out:?}");
-    let offered = |n: usize| -> Vec<String> {
-        server.chat_requests()[n]["tools"]
-            .as_array()
-            .map(|t| {
-                t.iter()
-                    .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let offered = |n: usize| offered_tools(&server, n);
     assert!(offered(0).contains(&"write_file".to_string()));
     assert!(!offered(1).contains(&"write_file".to_string()));
     assert!(offered(1).contains(&"read_file".to_string()));

@@ -18,6 +18,7 @@ mod hostile_faults;
 mod log_faults;
 mod mcp;
 mod process_attacks;
+mod prompt_images;
 mod resume_faults;
 mod run_cli;
 mod run_loop;

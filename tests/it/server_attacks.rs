@@ -11,7 +11,7 @@ use crate::support::server::Server;
 use crate::support::{FakeModel, Harness, Reply};
 
 mod streams;
-mod wire;
+pub(crate) mod wire;
 
 use wire::{call, close_frame, create, session_body, without, ws_connect};
 
@@ -61,8 +61,10 @@ async fn a_user_token_cannot_run_a_program_name_a_preset_file_or_bypass_the_gate
         json!({"cwd": h.work(), "model": "acp:cmd=true"}),
     )
     .await;
-    assert_ne!(status, StatusCode::FORBIDDEN, "{answer}");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Opening runs the backend within the request: the answer comes after `true` ran and
+    // failed the handshake, so no wait is needed to see what the refused requests ran.
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{answer}");
+    assert_eq!(answer["error"]["code"], "MODEL_UNAVAILABLE", "{answer}");
     assert!(!marker.exists(), "a user token ran a program on the server");
 
     // Preset files, and any preset that approves everything, whatever its name.

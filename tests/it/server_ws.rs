@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+use crate::common::offered_tools;
+use crate::server_attacks::wire::close_frame;
 use crate::support::server::Server;
 use crate::support::{FakeModel, Harness, Reply};
 
@@ -97,6 +99,46 @@ pub(crate) async fn close_code(ws: &mut Ws) -> u16 {
     }
 }
 
+/// The admin log stream at INFO, to learn when the server decided something about a
+/// connection; subscribed once it answers a ping, so nothing logged after this returns is
+/// missed.
+pub(crate) async fn log_stream(server: &Server) -> Ws {
+    let url = format!(
+        "{}/ws/v1/logs?token={}&level=INFO",
+        server.ws_base,
+        server.token("root", true)
+    );
+    let mut logs = connect(&url).await;
+    logs.send(Message::text("ping")).await.unwrap();
+    while next(&mut logs).await["type"] != "pong" {}
+    logs
+}
+
+/// The message of the next log line that holds `needle`.
+pub(crate) async fn wait_for_log(logs: &mut Ws, needle: &str) -> String {
+    loop {
+        let line = next(logs).await;
+        let message = line["message"].as_str().unwrap_or("").to_string();
+        if message.contains(needle) {
+            return message;
+        }
+    }
+}
+
+/// The number the server gave the next connection attached to session `id`.
+async fn attached_conn(logs: &mut Ws, id: &str) -> String {
+    let prefix = format!("session {id}: connection ");
+    loop {
+        let message = wait_for_log(logs, &prefix).await;
+        if let Some(conn) = message
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(" attached"))
+        {
+            return conn.to_owned();
+        }
+    }
+}
+
 pub(crate) async fn send(ws: &mut Ws, value: Value) {
     ws.send(Message::text(value.to_string())).await.unwrap();
 }
@@ -180,9 +222,16 @@ async fn ws_full_turn_with_a_tool_call_in_order() {
         Reply::new()
             .text("Let me look.")
             .tool_call("c1", "read_file", r#"{"path":"a.txt"}"#)
+            .usage(1_200, 34)
             .finish("tool_calls"),
     );
-    model.push(Reply::new().text("It says").text(" hello.").finish("stop"));
+    model.push(
+        Reply::new()
+            .text("It says")
+            .text(" hello.")
+            .usage(1_301, 9)
+            .finish("stop"),
+    );
     let mut ws = connect(&session_url(&server, &id, &server.token("alice", false))).await;
     assert_eq!(next(&mut ws).await["payload"]["state"], "idle");
     send(&mut ws, user("what is in a.txt?")).await;
@@ -221,15 +270,12 @@ async fn ws_full_turn_with_a_tool_call_in_order() {
     assert!(text.ends_with("It says hello."), "{text:?}");
     let done = &turn.last().unwrap()["payload"];
     assert_eq!(done["tool_calls"], 1);
-    for key in [
-        "message_id",
-        "total_tokens",
-        "input_tokens",
-        "output_tokens",
-        "duration_ms",
-    ] {
-        assert!(!done[key].is_null(), "{key} in {done}");
-    }
+    // The turn's tokens are the sums of what the model server reported for its two requests.
+    assert_eq!(done["input_tokens"], 1_200 + 1_301, "{done}");
+    assert_eq!(done["output_tokens"], 34 + 9, "{done}");
+    assert_eq!(done["total_tokens"], 1_200 + 1_301 + 34 + 9, "{done}");
+    assert_eq!(done["message_id"], format!("{id}-1"), "{done}");
+    assert!(done["duration_ms"].is_u64(), "{done}");
 }
 
 /// A write_file turn under the default preset, answered with `action`; returns the turn.
@@ -268,12 +314,43 @@ async fn confirm_turn(ws: &mut Ws, model: &FakeModel, action: &str) -> Vec<Value
     rest
 }
 
+/// Answers every `tool_confirm_request` of the running turn with `deny` until `done`; whether
+/// one came, and the turn's messages.
+async fn deny_asks_until_done(ws: &mut Ws) -> (bool, Vec<Value>) {
+    let mut asked = false;
+    let mut seen = Vec::new();
+    loop {
+        let part = collect(ws, |m| is("done")(m) || is("tool_confirm_request")(m)).await;
+        let last = part.last().unwrap().clone();
+        seen.extend(part);
+        if last["type"] == "done" {
+            return (asked, seen);
+        }
+        asked = true;
+        let id = &last["payload"]["confirmation_id"];
+        let answer = json!({"confirmation_id": id, "action": "deny"});
+        send(ws, json!({"type": "tool_confirm", "payload": answer})).await;
+    }
+}
+
+/// The error of the turn's one `tool_end` (`None`: the call ran).
+fn tool_error(turn: &[Value]) -> Option<String> {
+    let ends: Vec<&Value> = turn.iter().filter(|m| m["type"] == "tool_end").collect();
+    assert_eq!(ends.len(), 1, "{turn:?}");
+    ends[0]["payload"]["error"].as_str().map(str::to_owned)
+}
+
+/// Each answer does what DESIGN.md's approval options say, and only that: deny refuses this
+/// call; disable takes the tool off the offer for the session and refuses it later without
+/// asking; forbid_all offers no tools for the rest of the turn, and the next turn has them
+/// again; allow_all lets the next call run without asking; cancel ends the turn.
 #[tokio::test]
 async fn ws_tool_confirm_allow_deny_and_every_action() {
     let h = Harness::new();
     let model = FakeModel::start().await;
     let server = Server::start(&h, &[]).await;
     let token = server.token("alice", false);
+    let has_write = |tools: &[String]| tools.iter().any(|t| t == "write_file");
     for action in [
         "allow",
         "deny",
@@ -283,6 +360,7 @@ async fn ws_tool_confirm_allow_deny_and_every_action() {
         "cancel",
     ] {
         let _ = std::fs::remove_file(h.work().join("out.txt"));
+        let first = model.chat_requests().len();
         let id = open(&server, &h, &model, "alice", None).await;
         let mut ws = connect(&session_url(&server, &id, &token)).await;
         assert_eq!(next(&mut ws).await["payload"]["state"], "idle");
@@ -292,14 +370,65 @@ async fn ws_tool_confirm_allow_deny_and_every_action() {
         let last = rest.last().unwrap();
         if action == "cancel" {
             assert_eq!(last["type"], "error", "{rest:?}");
+            assert_eq!(model.chat_requests().len(), first + 1, "{action}");
         } else {
             assert_eq!(last["type"], "done", "{rest:?}");
-            let end = rest.iter().find(|m| m["type"] == "tool_end").unwrap();
-            assert_eq!(
-                end["payload"]["error"].is_null(),
-                written,
-                "{action}: {end}"
-            );
+            let expected = match action {
+                "deny" => Some("the user denied this call"),
+                "disable" => Some("the user disabled write_file for the rest of this session"),
+                "forbid_all" => Some(
+                    "the user forbade tool calls for the rest of this turn; answer without tools",
+                ),
+                _ => None,
+            };
+            assert_eq!(tool_error(&rest).as_deref(), expected, "{action}");
+            // The same turn's next request: what the answer left on offer.
+            let after = offered_tools(&model, first + 1);
+            match action {
+                "disable" => {
+                    assert!(!has_write(&after), "{action}: {after:?}");
+                    assert!(after.iter().any(|t| t == "read_file"), "{action}: {after:?}");
+                }
+                "forbid_all" => assert!(after.is_empty(), "{action}: {after:?}"),
+                _ => assert!(has_write(&after), "{action}: {after:?}"),
+            }
+        }
+
+        // A second turn makes the same call again.
+        let turn2 = model.chat_requests().len();
+        model.push(
+            Reply::new()
+                .tool_call("w2", "write_file", r#"{"path":"out.txt","content":"again"}"#)
+                .finish("tool_calls"),
+        );
+        model.push(Reply::new().text("ok").finish("stop"));
+        send(&mut ws, user("write it again")).await;
+        let (asked, turn) = deny_asks_until_done(&mut ws).await;
+        let offered = offered_tools(&model, turn2);
+        let again = std::fs::read_to_string(h.work().join("out.txt")).ok();
+        match action {
+            "allow_all" => {
+                assert!(!asked, "allow_all: asked again");
+                assert_eq!(tool_error(&turn), None);
+                assert_eq!(again.as_deref(), Some("again"));
+            }
+            "disable" => {
+                assert!(!asked, "disable: asked again");
+                assert!(!has_write(&offered), "disable: {offered:?}");
+                assert_eq!(
+                    tool_error(&turn).as_deref(),
+                    Some("refused: the write_file tool was disabled for this session")
+                );
+            }
+            // A new turn lifts forbid_all; deny and allow held for that one call only.
+            _ => {
+                assert!(asked, "{action}: not asked again");
+                assert!(has_write(&offered), "{action}: {offered:?}");
+                assert_eq!(tool_error(&turn).as_deref(), Some("the user denied this call"));
+            }
+        }
+        if action != "allow_all" {
+            assert_eq!(again.as_deref(), written.then_some("hi"), "{action}");
         }
     }
 }
@@ -336,16 +465,24 @@ async fn ws_silent_connections_are_dropped() {
     let server = Server::start(&h, &[("CORRAL_WS_IDLE_SECS", "1")]).await;
     let id = open(&server, &h, &model, "alice", None).await;
     let mut ws = connect(&session_url(&server, &id, &server.token("alice", false))).await;
-    let started = std::time::Instant::now();
-    assert_eq!(close_code(&mut ws).await, 1000);
-    assert!(started.elapsed() >= Duration::from_millis(900));
+    // Served first (the current state), then dropped for its silence, and said so.
+    assert!(state_is("idle")(&next(&mut ws).await));
+    let (code, reason) = close_frame(&mut ws, WAIT).await;
+    assert_eq!(
+        (code, reason.as_str()),
+        (1000, "no message within the keepalive window")
+    );
     let url = format!(
         "{}/ws/v1/logs?token={}",
         server.ws_base,
         server.token("root", true)
     );
     let mut logs = connect(&url).await;
-    assert_eq!(close_code(&mut logs).await, 1000);
+    let (code, reason) = close_frame(&mut logs, WAIT).await;
+    assert_eq!(
+        (code, reason.as_str()),
+        (1000, "no message within the keepalive window")
+    );
 }
 
 #[tokio::test]
@@ -395,13 +532,18 @@ async fn ws_reconnect_with_last_seq_loses_and_repeats_nothing() {
     }
     model.push(reply.chunk_delay(Duration::from_millis(40)).finish("stop"));
     let token = server.token("alice", false);
+    let mut logs = log_stream(&server).await;
     let mut first = connect(&session_url(&server, &id, &token)).await;
+    let conn = attached_conn(&mut logs, &id).await;
     let mut seen = vec![next(&mut first).await];
     send(&mut first, user("count")).await;
     seen.extend(collect(&mut first, is("token")).await);
     seen.push(next(&mut first).await);
     drop(first); // no close handshake: a network drop
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The server has let go of the dropped connection: the next one reconnects, it does not
+    // replace a live one.
+    let detached = format!("session {id}: connection {conn} detached");
+    wait_for_log(&mut logs, &detached).await;
     let last = seen.last().unwrap()["seq"].as_u64().unwrap();
     let mut second = connect(&format!(
         "{}&last_seq={last}",
@@ -468,16 +610,24 @@ async fn ws_log_stream_is_admin_only_and_answers_ping() {
 async fn ws_expired_buffer_gives_current_state_and_shutdown_closes_1001() {
     let h = Harness::new();
     let model = FakeModel::start().await;
-    let server = Server::start(&h, &[("CORRAL_WS_REPLAY_SECS", "0.5")]).await;
+    let window = Duration::from_millis(50);
+    let secs = window.as_secs_f64().to_string();
+    let server = Server::start(&h, &[("CORRAL_WS_REPLAY_SECS", secs.as_str())]).await;
     let id = open(&server, &h, &model, "alice", None).await;
     let url = session_url(&server, &id, &server.token("alice", false));
+    let mut logs = log_stream(&server).await;
     let mut ws = connect(&url).await;
+    let conn = attached_conn(&mut logs, &id).await;
     next(&mut ws).await;
     model.push(Reply::new().text("gone soon").finish("stop"));
     send(&mut ws, user("hi")).await;
     collect(&mut ws, is("done")).await;
     drop(ws);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The window runs from the server's disconnect, which came before its log line: once
+    // `window` has passed since the line arrived, it has passed for the server too.
+    let detached = format!("session {id}: connection {conn} detached");
+    wait_for_log(&mut logs, &detached).await;
+    tokio::time::sleep_until(tokio::time::Instant::now() + window).await;
     let mut ws = connect(&format!("{url}&last_seq=1")).await;
     assert!(state_is("idle")(&next(&mut ws).await));
     // Nothing was replayed: the next message is the answer to this ping.

@@ -11,7 +11,10 @@ use tokio_tungstenite::MaybeTlsStream;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::server_rest::client::Api;
-use crate::server_ws::{Ws, close_code, collect, connect, is, next, open, send, session_url, user};
+use crate::server_ws::{
+    Ws, close_code, collect, connect, is, log_stream, next, open, send, session_url, user,
+    wait_for_log,
+};
 use crate::support::server::Server;
 use crate::support::{FakeModel, Harness, Reply};
 
@@ -51,26 +54,6 @@ fn rss_mib(pid: u32) -> f64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap();
     kib / 1024.0
-}
-
-/// The admin log stream, to learn when the server decided something about a connection.
-async fn log_stream(server: &Server) -> Ws {
-    let url = format!(
-        "{}/ws/v1/logs?token={}&level=INFO",
-        server.ws_base,
-        server.token("root", true)
-    );
-    connect(&url).await
-}
-
-async fn wait_for_log(logs: &mut Ws, needle: &str) -> String {
-    loop {
-        let line = next(logs).await;
-        let message = line["message"].as_str().unwrap_or("").to_string();
-        if message.contains(needle) {
-            return message;
-        }
-    }
 }
 
 /// Polls `GET /sessions/{id}` (up to 120 s) until the turn `turn` is over.

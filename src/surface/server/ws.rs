@@ -253,6 +253,8 @@ async fn serve_session(
         }
     };
     channel.detach(attached.conn);
+    // The replay window runs from here; tests wait for this line instead of guessing.
+    tracing::info!(target: "corral::ws", "session {}: connection {conn} detached", handle.id());
     if let End::Close(code, reason) = end {
         tracing::info!(target: "corral::ws",
             "session {}: connection {conn} closed with {code}: {reason}", handle.id());
