@@ -122,7 +122,11 @@ fn clipboard_now(d: &Desktop) -> Option<String> {
 
 /// The targets the clipboard's owner offers (`None` while nobody owns it).
 fn clipboard_targets(d: &Desktop) -> Option<Vec<String>> {
-    let out = run_tool("xclip", &["-selection", "clipboard", "-t", "TARGETS", "-o"], d);
+    let out = run_tool(
+        "xclip",
+        &["-selection", "clipboard", "-t", "TARGETS", "-o"],
+        d,
+    );
     out.status.success().then(|| {
         String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -458,8 +462,9 @@ async fn clipboard_read_returns_what_another_program_copied() {
     xclip_set(&d, "image/png", b"\x89PNG not really").await;
     assert!(
         eventually(Duration::from_secs(5), || clipboard_targets(&d)
-            .is_some_and(|t| t.contains(&"image/png".to_owned())
-                && !t.iter().any(|t| t == "UTF8_STRING")))
+            .is_some_and(
+                |t| t.contains(&"image/png".to_owned()) && !t.iter().any(|t| t == "UTF8_STRING")
+            ))
         .await,
         "xclip did not take the clipboard with an image: {:?}",
         clipboard_targets(&d)

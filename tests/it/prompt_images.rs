@@ -18,7 +18,10 @@ fn image_file(h: &Harness) -> (Vec<u8>, String) {
     let path = h.work().join("picture.png");
     std::fs::write(&path, &bytes).unwrap();
     let read = std::fs::read(&path).unwrap();
-    (read.clone(), base64::engine::general_purpose::STANDARD.encode(read))
+    (
+        read.clone(),
+        base64::engine::general_purpose::STANDARD.encode(read),
+    )
 }
 
 /// One ACP prompt of text and the image on `model` through `corral acp`; the user message

@@ -387,7 +387,10 @@ async fn ws_tool_confirm_allow_deny_and_every_action() {
             match action {
                 "disable" => {
                     assert!(!has_write(&after), "{action}: {after:?}");
-                    assert!(after.iter().any(|t| t == "read_file"), "{action}: {after:?}");
+                    assert!(
+                        after.iter().any(|t| t == "read_file"),
+                        "{action}: {after:?}"
+                    );
                 }
                 "forbid_all" => assert!(after.is_empty(), "{action}: {after:?}"),
                 _ => assert!(has_write(&after), "{action}: {after:?}"),
@@ -398,7 +401,11 @@ async fn ws_tool_confirm_allow_deny_and_every_action() {
         let turn2 = model.chat_requests().len();
         model.push(
             Reply::new()
-                .tool_call("w2", "write_file", r#"{"path":"out.txt","content":"again"}"#)
+                .tool_call(
+                    "w2",
+                    "write_file",
+                    r#"{"path":"out.txt","content":"again"}"#,
+                )
                 .finish("tool_calls"),
         );
         model.push(Reply::new().text("ok").finish("stop"));
@@ -424,7 +431,10 @@ async fn ws_tool_confirm_allow_deny_and_every_action() {
             _ => {
                 assert!(asked, "{action}: not asked again");
                 assert!(has_write(&offered), "{action}: {offered:?}");
-                assert_eq!(tool_error(&turn).as_deref(), Some("the user denied this call"));
+                assert_eq!(
+                    tool_error(&turn).as_deref(),
+                    Some("the user denied this call")
+                );
             }
         }
         if action != "allow_all" {

@@ -22,7 +22,9 @@
 //! `seq` is per session, across connections (see `hub`). On connect, `?last_seq=N` first
 //! replays the buffered messages after N (all or nothing: if the buffer no longer reaches
 //! back to N+1, nothing), then the current `agent_state` follows as a new message, so the
-//! stream a client sees stays in `seq` order.
+//! stream a client sees stays in `seq` order. Each connection's start and end are logged at
+//! INFO (`session ID: connection N attached` / `… detached`); the replay window runs from
+//! the end.
 
 mod hub;
 mod logs;
@@ -253,7 +255,7 @@ async fn serve_session(
         }
     };
     channel.detach(attached.conn);
-    // The replay window runs from here; tests wait for this line instead of guessing.
+    // The replay window runs from here: whoever reconnects can tell from the log.
     tracing::info!(target: "corral::ws", "session {}: connection {conn} detached", handle.id());
     if let End::Close(code, reason) = end {
         tracing::info!(target: "corral::ws",
