@@ -33,18 +33,50 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The code of a file without its tests: test files, and everything from a file's
-/// `#[cfg(test)]` on (test modules close the files of this crate).
+/// The code of a file without its tests: test files, and each item marked `#[cfg(test)]`
+/// (a test module, a test-only helper), cut out up to its closing brace or semicolon.
 fn non_test_code(path: &Path) -> String {
     let name = path.file_name().unwrap().to_string_lossy();
     if name == "tests.rs" || name.ends_with("_tests.rs") {
         return String::new();
     }
     let text = std::fs::read_to_string(path).unwrap();
-    match text.find("#[cfg(test)]") {
-        Some(i) => text[..i].to_string(),
-        None => text,
+    let mut kept = String::new();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("#[cfg(test)]") {
+        kept.push_str(&rest[..i]);
+        rest = &rest[i + "#[cfg(test)]".len()..];
+        rest = &rest[item_end(rest)..];
     }
+    kept.push_str(rest);
+    kept
+}
+
+/// Where the item at the start of `text` ends: after its first `;` when that comes before any
+/// `{` (`mod tests;`, a `use`), else after the brace that closes the first `{`.
+fn item_end(text: &str) -> usize {
+    let open = text.find('{');
+    match text.find(';') {
+        Some(semi) if open.is_none_or(|open| semi < open) => return semi + 1,
+        _ => {}
+    }
+    let Some(open) = open else {
+        return text.len();
+    };
+    let mut depth = 0usize;
+    for (i, c) in text[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return open + i + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    text.len()
 }
 
 /// Each `crate::<name>` a text names, with its line number; comments included, since a doc
