@@ -6,36 +6,41 @@
 mod agent;
 mod backend;
 mod config;
+mod error;
 mod event;
+mod host;
 mod model;
 mod policy;
 mod sandbox;
 mod session;
 mod surface;
 mod tool;
+mod worktree;
 
-pub use agent::{Agent, AgentConfig, ToolChoiceMode, TurnOutcome};
+pub use agent::{Agent, AgentConfig, TurnOutcome};
 pub use config::{Config, ConfigError};
+pub use error::Error;
 pub use event::*;
+pub use host::manager::{SessionInfo, SessionManager, TurnMode};
+pub use host::open::OpenSpec;
 pub use model::{
     BaseUrlSource, ChatRequest, HttpSettings, Image, Message, ModelClient, ModelError, ModelEvent,
     ModelInfo, ModelSpec, OllamaClient, OpenAiClient, Provider, RetryPolicy, Role, SpecError,
-    TokenCounts, ToolCall, ToolChoice, ToolSchema, Wire, capabilities_of, resolve_base_url,
+    TokenCounts, ToolCall, ToolChoice, ToolChoiceMode, ToolSchema, Wire, capabilities_of,
+    resolve_base_url,
 };
 pub use policy::{Decision, Policy, PolicyError, PolicyOverrides};
 pub use sandbox::{
     HELPER_COMMAND as SANDBOX_HELPER_COMMAND, NetworkMode, SandboxMode, SandboxSpec,
     SandboxSupport, close_inherited_fds, end_own_children, sandbox_exec_main,
 };
-pub use session::manager::{SessionInfo, SessionManager, TurnMode};
-pub use session::open::OpenSpec;
 pub use session::{Session, SessionError, SessionMeta, Subscription, log_path, read_log};
 pub use surface::acp::{AcpArgs, acp};
 pub use surface::doctor::doctor;
 pub use surface::mcp::{DEFAULT_APPROVAL_TIMEOUT, mcp};
 pub use surface::policies::{list_policies, show_policy};
 pub use surface::run::load_config;
-pub use surface::run::{Exit, RunArgs, RunError, run};
+pub use surface::run::{Exit, RunArgs, run};
 pub use surface::safe_text::{SafeWriter, escape as escape_for_terminal};
 pub use surface::server::auth::{
     Auth, AuthError, Role as ServerRole, default_secret_path, load_secret, parse_ttl,

@@ -17,9 +17,10 @@ use crate::event::{
     ToolUseData,
 };
 use crate::model::{Image, Message, ToolCall};
+use crate::sandbox::OutputSink;
 use crate::session::Session;
 use crate::tool::{
-    OutputSink, RegisteredTool, ToolContext, ToolError, ToolRegistry, ToolSettings, cut_head_tail,
+    RegisteredTool, ToolContext, ToolError, ToolRegistry, ToolSettings, cut_head_tail,
 };
 
 /// A call that passed validation, ready to run.

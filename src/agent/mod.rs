@@ -24,45 +24,12 @@ use crate::event::{
     Usage, UsageData, UserTextData,
 };
 use crate::model::{
-    ChatRequest, Message, ModelClient, TokenCounts, ToolCall, ToolChoice, ToolSchema,
+    ChatRequest, Message, ModelClient, TokenCounts, ToolCall, ToolChoiceMode, ToolSchema,
 };
 use crate::policy::{Gate, Policy};
 use crate::session::Session;
 use crate::tool::{ToolRegistry, ToolSettings};
 use step::{StepEnd, StepOutput};
-
-/// How `tool_choice` is sent per step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ToolChoiceMode {
-    /// Not sent: the server decides.
-    #[default]
-    ServerDefault,
-    Fixed(ToolChoice),
-    /// `required` on a turn's first step, `auto` after: small models that never call a tool
-    /// on their own still start with one, and can then answer.
-    FirstRequired,
-}
-
-impl ToolChoiceMode {
-    pub fn parse(text: &str) -> Option<ToolChoiceMode> {
-        Some(match text {
-            "auto" => ToolChoiceMode::Fixed(ToolChoice::Auto),
-            "required" => ToolChoiceMode::Fixed(ToolChoice::Required),
-            "none" => ToolChoiceMode::Fixed(ToolChoice::None),
-            "first-required" => ToolChoiceMode::FirstRequired,
-            _ => return None,
-        })
-    }
-
-    fn for_step(self, step: u32) -> Option<ToolChoice> {
-        match self {
-            ToolChoiceMode::ServerDefault => None,
-            ToolChoiceMode::Fixed(choice) => Some(choice),
-            ToolChoiceMode::FirstRequired if step == 0 => Some(ToolChoice::Required),
-            ToolChoiceMode::FirstRequired => Some(ToolChoice::Auto),
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {

@@ -85,7 +85,7 @@ pub trait Backend: Send {
 /// Starts the external agent a session was opened with.
 pub async fn start_external(
     context: external::ExternalContext,
-) -> Result<Box<dyn Backend>, crate::session::open::OpenError> {
+) -> Result<Box<dyn Backend>, crate::error::Error> {
     match context.spec.kind {
         external::ExternalKind::Claude => claude::start(context).await,
         external::ExternalKind::Acp => acp_client::start(context).await,

@@ -6,16 +6,21 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
+pub use connect::ModelChoice;
+pub(crate) use connect::model_client;
+
+mod connect;
 use crate::agent::Agent;
 use crate::config::Config;
+use crate::error::Error;
 use crate::model::{self, ModelClient};
-use crate::session::open::{OpenError, OpenSpec};
 
 pub struct NativeBackend {
     agent: Agent,
     client: Arc<dyn ModelClient>,
-    /// What the session was opened with: a new model resolves its base URL and key the same way.
-    spec: OpenSpec,
+    /// The base URL the session was opened with: a new model resolves its URL and key the
+    /// same way.
+    base_url: Option<String>,
     config: Config,
 }
 
@@ -23,25 +28,27 @@ impl NativeBackend {
     pub fn new(
         agent: Agent,
         client: Arc<dyn ModelClient>,
-        spec: OpenSpec,
+        base_url: Option<String>,
         config: Config,
     ) -> NativeBackend {
         NativeBackend {
             agent,
             client,
-            spec,
+            base_url,
             config,
         }
     }
 
     async fn switch(&mut self, model_text: &str) -> Result<bool, String> {
-        let mut spec = self.spec.clone();
-        spec.model = Some(model_text.to_string());
+        let choice = ModelChoice {
+            model: Some(model_text),
+            base_url: self.base_url.as_deref(),
+        };
         let progress: model::Progress =
             Arc::new(|line: &str| tracing::info!(target: "corral::llama_server", "{line}"));
-        let (client, _) = crate::session::open::model_client(&spec, &self.config, None, progress)
+        let (client, _) = model_client(choice, &self.config, None, progress)
             .await
-            .map_err(|e: OpenError| e.to_string())?;
+            .map_err(|e: Error| e.to_string())?;
         let info = match client.prepare().await {
             Ok(info) => info,
             Err(e) => {
@@ -54,7 +61,6 @@ impl NativeBackend {
         if let Err(e) = old.shutdown().await {
             tracing::warn!(error = %e, "stopping the previous model server");
         }
-        self.spec = spec;
         Ok(true)
     }
 }

@@ -30,7 +30,7 @@ impl Config {
             }
         }
         if let Some(choice) = &self.tool_choice
-            && crate::agent::ToolChoiceMode::parse(choice).is_none()
+            && crate::model::ToolChoiceMode::parse(choice).is_none()
         {
             return Err(invalid(format!(
                 "tool_choice must be auto, required, none or first-required, got {choice:?}"

@@ -13,11 +13,11 @@ pub(crate) mod process;
 pub(crate) mod reaper;
 pub(crate) mod spec;
 pub(crate) mod support;
-pub(crate) mod worktree;
 
 pub use confine::fds::close_inherited as close_inherited_fds;
 pub use confine::sandbox_exec_main;
 pub(crate) use hidden::default_hidden;
+pub use process::OutputSink;
 pub use spec::{HELPER_COMMAND, NetworkMode, SandboxMode, SandboxSpec};
 pub use support::SandboxSupport;
 

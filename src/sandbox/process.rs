@@ -9,6 +9,9 @@
 mod capture;
 mod group;
 mod live;
+mod sink;
+
+pub use sink::OutputSink;
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -28,7 +31,6 @@ use super::env::Redactor;
 use super::reaper;
 use super::spec::SandboxSpec;
 use crate::event::OutputStream;
-use crate::tool::OutputSink;
 use capture::Collector;
 #[cfg(test)]
 use capture::{STREAM_LIMIT, STREAM_STOPPED};

@@ -16,14 +16,12 @@ mod bus;
 pub mod ids;
 mod lock;
 mod log;
-pub mod manager;
 mod meta;
-pub mod open;
 mod status;
 
 pub use approvals::AnswerError;
 pub use bus::Subscription;
-pub use lock::LockError;
+pub use lock::{LockError, is_held};
 pub use log::{LogFailure, log_path, read_log};
 pub use meta::{SessionMeta, WorktreeMeta};
 pub use status::{IllegalTransition, Snapshot, check_transition};

@@ -31,10 +31,11 @@ use tokio::sync::oneshot;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use self::updates::Projection;
-use super::run::{Exit, RunError, load_config};
+use super::run::{Exit, load_config};
+use crate::error::Error;
 use crate::event::{ResultData, Status, StopReason};
-use crate::session::manager::{SessionManager, TurnMode};
-use crate::session::open::{OpenSpec, agents_dir, user_policy_dir};
+use crate::host::manager::{SessionManager, TurnMode};
+use crate::host::open::{OpenSpec, agents_dir, user_policy_dir};
 
 /// Closed sessions kept for `session/load` within one process.
 const KEEP_DEAD: usize = 50;
@@ -361,10 +362,10 @@ fn stop_reason(result: &ResultData) -> Result<&'static str, String> {
 
 /// Serves ACP on stdin/stdout until the client closes stdin; then closes every session.
 /// Logs go to stderr only: stdout is the protocol.
-pub async fn acp(args: AcpArgs) -> Result<Exit, RunError> {
+pub async fn acp(args: AcpArgs) -> Result<Exit, Error> {
     let config = load_config(args.config_path.as_ref())?;
     let log_dir = agents_dir()?;
-    crate::session::open::clean_up_after_crashes(&log_dir);
+    crate::host::open::clean_up_after_crashes(&log_dir);
     let manager = SessionManager::new(config, log_dir, KEEP_DEAD);
     let state = Arc::new(Acp {
         manager: manager.clone(),
@@ -381,7 +382,7 @@ pub async fn acp(args: AcpArgs) -> Result<Exit, RunError> {
     crate::sandbox::process::wait_for_tool_processes(crate::sandbox::process::EXIT_WAIT).await;
     served
         .map(|()| Exit::Ok)
-        .map_err(|e| RunError::Runtime(format!("ACP connection failed: {e}")))
+        .map_err(|e| Error::Runtime(format!("ACP connection failed: {e}")))
 }
 
 /// Every ACP method corral answers. Handlers that wait (opening a session, a model switch)

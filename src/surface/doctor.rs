@@ -404,7 +404,7 @@ fn output(report: &mut Report, config: &Config) {
     );
     let redactor = crate::sandbox::env::Redactor::from_env(
         std::env::vars(),
-        crate::session::open::held_secrets(config),
+        crate::host::open::held_secrets(config),
     );
     let mut names: Vec<&str> = redactor.names().collect();
     names.sort_unstable();

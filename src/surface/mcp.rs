@@ -29,11 +29,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use self::output::{Buffer, OutputRequest};
-use super::run::{Exit, RunError, load_config};
+use super::run::{Exit, load_config};
+use crate::error::Error;
 use crate::event::Payload;
+use crate::host::manager::{SessionManager, TurnMode};
+use crate::host::open::{OpenSpec, agents_dir};
 use crate::policy::Decision;
-use crate::session::manager::{SessionManager, TurnMode};
-use crate::session::open::{OpenSpec, agents_dir};
 
 /// A permission request nobody answers is denied after this long: an MCP client may never
 /// look at `agent_pending`, and a turn must not hang forever on it.
@@ -467,10 +468,10 @@ impl ServerHandler for McpServer {}
 
 /// Serves MCP on stdin/stdout until the client closes stdin; then closes every session
 /// (and so every process they started). Logs go to stderr only: stdout is the protocol.
-pub async fn mcp(config_path: Option<PathBuf>) -> Result<Exit, RunError> {
+pub async fn mcp(config_path: Option<PathBuf>) -> Result<Exit, Error> {
     let config = load_config(config_path.as_ref())?;
     let log_dir = agents_dir()?;
-    crate::session::open::clean_up_after_crashes(&log_dir);
+    crate::host::open::clean_up_after_crashes(&log_dir);
     let manager = SessionManager::new(config, log_dir, KEEP_DEAD);
     let server = McpServer::new(manager.clone());
     let served = match server.serve(rmcp::transport::stdio()).await {
@@ -478,8 +479,8 @@ pub async fn mcp(config_path: Option<PathBuf>) -> Result<Exit, RunError> {
             .waiting()
             .await
             .map(|_| ())
-            .map_err(|e| RunError::Runtime(format!("MCP server task failed: {e}"))),
-        Err(e) => Err(RunError::Runtime(format!("MCP initialization failed: {e}"))),
+            .map_err(|e| Error::Runtime(format!("MCP server task failed: {e}"))),
+        Err(e) => Err(Error::Runtime(format!("MCP initialization failed: {e}"))),
     };
     manager.shutdown().await;
     crate::sandbox::process::wait_for_tool_processes(crate::sandbox::process::EXIT_WAIT).await;

@@ -14,24 +14,25 @@ use std::sync::{Arc, Mutex};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{ToolChoiceMode, TurnOutcome};
+use crate::agent::TurnOutcome;
 use crate::backend::Backend;
 use crate::config::Config;
+use crate::error::{Error, usage};
 use crate::event::StopReason;
+use crate::host::open::{self, OpenSpec};
 use crate::model::Progress;
+use crate::model::ToolChoiceMode;
 use crate::sandbox::{NetworkMode, SandboxMode};
 use crate::session::Session;
-use crate::session::open::{self, OpenError, OpenSpec};
 use crate::tool::Danger;
 
 use super::approve;
 use super::safe_text::{self, SafeWriter};
 use super::tty::{self, Style};
 
-pub use crate::session::open::user_policy_dir;
+pub use crate::host::open::user_policy_dir;
 
 /// `corral run`'s errors: usage (exit 2) or runtime (exit 1).
-pub type RunError = OpenError;
 
 #[derive(Debug, Clone, Default)]
 pub struct RunArgs {
@@ -76,21 +77,17 @@ pub enum Exit {
     Terminated = 143,
 }
 
-impl OpenError {
+impl Error {
     pub fn exit(&self) -> Exit {
         match self {
-            OpenError::Usage(_) | OpenError::Forbidden(_) => Exit::Usage,
-            OpenError::InUse(_) | OpenError::Runtime(_) => Exit::Failure,
+            Error::Usage(_) | Error::Forbidden(_) => Exit::Usage,
+            Error::InUse(_) | Error::Runtime(_) => Exit::Failure,
         }
     }
 }
 
-fn usage(e: impl ToString) -> RunError {
-    RunError::Usage(e.to_string())
-}
-
 /// The config file: `--config`, else the default location (a missing file is empty).
-pub fn load_config(path: Option<&PathBuf>) -> Result<Config, RunError> {
+pub fn load_config(path: Option<&PathBuf>) -> Result<Config, Error> {
     match path.cloned().or_else(Config::default_path) {
         Some(path) => Config::load(&path).map_err(usage),
         None => Ok(Config::default()),
@@ -135,7 +132,7 @@ fn open_spec(args: &RunArgs) -> OpenSpec {
 }
 
 /// Reads the prompt from the argument, else from a piped stdin.
-fn initial_prompt(args: &RunArgs) -> Result<Option<String>, RunError> {
+fn initial_prompt(args: &RunArgs) -> Result<Option<String>, Error> {
     if let Some(prompt) = &args.prompt {
         return Ok(Some(prompt.clone()));
     }
@@ -172,7 +169,7 @@ fn render(args: &RunArgs, session: &Arc<Session>) -> tokio::task::JoinHandle<()>
 }
 
 /// Runs `corral run` to its end and returns the exit code.
-pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
+pub async fn run(args: RunArgs) -> Result<Exit, Error> {
     // Before anything is started: a SIGTERM from here on must not leave children behind.
     let mut stops = Stops::install();
     let config = load_config(args.config_path.as_ref())?;
@@ -242,7 +239,7 @@ pub async fn run(args: RunArgs) -> Result<Exit, RunError> {
     crate::sandbox::process::wait_for_tool_processes(crate::sandbox::process::EXIT_WAIT).await;
     // Whatever the turn said, a session whose log could not be written did not succeed.
     match (result, session.log_failure()) {
-        (Ok(_), Some(failure)) => Err(RunError::Runtime(format!(
+        (Ok(_), Some(failure)) => Err(Error::Runtime(format!(
             "{failure}; the session was stopped. Free space (or raise the file size limit), \
              then continue it with `corral run --resume {}`",
             session.id()
@@ -256,7 +253,7 @@ async fn drive(
     agent: &mut dyn Backend,
     session: &Arc<Session>,
     first_prompt: Option<String>,
-) -> Result<Exit, RunError> {
+) -> Result<Exit, Error> {
     let interrupts = Interrupts::install(session.clone());
     let mut last: Option<TurnOutcome> = None;
     if let Some(prompt) = first_prompt {
@@ -273,7 +270,7 @@ async fn drive(
 }
 
 /// `-i`: one turn per line of stdin until EOF or `/exit`.
-async fn converse(interrupts: &Interrupts, agent: &mut dyn Backend) -> Result<Exit, RunError> {
+async fn converse(interrupts: &Interrupts, agent: &mut dyn Backend) -> Result<Exit, Error> {
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let show_prompt = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     loop {
@@ -286,7 +283,7 @@ async fn converse(interrupts: &Interrupts, agent: &mut dyn Backend) -> Result<Ex
         let line = match lines.next_line().await {
             Ok(Some(line)) => line,
             Ok(None) => break,
-            Err(e) => return Err(RunError::Runtime(format!("reading stdin: {e}"))),
+            Err(e) => return Err(Error::Runtime(format!("reading stdin: {e}"))),
         };
         let line = line.trim();
         if line.is_empty() {

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::sandbox::worktree::{
+use crate::worktree::{
     self, Entry, MergeKind, PruneAction, Record, Store, WorktreeError, snapshot,
 };
 

@@ -263,9 +263,10 @@ mod tests {
 
     use serde_json::json;
 
+    use super::super::ToolSettings;
     use super::super::output::testing::session;
-    use super::super::{OutputSink, ToolSettings};
     use super::*;
+    use crate::sandbox::OutputSink;
 
     fn with_settings(ctx: &mut ToolContext, edit: impl FnOnce(&mut ToolSettings)) {
         let mut settings = (*ctx.settings).clone();

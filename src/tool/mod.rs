@@ -17,7 +17,7 @@ pub use editor::{Editor, EditorFuture, EditorLink};
 pub use manifest::{Danger, ToolManifest, manifests, tool_names};
 pub use output::cut_head_tail;
 pub use registry::{RegisteredTool, ToolRegistry};
-pub use settings::{OutputSink, ToolSettings};
+pub use settings::ToolSettings;
 pub(crate) use write::{Guard, guard as write_guard};
 
 use std::future::Future;
@@ -29,6 +29,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::model::Image;
+use crate::sandbox::OutputSink;
 
 /// What a tool needs to know about the session it runs in.
 #[derive(Debug, Clone)]

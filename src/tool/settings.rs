@@ -1,47 +1,10 @@
 //! What tools share across a session: limits, the environment their processes get, desktop
-//! options, and the sink that streams process output as events.
+//! options, and the sink that streams process output as events (`sandbox::OutputSink`).
 
-use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::event::OutputStream;
 use crate::sandbox::SandboxSpec;
 use crate::sandbox::env::Redactor;
-
-/// Where a running tool's output chunks go (the session turns them into `tool_output`).
-type SinkFn = dyn Fn(OutputStream, &str) + Send + Sync;
-
-#[derive(Clone, Default)]
-pub struct OutputSink(Option<Arc<SinkFn>>);
-
-impl OutputSink {
-    pub fn none() -> Self {
-        OutputSink(None)
-    }
-
-    pub fn new(sink: impl Fn(OutputStream, &str) + Send + Sync + 'static) -> Self {
-        OutputSink(Some(Arc::new(sink)))
-    }
-
-    pub fn emit(&self, stream: OutputStream, text: &str) {
-        if let Some(sink) = &self.0
-            && !text.is_empty()
-        {
-            sink(stream, text);
-        }
-    }
-}
-
-impl fmt::Debug for OutputSink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "OutputSink(..)"
-        } else {
-            "OutputSink(none)"
-        })
-    }
-}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSettings {

@@ -15,6 +15,7 @@ mod gate;
 mod gate_attacks;
 mod git_attacks;
 mod hostile_faults;
+mod layers;
 mod log_faults;
 mod mcp;
 mod process_attacks;

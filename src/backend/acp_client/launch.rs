@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use crate::backend::external::{self, ExternalContext, ExternalSpec, Program};
 use crate::backend::process::Launch;
+use crate::error::Error;
 use crate::policy::Policy;
-use crate::session::open::OpenError;
 
 /// The agent as messages name it: `gemini`, `claude-agent-acp`, or the command's program.
 pub(super) fn agent_name(spec: &ExternalSpec) -> String {
@@ -23,8 +23,8 @@ pub(super) fn agent_name(spec: &ExternalSpec) -> String {
     }
 }
 
-pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, OpenError> {
-    let usage = |m: String| OpenError::Usage(m);
+pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, Error> {
+    let usage = |m: String| Error::Usage(m);
     let (program, args): (PathBuf, Vec<String>) = match context.spec.agent.as_deref() {
         Some("opencode") => (find_program("opencode", "opencode-ai")?, vec!["acp".into()]),
         Some("gemini") => (
@@ -112,14 +112,14 @@ pub(super) fn session_meta(context: &ExternalContext) -> serde_json::Value {
     serde_json::json!({"claudeCode": {"options": options}})
 }
 
-fn find_program(name: &'static str, package: &'static str) -> Result<PathBuf, OpenError> {
+fn find_program(name: &'static str, package: &'static str) -> Result<PathBuf, Error> {
     let program = Program {
         name,
         package,
         override_var: None,
     };
     external::find_program(program, |var| std::env::var(var).ok())
-        .map_err(|e| OpenError::Usage(e.to_string()))
+        .map_err(|e| Error::Usage(e.to_string()))
 }
 
 /// The tools an agent has of its own, in corral's names.

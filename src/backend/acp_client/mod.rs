@@ -28,8 +28,8 @@ use tokio_util::sync::CancellationToken;
 use super::external::ExternalContext;
 use super::process::AgentProcess;
 use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
+use crate::error::Error;
 use crate::session::Session;
-use crate::session::open::OpenError;
 use callbacks::Shared;
 use rpc::{Incoming, Rpc, RpcError};
 
@@ -53,11 +53,11 @@ pub(crate) struct AcpBackend {
     dead: bool,
 }
 
-pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenError> {
+pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> {
     let launch = launch::launch_for(&context)?;
     let agent_name = launch::agent_name(&context.spec);
     let (mut process, pipes) =
-        AgentProcess::spawn(&launch).map_err(|e| OpenError::Runtime(e.to_string()))?;
+        AgentProcess::spawn(&launch).map_err(|e| Error::Runtime(e.to_string()))?;
     let (rpc, mut incoming) = Rpc::start(pipes.stdin, pipes.stdout);
     let handshake = handshake(&context, &rpc, &mut incoming).await;
     let ready = match handshake {
@@ -75,7 +75,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenErr
                 RpcError::Remote { .. } => String::new(),
             };
             process.stop(None).await;
-            return Err(OpenError::Runtime(format!(
+            return Err(Error::Runtime(format!(
                 "{agent_name} did not start an ACP session: {e}{report}"
             )));
         }
@@ -89,7 +89,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenErr
             .emit_error(warning, json!({"agent": agent_name, "advisory": true}));
     }
     let tools = crate::tool::ToolRegistry::builtin()
-        .map_err(|e| OpenError::Runtime(format!("corral's tools: {e}")))?;
+        .map_err(|e| Error::Runtime(format!("corral's tools: {e}")))?;
     let mut shared = Shared::new(
         rpc,
         context.approver.clone(),
@@ -117,7 +117,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenErr
         && let Err(e) = backend.switch(model).await
     {
         backend.process.stop(None).await;
-        return Err(OpenError::Usage(e));
+        return Err(Error::Usage(e));
     }
     Ok(Box::new(backend))
 }

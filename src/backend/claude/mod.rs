@@ -38,28 +38,28 @@ use tokio_util::sync::CancellationToken;
 use super::external::{Approver, ExternalContext, find_program};
 use super::process::AgentProcess;
 use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
+use crate::error::Error;
 use crate::session::Session;
-use crate::session::open::OpenError;
 
 /// How long a `set_model` control request may take.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Starts claude for a session. Nothing is exchanged yet: claude prints nothing before its
 /// first user line.
-pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenError> {
+pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> {
     let program = find_program(launch::PROGRAM, |name| std::env::var(name).ok())
-        .map_err(|e| OpenError::Runtime(e.to_string()))?;
+        .map_err(|e| Error::Runtime(e.to_string()))?;
     start_program(context, program).await
 }
 
 async fn start_program(
     context: ExternalContext,
     program: std::path::PathBuf,
-) -> Result<Box<dyn Backend>, OpenError> {
+) -> Result<Box<dyn Backend>, Error> {
     let launch = launch::launch(&context, program);
     tracing::debug!(args = ?launch.args, "starting claude");
     let (process, pipes) =
-        AgentProcess::spawn(&launch).map_err(|e| OpenError::Runtime(e.to_string()))?;
+        AgentProcess::spawn(&launch).map_err(|e| Error::Runtime(e.to_string()))?;
     let shared = Arc::new(Shared {
         phase: Mutex::new(Phase::Idle),
         process: tokio::sync::Mutex::new(process),

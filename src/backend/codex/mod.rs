@@ -20,9 +20,9 @@ use tokio_util::sync::CancellationToken;
 use super::external::{Answer, Approver, ExternalContext};
 use super::process::{AgentProcess, Launch};
 use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
+use crate::error::Error;
 use crate::event::{ContentBlock, Payload, ResultData, Status, StopReason, Usage, UserTextData};
 use crate::session::Session;
-use crate::session::open::OpenError;
 use rpc::{Incoming, Rpc, RpcError};
 use setup::{codex_model, codex_policy, find_program, private_home};
 use turn::{Ended, TurnState};
@@ -35,7 +35,7 @@ const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 /// wrapper (the npm launcher) dies and leaves the binary behind.
 const LIVENESS_TICK: Duration = Duration::from_millis(250);
 
-pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenError> {
+pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> {
     let program = find_program()?;
     let env = match &context.home {
         Some(home) => private_home(home)?,
@@ -51,7 +51,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenErr
         kind: "codex",
     };
     let (process, pipes) =
-        AgentProcess::spawn(&launch).map_err(|e| OpenError::Runtime(e.to_string()))?;
+        AgentProcess::spawn(&launch).map_err(|e| Error::Runtime(e.to_string()))?;
     let (steer_tx, steer_rx) = mpsc::unbounded_channel();
     let mut backend = CodexBackend {
         steer_tx,
@@ -81,7 +81,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, OpenErr
             };
             let stdin = backend.rpc.take_stdin();
             backend.process.stop(stdin).await;
-            Err(OpenError::Runtime(message))
+            Err(Error::Runtime(message))
         }
     }
 }

@@ -4,27 +4,27 @@
 use std::path::{Path, PathBuf};
 
 use crate::backend::external::{self, ExternalKind, ExternalSpec, Program};
+use crate::error::Error;
 use crate::policy::Policy;
-use crate::session::open::OpenError;
 
 /// `$CORRAL_CODEX`, else `codex` on PATH, else the copy scripts/install-agent-clis installs.
-pub fn find_program() -> Result<PathBuf, OpenError> {
+pub fn find_program() -> Result<PathBuf, Error> {
     let program = Program {
         name: "codex",
         package: "@openai/codex",
         override_var: Some("CORRAL_CODEX"),
     };
     external::find_program(program, |name| std::env::var(name).ok())
-        .map_err(|e| OpenError::Runtime(e.to_string()))
+        .map_err(|e| Error::Runtime(e.to_string()))
 }
 
 /// The environment for a private HOME: codex keeps its config, logins and threads under
 /// `CODEX_HOME`. The user's model-provider config is copied in, since without it codex could
 /// not reach a model at all; logins are not.
-pub fn private_home(home: &Path) -> Result<Vec<(String, String)>, OpenError> {
+pub fn private_home(home: &Path) -> Result<Vec<(String, String)>, Error> {
     let codex_home = home.join(".codex");
     std::fs::create_dir_all(&codex_home)
-        .map_err(|e| OpenError::Runtime(format!("cannot create {}: {e}", codex_home.display())))?;
+        .map_err(|e| Error::Runtime(format!("cannot create {}: {e}", codex_home.display())))?;
     let user_config = std::env::var_os("CODEX_HOME")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)

@@ -5,9 +5,9 @@
 
 use std::collections::VecDeque;
 
+use super::OutputSink;
 use crate::event::OutputStream;
 use crate::sandbox::env::{RedactStream, Redactor};
-use crate::tool::OutputSink;
 
 /// Per call, streamed chunks stop after this much so a flood doesn't flood the event stream.
 pub(super) const STREAM_LIMIT: usize = 1 << 20;

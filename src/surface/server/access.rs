@@ -1,6 +1,6 @@
 //! What a token may reach: `admin` is the host's owner, `user` is not.
 //!
-//! A `user` token opens sessions under [`Limits`] (see `session::open::limits`): corral's own
+//! A `user` token opens sessions under [`Limits`] (see `host::open::limits`): corral's own
 //! loop, preset names that still ask, directories under `[server] roots`, external backends
 //! only as `[server] user_backends` lists them; and holds at most `max_sessions_per_owner` live
 //! sessions (429 beyond). Admins are unbounded: an admin token can already run any program
@@ -20,8 +20,8 @@ use super::ApiError;
 use super::auth::Claims;
 use crate::config::Server as ServerConfig;
 use crate::event::Status;
-use crate::session::manager::{Handle, SessionManager};
-use crate::session::open::Limits;
+use crate::host::manager::{Handle, SessionManager};
+use crate::host::open::Limits;
 
 /// Live sessions a user owner may hold unless the config says otherwise.
 pub const DEFAULT_MAX_SESSIONS: usize = 16;

@@ -31,9 +31,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use self::auth::{Auth, Claims};
-use super::run::{Exit, RunError, load_config};
-use crate::session::manager::SessionManager;
-use crate::session::open::agents_dir;
+use super::run::{Exit, load_config};
+use crate::error::{Error, usage};
+use crate::host::manager::SessionManager;
+use crate::host::open::agents_dir;
 
 pub use logs::LogHub;
 
@@ -169,13 +170,9 @@ pub struct ServeArgs {
     pub config_path: Option<PathBuf>,
 }
 
-fn usage(e: impl ToString) -> RunError {
-    RunError::Usage(e.to_string())
-}
-
 /// Runs the server until Ctrl-C, SIGTERM or SIGHUP; then every session is closed (and every
 /// child process with it) before returning. What crashed runtimes left is reaped at start.
-pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
+pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, Error> {
     let config = load_config(args.config_path.as_ref())?;
     let listen = args
         .listen
@@ -194,7 +191,7 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
     let secret_file = auth::default_secret_path()
         .ok_or_else(|| usage("cannot find a config directory: set XDG_CONFIG_HOME or HOME"))?;
     let secret = auth::load_secret(config.server.jwt_secret.as_deref(), &secret_file)
-        .map_err(|e| RunError::Runtime(e.to_string()))?;
+        .map_err(|e| Error::Runtime(e.to_string()))?;
     let started_in = std::env::current_dir().map_err(usage)?;
     let roots = access::user_roots(
         &config.server.roots,
@@ -205,13 +202,13 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
     let settings = ServerSettings::from_env().map_err(usage)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| RunError::Runtime(format!("cannot listen on {addr}: {e}")))?;
+        .map_err(|e| Error::Runtime(format!("cannot listen on {addr}: {e}")))?;
     let bound = listener
         .local_addr()
-        .map_err(|e| RunError::Runtime(e.to_string()))?;
+        .map_err(|e| Error::Runtime(e.to_string()))?;
     let log_dir = agents_dir()?;
     // At start, not at the first session: a crashed server's tools must not run on meanwhile.
-    crate::session::open::clean_up_after_crashes(&log_dir);
+    crate::host::open::clean_up_after_crashes(&log_dir);
     let manager = SessionManager::new(config.clone(), log_dir, 10);
     let dormant = manager.load_dormant();
     if dormant > 0 {
@@ -223,7 +220,7 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
     }
     let state = Arc::new(AppState {
         manager: manager.clone(),
-        auth: Auth::new(&secret).map_err(|e| RunError::Runtime(e.to_string()))?,
+        auth: Auth::new(&secret).map_err(|e| Error::Runtime(e.to_string()))?,
         access: access::Access::new(&config.server, roots),
         hosts: guard::HostCheck::new(bound, &config.server.allowed_hosts),
         settings,
@@ -261,7 +258,7 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, RunError> {
     manager.shutdown().await;
     // Closed sessions' tool processes end in background tasks: they must be gone first.
     crate::sandbox::process::wait_for_tool_processes(crate::sandbox::process::EXIT_WAIT).await;
-    served.map_err(|e| RunError::Runtime(format!("server error: {e}")))?;
+    served.map_err(|e| Error::Runtime(format!("server error: {e}")))?;
     Ok(Exit::Ok)
 }
 

@@ -23,11 +23,12 @@ use serde_json::{Value, json};
 
 use super::auth::Claims;
 use super::{ApiError, AppState, Shared, access, authenticate};
+use crate::error::Error;
 use crate::event::Status;
+use crate::host::manager::{Handle, SendError, TurnMode};
+use crate::host::open::OpenSpec;
 use crate::policy::Decision;
 use crate::session::ids::uuid_v4;
-use crate::session::manager::{Handle, SendError, TurnMode};
-use crate::session::open::{OpenError, OpenSpec};
 
 /// Every REST route, as the OpenAPI document names it.
 pub const ROUTES: &[(&str, &str)] = &[
@@ -210,17 +211,17 @@ struct CreateBody {
     base_url: Option<String>,
 }
 
-fn open_error(e: OpenError) -> ApiError {
+fn open_error(e: Error) -> ApiError {
     match e {
-        OpenError::Usage(m) => invalid(m),
-        OpenError::Forbidden(m) => ApiError::forbidden(m),
-        OpenError::InUse(m) => ApiError::new(StatusCode::CONFLICT, "SESSION_IN_USE", m),
+        Error::Usage(m) => invalid(m),
+        Error::Forbidden(m) => ApiError::forbidden(m),
+        Error::InUse(m) => ApiError::new(StatusCode::CONFLICT, "SESSION_IN_USE", m),
         // Opening fails at run time almost only when the model cannot be reached or
         // prepared; the session's own files failing is the server's fault.
-        OpenError::Runtime(m) if m.contains("temp dir") || m.contains("event log") => {
+        Error::Runtime(m) if m.contains("temp dir") || m.contains("event log") => {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", m)
         }
-        OpenError::Runtime(m) => ApiError::new(StatusCode::BAD_GATEWAY, "MODEL_UNAVAILABLE", m),
+        Error::Runtime(m) => ApiError::new(StatusCode::BAD_GATEWAY, "MODEL_UNAVAILABLE", m),
     }
 }
 
@@ -287,7 +288,7 @@ async fn worktree_diff(
     }
     let internal = |e: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", e);
     let read = tokio::task::spawn_blocking(move || -> Result<Value, String> {
-        use crate::sandbox::worktree;
+        use crate::worktree;
         let store = worktree::Store::default_location().map_err(|e| e.to_string())?;
         let record = store.load(&id).map_err(|e| e.to_string())?;
         let changes = worktree::changes(&record).map_err(|e| e.to_string())?;
@@ -449,7 +450,7 @@ mod tests {
 
     #[test]
     fn a_session_another_process_runs_is_a_conflict() {
-        let e = open_error(OpenError::InUse("session x is in use by pid 7".into()));
+        let e = open_error(Error::InUse("session x is in use by pid 7".into()));
         assert_eq!(
             (e.status, e.code, e.message.as_str()),
             (

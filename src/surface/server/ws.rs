@@ -47,8 +47,8 @@ pub use self::hub::Hub;
 use self::hub::{Attached, Channel, Next};
 use self::projection::{Message as Out, error};
 use super::{Shared, bearer};
+use crate::host::manager::{Handle, SendError, TurnMode};
 use crate::policy::Decision;
-use crate::session::manager::{Handle, SendError, TurnMode};
 
 /// The seed's bound on a user message, in characters.
 const MAX_TEXT: usize = 65_536;

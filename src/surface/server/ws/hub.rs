@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::projection::{Message, Projector};
 use crate::event::{Payload, Status, Timestamp};
-use crate::session::manager::Handle;
+use crate::host::manager::Handle;
 
 /// Upper bound on buffered messages per session, whatever the window (token streams are long).
 const MAX_BUFFERED: usize = 20_000;

@@ -19,7 +19,7 @@ use std::time::Instant;
 use serde_json::{Map, Value, json};
 
 use crate::event::{Envelope, Payload, Status, StopReason};
-use crate::session::manager::TurnMode;
+use crate::host::manager::TurnMode;
 
 /// One protocol message before it gets its `seq` and `ts`.
 #[derive(Debug, Clone, PartialEq)]

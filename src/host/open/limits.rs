@@ -2,7 +2,7 @@
 //!
 //! Such a caller gets corral's own loop, under a preset that still asks, in a directory the
 //! server's owner offered. Everything that would run a program of the caller's choosing or read
-//! a file the caller names is refused with [`OpenError::Forbidden`]:
+//! a file the caller names is refused with [`Error::Forbidden`]:
 //! - external agents (`claude`, `codex`, `acp:…`) unless listed in `[server] user_backends`
 //!   (`acp:cmd=…` runs any command line, so only an exact listed one passes);
 //! - preset paths (only preset names), `gguf:` model files, resuming a log by id — except a
@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{OpenError, OpenSpec};
+use super::{Error, OpenSpec};
 use crate::backend::external::{ExternalKind, ExternalSpec};
 use crate::config::Config;
 use crate::model::{ModelSpec, Provider};
@@ -32,8 +32,8 @@ pub struct Limits {
     pub roots: Vec<PathBuf>,
 }
 
-fn forbidden(message: impl Into<String>) -> OpenError {
-    OpenError::Forbidden(message.into())
+fn forbidden(message: impl Into<String>) -> Error {
+    Error::Forbidden(message.into())
 }
 
 /// The name `[server] user_backends` lists an external backend by: `claude`, `codex`,
@@ -63,7 +63,7 @@ fn plain_name(preset: &str) -> bool {
 
 impl Limits {
     /// What the request's text alone decides, before anything is read or started.
-    pub(super) fn check_request(&self, spec: &OpenSpec, config: &Config) -> Result<(), OpenError> {
+    pub(super) fn check_request(&self, spec: &OpenSpec, config: &Config) -> Result<(), Error> {
         if spec.resume.is_some() && spec.owner.is_none() {
             return Err(forbidden("resuming a session by id is for admin tokens"));
         }
@@ -86,7 +86,7 @@ impl Limits {
         &self,
         meta: &crate::session::SessionMeta,
         owner: Option<&str>,
-    ) -> Result<(), OpenError> {
+    ) -> Result<(), Error> {
         if owner.is_none() || meta.owner.as_deref() != owner {
             return Err(forbidden(format!(
                 "session {} is not yours: resuming another owner's session is for admin tokens",
@@ -96,7 +96,7 @@ impl Limits {
         self.check_model(&meta.model)
     }
 
-    fn check_model(&self, text: &str) -> Result<(), OpenError> {
+    fn check_model(&self, text: &str) -> Result<(), Error> {
         if ExternalSpec::is_external(text) {
             // A spec that does not parse is refused as it is, never started.
             let name = text
@@ -123,7 +123,7 @@ impl Limits {
     /// The session's root: `cwd` with symlinks resolved, if it is a directory within the
     /// roots. One answer for missing, not a directory and outside, so a refusal cannot be
     /// used to probe the server's file system.
-    pub(super) fn check_root(&self, cwd: &Path) -> Result<PathBuf, OpenError> {
+    pub(super) fn check_root(&self, cwd: &Path) -> Result<PathBuf, Error> {
         match cwd.canonicalize() {
             Ok(root) if root.is_dir() && within(&root, &self.roots) => Ok(root),
             _ => {
@@ -145,7 +145,7 @@ impl Limits {
     /// A worktree session's repository: the worktree gets a branch and an entry in it, so it
     /// must lie within the roots too (a directory inside a repository that starts above the
     /// roots, such as a home directory kept in git, would otherwise change that repository).
-    pub(super) fn check_repository(&self, repo: &Path) -> Result<(), OpenError> {
+    pub(super) fn check_repository(&self, repo: &Path) -> Result<(), Error> {
         if within(repo, &self.roots) {
             Ok(())
         } else {
@@ -157,7 +157,7 @@ impl Limits {
     }
 
     /// The preset as loaded (the request's, else the config's default).
-    pub(super) fn check_policy(&self, policy: &Policy) -> Result<(), OpenError> {
+    pub(super) fn check_policy(&self, policy: &Policy) -> Result<(), Error> {
         if policy.bypass {
             return Err(forbidden(format!(
                 "the permission preset {:?} approves every tool call without asking: it is for \
@@ -217,17 +217,17 @@ mod tests {
             "acp:bogus",
         ] {
             assert!(
-                matches!(check(Some(model), None), Err(OpenError::Forbidden(_))),
+                matches!(check(Some(model), None), Err(Error::Forbidden(_))),
                 "{model}"
             );
         }
         assert!(matches!(
             check(Some("gguf:/etc/shadow"), None),
-            Err(OpenError::Forbidden(_))
+            Err(Error::Forbidden(_))
         ));
         for preset in ["/etc/passwd", "x.toml", "../x", ""] {
             assert!(
-                matches!(check(None, Some(preset)), Err(OpenError::Forbidden(_))),
+                matches!(check(None, Some(preset)), Err(Error::Forbidden(_))),
                 "{preset}"
             );
         }
@@ -258,10 +258,7 @@ mod tests {
             (&meta(Some("alice"), "gguf:/m.gguf"), Some("alice")),
         ] {
             assert!(
-                matches!(
-                    limits.check_resumed(meta, caller),
-                    Err(OpenError::Forbidden(_))
-                ),
+                matches!(limits.check_resumed(meta, caller), Err(Error::Forbidden(_))),
                 "{meta:?} {caller:?}"
             );
         }
@@ -289,7 +286,7 @@ mod tests {
         let link = inside.join("up");
         std::os::unix::fs::symlink(&root, &link).unwrap();
         let message = |p: &Path| match limits.check_root(p) {
-            Err(OpenError::Forbidden(m)) => m.replacen(&p.display().to_string(), "P", 1),
+            Err(Error::Forbidden(m)) => m.replacen(&p.display().to_string(), "P", 1),
             other => panic!("{other:?}"),
         };
         assert_eq!(message(&link), message(&root.join("missing")));

@@ -9,7 +9,7 @@ use crate::policy::Policy;
 use crate::sandbox::{NetworkMode, SandboxMode, SandboxSpec, SandboxSupport};
 use crate::session::Session;
 
-use super::OpenError as RunError;
+use crate::error::Error;
 
 /// Mode and network for the session. A preset's `sandbox` is a floor and its `network = "off"`
 /// is final: the config is raised to them, an explicit flag asking for less is an error.
@@ -18,8 +18,8 @@ pub(crate) fn modes(
     flag_network: Option<NetworkMode>,
     config: &Config,
     policy: &Policy,
-) -> Result<(SandboxMode, NetworkMode), RunError> {
-    let usage = |text: String| RunError::Usage(text);
+) -> Result<(SandboxMode, NetworkMode), Error> {
+    let usage = |text: String| Error::Usage(text);
     let floor = policy.sandbox.unwrap_or(SandboxMode::Off);
     let mode = match flag_mode {
         Some(mode) if mode < floor => {
@@ -59,7 +59,7 @@ pub(crate) async fn start(
     root: &Path,
     tmpdir: &Path,
     session: &Session,
-) -> Result<Option<SandboxSpec>, RunError> {
+) -> Result<Option<SandboxSpec>, Error> {
     if mode == SandboxMode::Off {
         // No confinement, but still the helper: a call's background processes end with it.
         // The protected list is still taken: it tells the repositories that were there from
@@ -81,7 +81,7 @@ pub(crate) async fn start(
         let data = serde_json::json!({ "sandbox": support, "mode": mode });
         if mode == SandboxMode::Strict {
             session.emit_error(message.clone(), data);
-            return Err(RunError::Usage(message));
+            return Err(Error::Usage(message));
         }
         session.emit_error(message, data);
     }

@@ -16,8 +16,9 @@ use std::sync::Arc;
 
 use super::{Handle, SessionInfo, SessionManager, lock};
 use crate::backend::external::{ExternalKind, ExternalSpec};
+use crate::error::Error;
 use crate::event::{Envelope, Payload, Status, Usage};
-use crate::session::open::{Limits, OpenError, OpenSpec};
+use crate::host::open::{Limits, OpenSpec};
 use crate::session::{SessionMeta, log_path};
 
 pub(super) struct Dormant {
@@ -90,7 +91,7 @@ fn backend_kind(model: &str) -> &'static str {
 fn dormant(dir: &Path, meta: SessionMeta) -> Option<Dormant> {
     let owner = meta.owner.clone()?;
     // Another live process (a `run -i`, a second server) runs it: not dead, and not ours.
-    if crate::session::lock::is_held(dir, &meta.id) {
+    if crate::session::is_held(dir, &meta.id) {
         return None;
     }
     let path = log_path(dir, &meta.id);
@@ -172,11 +173,11 @@ impl SessionManager {
     /// Resumes a dead session from its log, under its recorded owner; `limits` are the
     /// caller's (a `user` token's: the session must be recorded as theirs, and its model and
     /// directory pass as for a new one).
-    pub async fn reopen(&self, id: &str, limits: Option<Limits>) -> Result<Arc<Handle>, OpenError> {
+    pub async fn reopen(&self, id: &str, limits: Option<Limits>) -> Result<Arc<Handle>, Error> {
         let stored = {
             let mut table = lock(&self.inner.dormant);
             if !table.reopening.insert(id.to_string()) {
-                return Err(OpenError::Usage(format!(
+                return Err(Error::Usage(format!(
                     "session {id} is already being reopened"
                 )));
             }
@@ -191,8 +192,8 @@ impl SessionManager {
                     meta.owner = Some(h.owner.clone());
                     meta
                 }
-                Some(_) => return Err(OpenError::Usage(format!("session {id} is already open"))),
-                None => return Err(OpenError::Usage(format!("no session {id} to reopen"))),
+                Some(_) => return Err(Error::Usage(format!("session {id} is already open"))),
+                None => return Err(Error::Usage(format!("no session {id} to reopen"))),
             },
         };
         let owner = meta.owner.clone().unwrap_or_default();

@@ -17,12 +17,13 @@ use tokio_util::sync::CancellationToken;
 
 mod dormant;
 
-use super::open::{self, OpenError, OpenSpec};
-use super::{AnswerError, Session, SessionMeta};
+use super::open::{self, OpenSpec};
 use crate::backend::BackendInfo;
 use crate::config::Config;
+use crate::error::Error;
 use crate::event::{Payload, SharedEvent, Status, StopReason, Timestamp, Usage};
 use crate::policy::Decision;
+use crate::session::{AnswerError, Session, SessionMeta};
 
 /// An envelope on the global stream, with its global id.
 pub type GlobalEvent = (u64, SharedEvent);
@@ -151,7 +152,7 @@ impl Handle {
     }
 
     /// Status and turn as one snapshot, a turn accepted but not begun counting as working.
-    pub fn snapshot(&self) -> super::Snapshot {
+    pub fn snapshot(&self) -> crate::session::Snapshot {
         let now = self.session.snapshot();
         // Read after: a turn accepted meanwhile shows as working, as a send would find it.
         now.with_accepted(self.sent_turn.load(Ordering::SeqCst))
@@ -233,12 +234,12 @@ impl SessionManager {
 
     /// Opens a session owned by `owner`. Reopening the id of a dead session reuses its slot
     /// (and its event log); reopening a live id is refused.
-    pub async fn open(&self, mut spec: OpenSpec, owner: &str) -> Result<Arc<Handle>, OpenError> {
+    pub async fn open(&self, mut spec: OpenSpec, owner: &str) -> Result<Arc<Handle>, Error> {
         if let Some(id) = &spec.id
             && let Some(existing) = self.get(id)
         {
             if existing.session.status() != Status::Dead {
-                return Err(OpenError::InUse(format!(
+                return Err(Error::InUse(format!(
                     "session {id} is already open in this process"
                 )));
             }

@@ -12,6 +12,7 @@
 mod inspect;
 mod links;
 mod merge;
+pub(crate) mod session;
 pub(crate) mod snapshot;
 mod store;
 #[cfg(test)]
@@ -28,6 +29,7 @@ use crate::session::WorktreeMeta;
 pub(crate) use inspect::{Changes, changes, unmerged, write_diff};
 pub(crate) use links::check as check_links;
 pub(crate) use merge::{MergeKind, merge};
+pub use session::RunWorktree;
 pub(crate) use store::{Entry, PruneAction, Store, entries, entry as store_entry, prune};
 
 #[derive(Debug, thiserror::Error)]

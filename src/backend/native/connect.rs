@@ -6,28 +6,36 @@
 
 use std::sync::Arc;
 
-use super::{OpenError, OpenSpec, runtime, usage};
 use crate::config::Config;
+use crate::error::{Error, runtime, usage};
 use crate::model::{self, ModelClient, ModelSpec};
 use crate::session::SessionMeta;
+
+/// What a native session asks for: the model spec text and the base URL, each `None` when the
+/// request names none.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ModelChoice<'a> {
+    pub model: Option<&'a str>,
+    pub base_url: Option<&'a str>,
+}
 
 /// The client for the request's model (else the resumed one's, else the config's, else the
 /// first Ollama model that takes tools).
 pub(crate) async fn model_client(
-    spec: &OpenSpec,
+    spec: ModelChoice<'_>,
     config: &Config,
     resumed: Option<&SessionMeta>,
     progress: model::Progress,
-) -> Result<(Arc<dyn ModelClient>, ModelSpec), OpenError> {
+) -> Result<(Arc<dyn ModelClient>, ModelSpec), Error> {
     // Refused before anything is resolved or reached: a file: or unix: URL is never a model.
-    if let Some(raw) = &spec.base_url {
+    if let Some(raw) = spec.base_url {
         model::check_base_url("base_url", raw).map_err(usage)?;
     }
     let env = |name: &str| std::env::var(name).ok();
     let settings = config.http_settings();
     let spec_text = match spec
         .model
-        .clone()
+        .map(str::to_string)
         .or_else(|| resumed.map(|m| m.model.clone()))
         .or_else(|| config.model.clone())
     {
@@ -35,7 +43,7 @@ pub(crate) async fn model_client(
         None => {
             let (base, _) = model::resolve_base_url(
                 model::Provider::Ollama,
-                spec.base_url.as_deref(),
+                spec.base_url,
                 config.provider(model::Provider::Ollama).base_url.as_deref(),
                 &env,
             );
@@ -49,7 +57,7 @@ pub(crate) async fn model_client(
     let provider_config = config.provider(model_spec.provider);
     let (base_url, _) = model::resolve_base_url(
         model_spec.provider,
-        spec.base_url.as_deref(),
+        spec.base_url,
         provider_config.base_url.as_deref(),
         &env,
     );

@@ -7,60 +7,36 @@
 //! Submodules: `limits` (what a caller who is not the host's owner may open), `client` (the
 //! model client, and the rule that binds an API key to its base URL), `sandbox`, `worktree`.
 
-mod client;
 mod limits;
 mod sandbox;
 mod secrets;
 mod tmpdir;
-mod worktree;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::agent::{Agent, AgentConfig, ToolChoiceMode};
+use crate::agent::{Agent, AgentConfig};
 use crate::backend::Backend;
 use crate::backend::external::{Approver, ExternalContext, ExternalSpec};
-use crate::backend::native::NativeBackend;
+use crate::backend::native::{ModelChoice, NativeBackend, model_client};
 use crate::config::Config;
+use crate::error::{Error, runtime, usage};
 use crate::event::{Envelope, Status};
-use crate::model::{self, ModelClient, ModelError, ModelSpec};
+use crate::model::{self, ModelClient, ModelError, ModelSpec, ToolChoiceMode};
 use crate::policy::{Policy, PolicyOverrides};
 use crate::sandbox::{NetworkMode, SandboxMode};
 use crate::session::{Session, SessionMeta, WorktreeMeta};
 use crate::tool::{Danger, ToolRegistry, ToolSettings};
 
-pub(crate) use client::model_client;
+pub use crate::worktree::RunWorktree;
+use crate::worktree::session as worktree;
 pub use limits::Limits;
-pub use worktree::RunWorktree;
-
-/// Why a session could not be opened: the request (exit 2 on the command line, 4xx on the
-/// network), something the caller's [`Limits`] do not allow (403), a session another process
-/// (or this one) runs already (exit 1, 409), or the world (exit 1, 5xx).
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error("{0}")]
-    Usage(String),
-    #[error("{0}")]
-    Forbidden(String),
-    #[error("{0}")]
-    InUse(String),
-    #[error("{0}")]
-    Runtime(String),
-}
-
-fn usage(e: impl ToString) -> OpenError {
-    OpenError::Usage(e.to_string())
-}
-
-fn runtime(e: impl ToString) -> OpenError {
-    OpenError::Runtime(e.to_string())
-}
 
 /// A session that cannot be created or resumed: held by another process, or the request.
-fn session_error(e: crate::session::SessionError) -> OpenError {
+fn session_error(e: crate::session::SessionError) -> Error {
     match e {
-        crate::session::SessionError::InUse(e) => OpenError::InUse(e.to_string()),
+        crate::session::SessionError::InUse(e) => Error::InUse(e.to_string()),
         e => usage(e),
     }
 }
@@ -110,10 +86,7 @@ pub struct Plan {
     policy: Policy,
     tools: ToolRegistry,
     sandbox: (SandboxMode, NetworkMode),
-    worktree: Option<(
-        crate::sandbox::worktree::Plan,
-        crate::sandbox::worktree::Store,
-    )>,
+    worktree: Option<(crate::worktree::Plan, crate::worktree::Store)>,
 }
 
 impl Plan {
@@ -132,7 +105,7 @@ enum Engine {
 }
 
 /// `$XDG_CACHE_HOME/corral/agents`: event logs, session metadata, pids.json.
-pub fn agents_dir() -> Result<PathBuf, OpenError> {
+pub fn agents_dir() -> Result<PathBuf, Error> {
     dirs::cache_dir()
         .map(|d| d.join("corral").join("agents"))
         .ok_or_else(|| usage("cannot find a cache directory: set XDG_CACHE_HOME or HOME"))
@@ -143,11 +116,7 @@ pub fn user_policy_dir() -> Option<PathBuf> {
     dirs::config_dir().map(|d| d.join("corral").join("policies"))
 }
 
-fn load_policy(
-    spec: &OpenSpec,
-    config: &Config,
-    tools: &ToolRegistry,
-) -> Result<Policy, OpenError> {
+fn load_policy(spec: &OpenSpec, config: &Config, tools: &ToolRegistry) -> Result<Policy, Error> {
     for name in spec.allow.iter().chain(&spec.deny) {
         if tools.get(name).is_none() {
             let known: Vec<&str> = tools.names().collect();
@@ -170,7 +139,7 @@ fn load_policy(
     Policy::load(&preset, user_policy_dir().as_deref(), &overrides).map_err(usage)
 }
 
-fn canonical_dir(path: &Path) -> Result<PathBuf, OpenError> {
+fn canonical_dir(path: &Path) -> Result<PathBuf, Error> {
     let root = path.canonicalize().map_err(|e| {
         usage(format!(
             "working directory {} cannot be used: {e}",
@@ -191,7 +160,7 @@ pub async fn plan(
     spec: OpenSpec,
     config: Config,
     progress: model::Progress,
-) -> Result<Plan, OpenError> {
+) -> Result<Plan, Error> {
     // A bounded caller is judged before anything is read, contacted or started.
     if let Some(limits) = &spec.limits {
         limits.check_request(&spec, &config)?;
@@ -228,7 +197,11 @@ pub async fn plan(
     let engine = match model_text.filter(|t| ExternalSpec::is_external(t)) {
         Some(text) => Engine::External(text.parse().map_err(usage)?),
         None => {
-            let (client, model) = model_client(&spec, &config, resumed.as_ref(), progress).await?;
+            let choice = ModelChoice {
+                model: spec.model.as_deref(),
+                base_url: spec.base_url.as_deref(),
+            };
+            let (client, model) = model_client(choice, &config, resumed.as_ref(), progress).await?;
             Engine::Native { client, model }
         }
     };
@@ -272,12 +245,12 @@ pub struct Opened {
 /// Opening failed after the session existed: its events (an error among them) are still
 /// there for the caller to show.
 pub struct Failed {
-    pub error: OpenError,
+    pub error: Error,
     pub session: Option<Arc<Session>>,
 }
 
-impl From<OpenError> for Failed {
-    fn from(error: OpenError) -> Self {
+impl From<Error> for Failed {
+    fn from(error: Error) -> Self {
         Failed {
             error,
             session: None,
@@ -311,7 +284,7 @@ pub async fn start(
         ),
         (None, None) => (Session::create(Some(log_dir)).map_err(runtime)?, Vec::new()),
     };
-    let fail = |error: OpenError, session: &Arc<Session>| {
+    let fail = |error: Error, session: &Arc<Session>| {
         session.close();
         Failed {
             error,
@@ -368,7 +341,7 @@ async fn finish_start(
     worktree: Option<WorktreeMeta>,
     session: &Arc<Session>,
     history: &[Envelope],
-) -> Result<(Box<dyn Backend>, SessionMeta, tmpdir::SessionTmp), OpenError> {
+) -> Result<(Box<dyn Backend>, SessionMeta, tmpdir::SessionTmp), Error> {
     let (client, model) = match engine {
         Engine::Native { client, model } => (client, model),
         Engine::External(external) => {
@@ -441,7 +414,7 @@ async fn finish_start(
     if !history.is_empty() {
         agent.restore(history);
     }
-    let backend = NativeBackend::new(agent, client, spec.clone(), config);
+    let backend = NativeBackend::new(agent, client, spec.base_url.clone(), config);
     Ok((Box::new(backend), meta, tmpdir))
 }
 
@@ -466,7 +439,7 @@ async fn start_external(
     worktree: Option<WorktreeMeta>,
     session: &Arc<Session>,
     project_settings: bool,
-) -> Result<(Box<dyn Backend>, SessionMeta, tmpdir::SessionTmp), OpenError> {
+) -> Result<(Box<dyn Backend>, SessionMeta, tmpdir::SessionTmp), Error> {
     let tmpdir = tmpdir::SessionTmp::create(session.id())
         .map_err(|e| runtime(format!("cannot create the session's temp dir: {e}")))?;
     let log_dir = session

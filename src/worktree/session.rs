@@ -1,13 +1,13 @@
 //! A `--worktree` session's worktree: planned before the session exists, created once its id
-//! is known (the worktree is named after it), kept or removed when it ends.
+//! is known (the worktree is named after it), kept or removed when it ends, with the lines a
+//! person reads about it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::sandbox::worktree::{self, Ending, Plan, Record, Store, WorktreeError};
+use super::{Ending, Plan, Record, Store, WorktreeError};
+use crate::error::Error;
 use crate::session::WorktreeMeta;
-
-use super::OpenError as RunError;
 
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
@@ -28,11 +28,11 @@ impl RunWorktree {
     }
 }
 
-fn run_error(e: WorktreeError) -> RunError {
+fn run_error(e: WorktreeError) -> Error {
     if e.is_usage() {
-        RunError::Usage(e.to_string())
+        Error::Usage(e.to_string())
     } else {
-        RunError::Runtime(format!("cannot set up the worktree: {e}"))
+        Error::Runtime(format!("cannot set up the worktree: {e}"))
     }
 }
 
@@ -41,17 +41,17 @@ pub(crate) fn plan_for_run(
     enabled: bool,
     resuming: bool,
     root: &Path,
-) -> Result<Option<(Plan, Store)>, RunError> {
+) -> Result<Option<(Plan, Store)>, Error> {
     if !enabled {
         return Ok(None);
     }
     if resuming {
-        return Err(RunError::Usage(
+        return Err(Error::Usage(
             "--worktree starts a new worktree; a resumed session keeps its own directory".into(),
         ));
     }
     let store = Store::default_location().map_err(run_error)?;
-    let plan = worktree::plan(root).map_err(run_error)?;
+    let plan = super::plan(root).map_err(run_error)?;
     Ok(Some((plan, store)))
 }
 
@@ -61,7 +61,7 @@ pub(crate) fn start_for_run(
     plan: Option<(Plan, Store)>,
     session: &str,
     err: &mut (impl Write + ?Sized),
-) -> Result<Option<RunWorktree>, RunError> {
+) -> Result<Option<RunWorktree>, Error> {
     let Some((plan, store)) = plan else {
         return Ok(None);
     };
@@ -116,7 +116,7 @@ pub(crate) fn start_for_run(
 pub(crate) fn end_for_run(worktree: Option<&RunWorktree>, err: &mut (impl Write + ?Sized)) {
     let Some(wt) = worktree else { return };
     let id = &wt.record.session;
-    let _ = match worktree::finish(&wt.record, &wt.store) {
+    let _ = match super::finish(&wt.record, &wt.store) {
         Ok(Ending::Kept(changes)) => {
             let n = changes.files.len();
             writeln!(
