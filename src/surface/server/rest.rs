@@ -14,7 +14,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post};
 use serde::Deserialize;
@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::auth::Claims;
-use super::{ApiError, AppState, Shared, access, authenticate};
+use super::{ApiError, AppState, Shared, access};
 use crate::error::Error;
 use crate::event::Status;
 use crate::host::manager::{Handle, SendError, TurnMode};
@@ -143,9 +143,8 @@ fn session_json(handle: &Handle) -> Value {
 
 async fn list_sessions(
     State(state): State<Shared>,
-    headers: HeaderMap,
+    claims: Claims,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let claims = authenticate(&state, &headers, None)?;
     let sessions: Vec<Value> = state
         .manager
         .list()
@@ -170,10 +169,9 @@ async fn list_sessions(
 /// a user token only its own, under the same limits as a new session. 409 if it is open.
 async fn reopen_session(
     State(state): State<Shared>,
-    headers: HeaderMap,
+    claims: Claims,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let claims = authenticate(&state, &headers, None)?;
     if let Ok(handle) = visible(&state, &claims, &id)
         && handle.session.status() != Status::Dead
     {
@@ -227,10 +225,9 @@ fn open_error(e: Error) -> ApiError {
 
 async fn create_session(
     State(state): State<Shared>,
-    headers: HeaderMap,
+    claims: Claims,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let claims = authenticate(&state, &headers, None)?;
     let body: CreateBody = parse_body(body)?;
     // The server's own working directory means nothing to a remote client.
     if !body.cwd.is_absolute() {
@@ -262,10 +259,9 @@ async fn create_session(
 
 async fn get_session(
     State(state): State<Shared>,
-    headers: HeaderMap,
+    claims: Claims,
     Path(id): Path<String>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let claims = authenticate(&state, &headers, None)?;
     let handle = visible(&state, &claims, &id)?;
     Ok(axum::Json(session_json(&handle)))
 }
@@ -274,10 +270,9 @@ async fn get_session(
 /// kept ones stay reviewable after the session closed).
 async fn worktree_diff(
     State(state): State<Shared>,
-    headers: HeaderMap,
+    claims: Claims,
     Path(id): Path<String>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let claims = authenticate(&state, &headers, None)?;
     let handle = visible(&state, &claims, &id)?;
     if handle.meta.worktree.is_none() {
         return Err(ApiError::new(
@@ -309,10 +304,9 @@ async fn worktree_diff(
 
 async fn close_session(
     State(state): State<Shared>,
-    headers: HeaderMap,
+    claims: Claims,
     Path(id): Path<String>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let claims = authenticate(&state, &headers, None)?;
     visible(&state, &claims, &id)?;
     let closed = state.manager.close(&id).await.map_err(send_error)?;
     Ok(axum::Json(json!({ "closed": closed })))
@@ -328,11 +322,10 @@ struct MessageBody {
 
 async fn send_message(
     State(state): State<Shared>,
-    headers: HeaderMap,
+    claims: Claims,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let claims = authenticate(&state, &headers, None)?;
     let handle = visible(&state, &claims, &id)?;
     let body: MessageBody = parse_body(body)?;
     let chars = body.text.chars().count();
@@ -362,10 +355,9 @@ async fn send_message(
 
 async fn list_messages(
     State(state): State<Shared>,
-    headers: HeaderMap,
+    claims: Claims,
     Path(id): Path<String>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let claims = authenticate(&state, &headers, None)?;
     let handle = visible(&state, &claims, &id)?;
     let messages = history::messages(&handle.session);
     Ok(axum::Json(json!({ "messages": messages })))
@@ -373,10 +365,9 @@ async fn list_messages(
 
 async fn cancel_turn(
     State(state): State<Shared>,
-    headers: HeaderMap,
+    claims: Claims,
     Path(id): Path<String>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let claims = authenticate(&state, &headers, None)?;
     visible(&state, &claims, &id)?;
     let cancelled = state.manager.cancel(&id).map_err(send_error)?;
     Ok(axum::Json(json!({ "cancelled": cancelled })))
@@ -393,11 +384,10 @@ struct ConfirmBody {
 
 async fn confirm(
     State(state): State<Shared>,
-    headers: HeaderMap,
+    claims: Claims,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let claims = authenticate(&state, &headers, None)?;
     visible(&state, &claims, &id)?;
     let body: ConfirmBody = parse_body(body)?;
     state
@@ -418,10 +408,9 @@ async fn confirm(
 
 async fn list_permissions(
     State(state): State<Shared>,
-    headers: HeaderMap,
+    claims: Claims,
     Path(id): Path<String>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let claims = authenticate(&state, &headers, None)?;
     let handle = visible(&state, &claims, &id)?;
     Ok(axum::Json(
         json!({ "permissions": handle.session.pending_permissions() }),
