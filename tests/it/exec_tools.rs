@@ -62,7 +62,9 @@ async fn call_in_steps(h: &Harness, name: &str, args: Value, steps: &[&str]) -> 
     let running = exec_run(h, &server).spawn().await;
     for (i, step) in steps.iter().enumerate() {
         running
-            .wait_for_event(0, |e| e["kind"] == "tool_output" && e["data"]["text"] == *step)
+            .wait_for_event(0, |e| {
+                e["kind"] == "tool_output" && e["data"]["text"] == *step
+            })
             .await;
         std::fs::write(h.work().join(format!("ack-{i}")), "").unwrap();
     }
@@ -77,7 +79,13 @@ async fn shell_output_streams_in_chunks_and_comes_back_whole() {
     let h = Harness::new();
     let command = "for i in 0 1 2; do echo $((i + 1)); until [ -e ack-$i ]; do sleep 0.02; done; \
                    done; echo err >&2";
-    let out = call_in_steps(&h, "shell", json!({"command": command}), &["1\n", "2\n", "3\n"]).await;
+    let out = call_in_steps(
+        &h,
+        "shell",
+        json!({"command": command}),
+        &["1\n", "2\n", "3\n"],
+    )
+    .await;
     assert_eq!(streamed(&out), ["1\n", "2\n", "3\n", "err\n"]);
     let streams: Vec<Value> = out
         .of_kind("tool_output")

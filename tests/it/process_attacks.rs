@@ -109,9 +109,8 @@ async fn a_timeout_ends_detached_processes_that_ignore_sigterm() {
     let h = Harness::new();
     let word = marker("timeout");
     let server = FakeModel::start().await;
-    let script = format!(
-        "setsid sh -c 'trap \"\" TERM; : {word}; sleep 1000' >/dev/null 2>&1 &\nsleep 60"
-    );
+    let script =
+        format!("setsid sh -c 'trap \"\" TERM; : {word}; sleep 1000' >/dev/null 2>&1 &\nsleep 60");
     let args = json!({ "command": script, "timeout": 1 }).to_string();
     server.push(Reply::new().tool_call("c1", "shell", &args));
     server.push(Reply::new().text("done"));
@@ -131,8 +130,7 @@ async fn an_interrupted_call_ends_its_detached_processes() {
     let h = Harness::new();
     let word = marker("cancel");
     let server = FakeModel::start().await;
-    let script =
-        format!("setsid sh -c ': {word}; sleep 1000' >/dev/null 2>&1 &\nsleep 60");
+    let script = format!("setsid sh -c ': {word}; sleep 1000' >/dev/null 2>&1 &\nsleep 60");
     server.push(shell("c1", &script));
     let running = spawn_detached(&h, &server, "wait", &word).await;
     running.sigint().await;

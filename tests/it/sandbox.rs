@@ -367,7 +367,11 @@ async fn doctor_reports_the_landlock_abi_and_the_rest() {
     ] {
         assert!(out.stdout.contains(item), "{item}: {}", out.stdout);
     }
-    assert!(out.stdout.starts_with("ok       kernel: Linux "), "{}", out.stdout);
+    assert!(
+        out.stdout.starts_with("ok       kernel: Linux "),
+        "{}",
+        out.stdout
+    );
     let probe = h
         .corral()
         .args(["__sandbox-exec", "--probe", "--"])
@@ -391,7 +395,12 @@ async fn doctor_reports_the_landlock_abi_and_the_rest() {
         }
         None => {
             let why = probe["landlock_error"].as_str().unwrap_or("unavailable");
-            assert_eq!(landlock, format!("missing  landlock: {why}"), "{}", out.stdout);
+            assert_eq!(
+                landlock,
+                format!("missing  landlock: {why}"),
+                "{}",
+                out.stdout
+            );
         }
     }
     let config = h.config_dir().join("corral/config.toml");
@@ -436,6 +445,9 @@ if pid == 0:
     if program == 0:
         run_as_user()
     while not os.path.exists(when):
+        ended, status = os.waitpid(program, os.WNOHANG)
+        if ended:
+            sys.exit(os.waitstatus_to_exitcode(status))
         time.sleep(0.02)
     no_more_userns()
     open(when + ".done", "w").close()

@@ -46,7 +46,8 @@ async fn a_tool_cannot_signal_processes_outside_its_sandbox() {
         expected.sort_unstable();
         expected
     };
-    for flags in CONFINED {
+    // best-effort first: strict would refuse to start on a kernel without signal scoping.
+    for flags in CONFINED.iter().rev() {
         let out = run_calls(&h, &[shell(&command)], flags).await;
         assert_eq!(lines(&said(&out)), expected("1"), "{flags:?}");
     }
@@ -73,7 +74,8 @@ async fn a_tool_runs_with_no_new_privs_under_the_seccomp_filter() {
         return;
     }
     let command = "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status";
-    for flags in CONFINED {
+    // best-effort first: strict would refuse to start where either is missing.
+    for flags in CONFINED.iter().rev() {
         let out = run_calls(&h, &[shell(command)], flags).await;
         assert_eq!(said(&out), "NoNewPrivs:\t1\nSeccomp:\t2\n", "{flags:?}");
     }

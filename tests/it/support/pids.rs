@@ -47,8 +47,8 @@ impl PidTally {
             stream
                 .set_nonblocking(true)
                 .unwrap_or_else(|e| panic!("pids: {e}"));
-            let stream = tokio::net::UnixStream::from_std(stream)
-                .unwrap_or_else(|e| panic!("pids: {e}"));
+            let stream =
+                tokio::net::UnixStream::from_std(stream).unwrap_or_else(|e| panic!("pids: {e}"));
             let cred = stream
                 .peer_cred()
                 .unwrap_or_else(|e| panic!("pids: SO_PEERCRED: {e}"));
@@ -82,5 +82,8 @@ pub async fn assert_all_gone(pids: &[u32], what: &str) {
             .args(["-KILL", &pid.to_string()])
             .status();
     }
-    assert!(left.is_empty(), "{what}: {left:?} of {pids:?} are still alive");
+    assert!(
+        left.is_empty(),
+        "{what}: {left:?} of {pids:?} are still alive"
+    );
 }
