@@ -1,16 +1,19 @@
 //! What the confinement helper (`corral __sandbox-exec`) gives the program it runs, seen from
 //! inside the tool: no signals out of the sandbox, `no_new_privs` and the seccomp filter, no
 //! UDP with the network off, a preset's writable paths and variables, a private TMPDIR that
-//! goes with the session, and strict mode refusing a call when confinement is lost mid-session.
+//! goes with the session, and, without user namespaces, best-effort saying so and strict
+//! refusing: at the start, or for a call when confinement is lost mid-session.
 //! Each is also tried where the protection is absent (`--sandbox off`, network on, a path not
 //! listed), so the tests can fail.
 
 use serde_json::json;
 
 use crate::common::*;
-use crate::sandbox::{assert_blocked, landlock_here, outside, records, run_calls, shell};
+use crate::sandbox::{
+    assert_blocked, assert_turn_blocked, landlock_here, outside, records, run_calls, shell,
+};
 use crate::sandbox_attacks::{CONFINED, OFF, run_with_preset_env, said};
-use crate::support::{FakeModel, Harness, Reply};
+use crate::support::{FakeModel, Harness, Outcome, Reply};
 
 #[tokio::test]
 async fn a_tool_cannot_signal_processes_outside_its_sandbox() {
@@ -201,8 +204,7 @@ async fn strict_refuses_a_call_once_confinement_cannot_be_had() {
     }
     server.push(Reply::new().text("done"));
     let when = trigger.display().to_string();
-    let out =
-        crate::sandbox::run_without_userns(&h, &server, &when, &["--sandbox", "strict"]).await;
+    let out = run_without_userns(&h, &server, &when, &["--sandbox", "strict"]).await;
     let results = records(&out);
     assert_eq!(results[0]["success"], true, "{out:?}");
     assert_eq!(results[0]["output"], "taken\n");
@@ -217,4 +219,130 @@ async fn strict_refuses_a_call_once_confinement_cannot_be_had() {
         "{error}"
     );
     assert!(!h.work().join("second.txt").exists());
+}
+
+/// `no_userns.py WHEN PROGRAM ARGS…` runs the program as uid 1000 in a user namespace that may
+/// create no further ones: what an ordinary user sees where unprivileged user namespaces are
+/// disabled. WHEN is `now`, or a path: user namespaces are then taken away once that file
+/// appears (by the namespace's root, from outside the program), and `<path>.done` says so.
+/// Needs root.
+const NO_USERNS: &str = r#"
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+when, command = sys.argv[1], sys.argv[2:]
+def no_more_userns():
+    open("/proc/sys/user/max_user_namespaces", "w").write("0")
+def run_as_user():
+    os.setgroups([])
+    os.setresgid(1000, 1000, 1000)
+    os.setresuid(1000, 1000, 1000)
+    os.execvp(command[0], command)
+def exit_as(pid):
+    sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+ready, go = os.pipe(), os.pipe()
+pid = os.fork()
+if pid == 0:
+    if libc.unshare(0x10000000) != 0:
+        raise OSError(ctypes.get_errno(), "unshare")
+    os.write(ready[1], b"x")
+    os.read(go[0], 1)
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
+    if when == "now":
+        no_more_userns()
+        run_as_user()
+    program = os.fork()
+    if program == 0:
+        run_as_user()
+    while not os.path.exists(when):
+        ended, status = os.waitpid(program, os.WNOHANG)
+        if ended:
+            sys.exit(os.waitstatus_to_exitcode(status))
+        time.sleep(0.02)
+    no_more_userns()
+    open(when + ".done", "w").close()
+    exit_as(program)
+os.read(ready[0], 1)
+for name, text in (("uid_map", "0 0 65536\n"), ("setgroups", "allow"), ("gid_map", "0 0 65536\n")):
+    open(f"/proc/{pid}/{name}", "w").write(text)
+os.write(go[1], b"x")
+exit_as(pid)
+"#;
+
+/// `corral run` through [`NO_USERNS`] with `when`, in the harness's environment.
+async fn run_without_userns(
+    h: &Harness,
+    server: &FakeModel,
+    when: &str,
+    flags: &[&str],
+) -> Outcome {
+    let exe = h.home_dir().join("corral");
+    if !exe.exists() {
+        // uid 1000 cannot reach the build directory; a link in the temp home it can.
+        let built = std::path::Path::new(env!("CARGO_BIN_EXE_corral"));
+        if std::fs::hard_link(built, &exe).is_err() {
+            std::fs::copy(built, &exe).unwrap();
+        }
+        std::fs::write(h.home_dir().join("no_userns.py"), NO_USERNS).unwrap();
+        let chown = std::process::Command::new("chown")
+            .args(["-R", "1000:1000"])
+            .arg(h.home_dir())
+            .status()
+            .unwrap();
+        assert!(chown.success());
+    }
+    let mut wrapper = tokio::process::Command::new("python3");
+    wrapper.arg(h.home_dir().join("no_userns.py")).arg(when);
+    run_through(h, wrapper, &exe, server, flags).await
+}
+
+#[tokio::test]
+async fn without_user_namespaces_best_effort_says_so_and_strict_refuses() {
+    let h = Harness::new();
+    if !landlock_here(&h).await {
+        return;
+    }
+    if !root_here("building a user namespace without nested ones") {
+        return;
+    }
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(h.work())
+        .status()
+        .unwrap();
+    assert!(init.success());
+    let server = FakeModel::start().await;
+    let args = json!({"command": "touch .git/hooks/unprotected && touch /tmp/../etc/x"});
+    server.push(Reply::new().tool_call("c1", "shell", &args.to_string()));
+    server.push(Reply::new().text("done"));
+    let out = run_without_userns(&h, &server, "now", &[]).await;
+    assert_turn_blocked(&out);
+    let errors = out.of_kind("error");
+    assert_eq!(
+        errors.len(),
+        2,
+        "the start-up gap, then the blocked turn: {out:?}"
+    );
+    let message = errors[0]["data"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "sandbox best-effort: .git is not protected (user namespaces unavailable: ENOSPC"
+        ),
+        "{message}"
+    );
+    // The gap is real and said; landlock still holds everywhere else.
+    assert!(h.work().join(".git/hooks/unprotected").exists());
+    assert_blocked(&records(&out)[0], "Permission denied");
+    let strict = run_without_userns(&h, &server, "now", &["--sandbox", "strict"]).await;
+    assert_eq!(strict.code, Some(2), "{strict:?}");
+    let said = "corral: sandbox strict: cannot enforce: .git is not protected";
+    assert!(strict.stderr.contains(said), "{strict:?}");
+    // Nothing can be hidden without a mount namespace either: said, and refused by strict.
+    let hidden = "corral's state, credential stores and Unix sockets outside the sandbox are not \
+                  hidden (user namespaces unavailable: ENOSPC";
+    assert!(message.contains(hidden), "{message}");
+    // An ordinary user has no capabilities to drop: no gap there.
+    assert!(!message.contains("capabilities"), "{message}");
+    assert!(strict.stderr.contains(hidden), "{strict:?}");
+    assert_eq!(server.chat_requests().len(), 2, "strict ran no turn");
 }
