@@ -402,3 +402,32 @@ pub fn offered_tools(server: &FakeModel, n: usize) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Names the machine features whose tests may be skipped, comma-separated: `landlock` (the
+/// kernel has no usable landlock), `userns` (no user or mount namespaces), `root` (the tests
+/// do not run as root). Nothing else skips a test.
+pub const SKIP_VAR: &str = "CORRAL_TEST_SKIP";
+
+/// For a test that needs `feature`, which this machine lacks (`why`): fails the test unless
+/// [`SKIP_VAR`] names the feature, in which case the skip is said on stderr and `true`
+/// returned (the test then returns).
+#[allow(clippy::print_stderr)]
+pub fn skip_without(feature: &str, why: &str) -> bool {
+    let named = std::env::var(SKIP_VAR)
+        .unwrap_or_default()
+        .split(',')
+        .any(|f| f.trim() == feature);
+    assert!(
+        named,
+        "{why}; set {SKIP_VAR}={feature} to skip the tests that need it"
+    );
+    eprintln!("skipped ({SKIP_VAR}={feature}): {why}");
+    true
+}
+
+/// Whether the tests run as root; otherwise a skip of `what` [`SKIP_VAR`] must name.
+pub fn root_here(what: &str) -> bool {
+    let uid = std::process::Command::new("id").arg("-u").output().unwrap();
+    String::from_utf8_lossy(&uid.stdout).trim() == "0"
+        || !skip_without("root", &format!("{what} needs the tests to run as root"))
+}

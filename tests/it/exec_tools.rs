@@ -1,12 +1,12 @@
 //! shell and python end to end: output streamed as `tool_output` events while the process
 //! runs, the result the model sees, failures, timeouts and floods.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::common::*;
-use crate::support::{Cmd, FakeModel, Harness, Outcome, Reply};
+use crate::support::{Cmd, FakeModel, Harness, Outcome, PidTally, Reply, assert_all_gone};
 
 /// A run whose model makes one call `name(args)` and then answers "done".
 async fn one_call(h: &Harness, name: &str, args: Value) -> Outcome {
@@ -52,21 +52,47 @@ fn assert_streamed_before_result(out: &Outcome) {
     assert!(last_chunk < result, "{kinds:?}");
 }
 
+/// One call `name(args)` whose process prints `steps` one by one, each time waiting until
+/// `ack-<i>` exists in the work dir; the test creates it once step `i` arrived as a
+/// `tool_output` event. So each chunk is seen while the process still runs, and in order.
+async fn call_in_steps(h: &Harness, name: &str, args: Value, steps: &[&str]) -> Outcome {
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call("c1", name, &args.to_string()));
+    server.push(Reply::new().text("done"));
+    let running = exec_run(h, &server).spawn().await;
+    for (i, step) in steps.iter().enumerate() {
+        running
+            .wait_for_event(0, |e| {
+                e["kind"] == "tool_output" && e["data"]["text"] == *step
+            })
+            .await;
+        std::fs::write(h.work().join(format!("ack-{i}")), "").unwrap();
+    }
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_well_formed(&out);
+    out
+}
+
 #[tokio::test]
 async fn shell_output_streams_in_chunks_and_comes_back_whole() {
     let h = Harness::new();
-    let command = "for i in 1 2 3; do echo $i; sleep 0.2; done; echo err >&2";
-    let out = one_call(&h, "shell", json!({"command": command})).await;
-    let chunks = streamed(&out);
-    assert!(chunks.len() >= 3, "{chunks:?}");
-    assert_eq!(chunks.concat(), "1\n2\n3\nerr\n");
+    let command = "for i in 0 1 2; do echo $((i + 1)); until [ -e ack-$i ]; do sleep 0.02; done; \
+                   done; echo err >&2";
+    let out = call_in_steps(
+        &h,
+        "shell",
+        json!({"command": command}),
+        &["1\n", "2\n", "3\n"],
+    )
+    .await;
+    assert_eq!(streamed(&out), ["1\n", "2\n", "3\n", "err\n"]);
     let streams: Vec<Value> = out
         .of_kind("tool_output")
         .iter()
         .map(|e| e["data"]["stream"].clone())
         .collect();
-    assert_eq!(streams.first(), Some(&json!("stdout")));
-    assert_eq!(streams.last(), Some(&json!("stderr")));
+    assert_eq!(streams, ["stdout", "stdout", "stdout", "stderr"]);
     assert_streamed_before_result(&out);
     let result = record(&out);
     assert_eq!(result["success"], true, "{result}");
@@ -78,11 +104,12 @@ async fn shell_output_streams_in_chunks_and_comes_back_whole() {
 async fn python_output_streams_in_chunks_and_comes_back_whole() {
     let h = Harness::new();
     std::fs::write(h.work().join("data.txt"), "payload\n").unwrap();
-    let code = "import time\nfor i in range(3):\n    print(i)\n    time.sleep(0.2)\nprint(open('data.txt').read().strip())";
-    let out = one_call(&h, "python", json!({"code": code})).await;
-    let chunks = streamed(&out);
-    assert!(chunks.len() >= 3, "{chunks:?}");
-    assert_eq!(chunks.concat(), "0\n1\n2\npayload\n");
+    // One write per line: `print` under `python3 -u` writes the text and the newline apart.
+    let code = "import os, sys, time\nfor i in range(3):\n    sys.stdout.write(f'{i}\\n')\n    \
+                while not os.path.exists(f'ack-{i}'):\n        time.sleep(0.02)\n\
+                sys.stdout.write(open('data.txt').read())";
+    let out = call_in_steps(&h, "python", json!({"code": code}), &["0\n", "1\n", "2\n"]).await;
+    assert_eq!(streamed(&out), ["0\n", "1\n", "2\n", "payload\n"]);
     assert_streamed_before_result(&out);
     let result = record(&out);
     assert_eq!(result["success"], true, "{result}");
@@ -110,20 +137,27 @@ async fn a_failing_command_is_a_failed_call_carrying_its_output() {
     assert_eq!(tool["content"], "Error: before the failure\n[exit code 3]");
 }
 
+/// The timeout takes down the call's processes, one that left the process group included.
 #[tokio::test]
-async fn a_timeout_stops_the_command_quickly_and_says_so() {
+async fn a_timeout_kills_the_call_and_says_so() {
     let h = Harness::new();
-    let started = Instant::now();
-    let args = json!({"command": "echo begun; sleep 30", "timeout": 1});
-    let out = one_call(&h, "shell", args).await;
+    let tally = PidTally::bind(&h.work());
+    let command = format!(
+        "{} &\nsetsid {} &\nuntil [ -e a.held ] && [ -e b.held ]; do sleep 0.02; done\n\
+         echo begun; sleep 1000",
+        tally.hold("a"),
+        tally.hold("b")
+    );
+    let out = one_call(&h, "shell", json!({"command": command, "timeout": 3})).await;
     let result = record(&out);
     assert_eq!(result["success"], false, "{result}");
     assert_eq!(
         result["error"],
-        "begun\n[timed out after 1 s; the process group was killed]"
+        "begun\n[timed out after 3 s; the process group was killed]"
     );
-    assert!(result["durationMs"].as_u64().unwrap() < 5000, "{result}");
-    assert!(started.elapsed() < Duration::from_secs(15));
+    let pids = tally.pids().await;
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    assert_all_gone(&pids, "after the timeout").await;
 }
 
 #[tokio::test]

@@ -74,7 +74,8 @@ fn assert_refused(result: &Value, words: &str) {
     assert!(error.contains(words), "{words:?} in {error}");
 }
 
-/// The helper's probe: false (said on stderr) where the kernel cannot run the sandbox.
+/// The helper's probe: `true` where the kernel can run the sandbox; otherwise the test fails,
+/// or is skipped (`false`) when CORRAL_TEST_SKIP names what is missing.
 async fn sandbox_here(h: &Harness) -> bool {
     let out = h
         .corral()
@@ -82,18 +83,11 @@ async fn sandbox_here(h: &Harness) -> bool {
         .run()
         .await;
     let probe: Value = serde_json::from_str(out.stdout.trim()).unwrap_or_default();
-    let ok = probe["landlock_abi"].is_number() && probe["mountns_error"].is_null();
-    if !ok {
-        skip(&format!(
-            "skipped: no landlock or mount namespace here: {out:?}"
-        ));
+    if !probe["landlock_abi"].is_number() {
+        return !skip_without("landlock", &format!("no landlock here: {out:?}"));
     }
-    ok
-}
-
-#[allow(clippy::print_stderr)]
-fn skip(reason: &str) {
-    eprintln!("{reason}");
+    probe["mountns_error"].is_null()
+        || !skip_without("userns", &format!("no mount namespace here: {out:?}"))
 }
 
 const GIT_REFUSAL: &str = "git's own files";

@@ -28,6 +28,7 @@ mod run_openai;
 mod safe_output;
 mod sandbox;
 mod sandbox_attacks;
+mod sandbox_confine;
 mod sandbox_powers;
 mod server_attacks;
 mod server_cli;

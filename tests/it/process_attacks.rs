@@ -14,11 +14,12 @@ use crate::support::{FakeModel, Harness, Reply, Running};
 /// Fails if anything holding `word` is alive (killing it first, so a failure leaves nothing).
 async fn assert_none_left(word: &str, what: &str) {
     // A SIGKILLed namespace takes a moment to be torn down.
-    for _ in 0..20 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::time::Instant::now() < deadline {
         if holding(word).is_empty() {
             return;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let left = holding(word);
     let described: Vec<String> = left
@@ -39,12 +40,16 @@ async fn assert_none_left(word: &str, what: &str) {
     panic!("{what}: processes outlived the call: {described:?}");
 }
 
-/// The three ways out of a process group, each touching `late-<how>` after `delay` seconds.
-fn escapes(word: &str, delay: u32) -> String {
+/// The three ways out of a process group, each touching `ready-<how>` and then holding `word`
+/// for 1000 s: far longer than a test runs, so one that is gone was killed. The call ends once
+/// all three run.
+fn escapes(word: &str) -> String {
     format!(
-        "setsid sh -c ': {word}; sleep {delay}; touch late-setsid' >/dev/null 2>&1 &\n\
-         ( set -m; ( : {word}; sleep {delay}; touch late-setpgid ) >/dev/null 2>&1 & ) &\n\
-         nohup sh -c ': {word}; sleep {delay}; touch late-nohup' >/dev/null 2>&1 & disown\n\
+        "setsid sh -c ': {word}; touch ready-setsid; sleep 1000' >/dev/null 2>&1 &\n\
+         ( set -m; ( : {word}; touch ready-setpgid; sleep 1000 ) >/dev/null 2>&1 & ) &\n\
+         nohup sh -c ': {word}; touch ready-nohup; sleep 1000' >/dev/null 2>&1 & disown\n\
+         until [ -e ready-setsid ] && [ -e ready-setpgid ] && [ -e ready-nohup ]; do \
+         sleep 0.02; done\n\
          echo started"
     )
 }
@@ -58,7 +63,7 @@ async fn run_escapes(sandbox: &str) {
     let h = Harness::new();
     let word = marker(sandbox);
     let server = FakeModel::start().await;
-    server.push(shell("c1", &escapes(&word, 3)));
+    server.push(shell("c1", &escapes(&word)));
     server.push(Reply::new().text("done"));
     let out = openai_run(&h, &server, "detach")
         .args(["-p", "bypass", "--sandbox", sandbox])
@@ -70,13 +75,6 @@ async fn run_escapes(sandbox: &str) {
     assert_eq!(rec["success"], true, "{rec}");
     assert!(rec["output"].as_str().unwrap().contains("started"), "{rec}");
     assert_none_left(&word, &format!("--sandbox {sandbox}")).await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    for how in ["setsid", "setpgid", "nohup"] {
-        assert!(
-            !h.work().join(format!("late-{how}")).exists(),
-            "the {how} process ran after the call"
-        );
-    }
 }
 
 #[tokio::test]
@@ -87,17 +85,6 @@ async fn detached_processes_die_with_the_call_in_the_sandbox() {
 #[tokio::test]
 async fn detached_processes_die_with_the_call_without_the_sandbox() {
     run_escapes("off").await;
-}
-
-/// Fails the test if a process holding `word` is left; then, after the 6 s its script sleeps,
-/// if it still wrote `late`.
-async fn assert_none_left_nor_late(h: &Harness, word: &str, when: &str) {
-    assert_none_left(word, when).await;
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    assert!(
-        !h.work().join("late").exists(),
-        "the detached process ran on"
-    );
 }
 
 /// `corral run -p bypass` with `prompt`, returned once the call's detached process holding
@@ -122,9 +109,8 @@ async fn a_timeout_ends_detached_processes_that_ignore_sigterm() {
     let h = Harness::new();
     let word = marker("timeout");
     let server = FakeModel::start().await;
-    let script = format!(
-        "setsid sh -c 'trap \"\" TERM; : {word}; sleep 6; touch late' >/dev/null 2>&1 &\nsleep 60"
-    );
+    let script =
+        format!("setsid sh -c 'trap \"\" TERM; : {word}; sleep 1000' >/dev/null 2>&1 &\nsleep 60");
     let args = json!({ "command": script, "timeout": 1 }).to_string();
     server.push(Reply::new().tool_call("c1", "shell", &args));
     server.push(Reply::new().text("done"));
@@ -135,7 +121,7 @@ async fn a_timeout_ends_detached_processes_that_ignore_sigterm() {
         .await;
     let rec = &out.of_kind("tool_result")[0]["data"]["result"];
     assert!(rec.to_string().contains("timed out"), "{rec}");
-    assert_none_left_nor_late(&h, &word, "after the timeout").await;
+    assert_none_left(&word, "after the timeout").await;
 }
 
 /// Ctrl-C cancels the turn: the call's boundary goes with it, detached processes included.
@@ -144,13 +130,12 @@ async fn an_interrupted_call_ends_its_detached_processes() {
     let h = Harness::new();
     let word = marker("cancel");
     let server = FakeModel::start().await;
-    let script =
-        format!("setsid sh -c ': {word}; sleep 6; touch late' >/dev/null 2>&1 &\nsleep 60");
+    let script = format!("setsid sh -c ': {word}; sleep 1000' >/dev/null 2>&1 &\nsleep 60");
     server.push(shell("c1", &script));
     let running = spawn_detached(&h, &server, "wait", &word).await;
     running.sigint().await;
     let _ = running.wait().await;
-    assert_none_left_nor_late(&h, &word, "after Ctrl-C").await;
+    assert_none_left(&word, "after Ctrl-C").await;
 }
 
 /// A runtime killed mid-call leaves its tool running; the next start ends all of it, the
@@ -187,7 +172,9 @@ async fn a_worktree_cannot_be_changed_between_review_and_merge() {
     let word = marker("trap");
     let server = FakeModel::start().await;
     let script = format!(
-        "echo good > a.txt\nsetsid sh -c ': {word}; sleep 3; echo evil > a.txt' >/dev/null 2>&1 &\nsleep 0.5"
+        "echo good > a.txt\n\
+         setsid sh -c ': {word}; touch .ready; sleep 1000; echo evil > a.txt' >/dev/null 2>&1 &\n\
+         until [ -e .ready ]; do sleep 0.02; done; rm .ready"
     );
     server.push(shell("c1", &script));
     server.push(Reply::new().text("done"));
@@ -201,7 +188,6 @@ async fn a_worktree_cannot_be_changed_between_review_and_merge() {
     let id = out.events()[0]["agent"].as_str().unwrap().to_owned();
     let wt = h.data_dir().join("corral/worktrees").join(&id);
     assert_none_left(&word, "the worktree daemon").await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(std::fs::read_to_string(wt.join("a.txt")).unwrap(), "good\n");
 
     let diff = h.corral().args(["worktree", "diff", &id]).run().await;
@@ -234,4 +220,28 @@ async fn a_worktree_cannot_be_changed_between_review_and_merge() {
         std::fs::read_to_string(dir.join("a.txt")).unwrap(),
         "evil\n"
     );
+}
+
+/// A turn cancelled through the server while its tool runs: the tool's whole group ends, the
+/// members that ignore SIGTERM included, and its pids.json entry goes, while the server (whose
+/// exit would end them anyway) lives on.
+#[tokio::test]
+async fn a_cancelled_turn_ends_its_tools_group_while_the_server_lives_on() {
+    use crate::shutdown_faults::{listed, members, pids_json, serve_mid_tool};
+    let h = Harness::new();
+    let word = marker("serve-cancel");
+    let model = FakeModel::start().await;
+    let (mut server, token, id, pgid) = serve_mid_tool(&h, &model, &word).await;
+    let pids = members(pgid);
+    // The helper, the call's init, the shell and its twenty sleeps.
+    assert!(pids.len() > 20, "{pids:?}");
+    let cancel = format!("/api/v1/sessions/{id}/cancel");
+    let (status, body) = server.post(&cancel, &token, &json!({})).await;
+    assert_eq!((status, body), (200, json!({"cancelled": true})));
+    crate::support::assert_all_gone(&pids, "after the cancel").await;
+    wait_until("the group to leave pids.json", || {
+        !listed(&pids_json(&h), pgid)
+    })
+    .await;
+    assert_eq!(server.child.try_wait().unwrap(), None, "serve exited");
 }

@@ -17,13 +17,12 @@ async fn ctrl_c_cancels_the_turn_closes_the_stream_and_exits_130() {
             .text("never"),
     );
     let running = openai_run(&h, &server, "long task").spawn().await;
-    assert!(
-        server
-            .wait_for_chat_requests(1, Duration::from_secs(20))
-            .await
-    );
-    // Let the first chunk arrive before interrupting.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Interrupted once the first chunk is out: the stall holds the rest back for 30 s.
+    running
+        .wait_for_event(0, |e| {
+            e["kind"] == "assistant_text" && e["data"]["content"]["text"] == "thinking about it"
+        })
+        .await;
     running.sigint().await;
     let out = running.wait().await;
     assert_eq!(out.code, Some(130), "{out:?}");

@@ -1,7 +1,8 @@
 //! The kernel sandbox around shell and python, end to end: escape attempts fail and are
 //! reported as the sandbox's doing; allowed work succeeds; `--sandbox off` lets the same
 //! escape through (so these tests can fail). Landlock must exist on the machine: where the
-//! probe finds none, each test says why on stderr and returns early.
+//! probe finds none, each test that needs it fails, unless `CORRAL_TEST_SKIP=landlock` says to
+//! skip them.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,8 +14,9 @@ use crate::support::{FakeModel, Harness, Outcome, Reply};
 
 const BLOCKED: &str = "[the sandbox blocked this:";
 
-/// The helper's own probe, as a session runs it; `false` (with the reason on stderr) when the
-/// kernel has no landlock.
+/// The helper's own probe, as a session runs it: `true` when the kernel has landlock; when it
+/// has none the test fails, or with `CORRAL_TEST_SKIP=landlock` this is `false` (said on
+/// stderr) and the test returns.
 pub(crate) async fn landlock_here(h: &Harness) -> bool {
     let out = h
         .corral()
@@ -25,17 +27,13 @@ pub(crate) async fn landlock_here(h: &Harness) -> bool {
     if probe["landlock_abi"].is_number() {
         return true;
     }
-    skip(&format!(
-        "skipped: this kernel has no usable landlock ({}): {out:?}",
-        probe["landlock_error"]
-    ));
-    false
-}
-
-/// The skip must be visible in the test output: that is what stderr is for here.
-#[allow(clippy::print_stderr)]
-pub(crate) fn skip(reason: &str) {
-    eprintln!("{reason}");
+    !skip_without(
+        "landlock",
+        &format!(
+            "this kernel has no usable landlock ({}): {out:?}",
+            probe["landlock_error"]
+        ),
+    )
 }
 
 /// A run whose model makes the calls one after the other, then answers "done".
@@ -66,7 +64,7 @@ pub(crate) async fn run_calls(h: &Harness, calls: &[(&str, Value)], flags: &[&st
 }
 
 /// A turn whose every call the sandbox stopped is not a success, and says how to widen it.
-fn assert_turn_blocked(out: &Outcome) {
+pub(crate) fn assert_turn_blocked(out: &Outcome) {
     assert_eq!(out.code, Some(1), "{out:?}");
     let result = result_of(out);
     assert_eq!(result["stopReason"], "error");
@@ -196,38 +194,62 @@ async fn leaving_the_root_with_cd_does_not_escape() {
     assert!(!h.home_dir().join("escaped").exists());
 }
 
+const SECRET: &str = "sk-test-secret-123456";
+
+/// One shell call `command` with the runtime's `OPENAI_API_KEY` set to [`SECRET`], under
+/// `flags`; fails unless the key reached neither the tool's environment, nor the run's
+/// output, event log or model requests.
+async fn run_with_the_key(h: &Harness, command: &str, flags: &[&str]) -> Outcome {
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call("c1", "shell", &json!({ "command": command }).to_string()));
+    server.push(Reply::new().text("done"));
+    let out = openai_run(h, &server, "show me")
+        .args(["-p", "bypass"])
+        .args(flags)
+        .env("OPENAI_API_KEY", SECRET)
+        .run()
+        .await;
+    let record = &records(&out)[0];
+    let text = |field: &str| record[field].as_str().unwrap_or_default().to_owned();
+    let said = text("output") + &text("error");
+    assert!(said.starts_with("key=\n"), "{record}");
+    // Not even redacted: it never got there.
+    assert!(
+        !said.contains("OPENAI_API_KEY") && !said.contains("REDACTED"),
+        "{record}"
+    );
+    assert!(!out.stdout.contains(SECRET) && !out.stderr.contains(SECRET));
+    for log in h.event_logs() {
+        assert!(!std::fs::read_to_string(log).unwrap().contains(SECRET));
+    }
+    let sent = serde_json::to_string(&server.chat_requests()).unwrap();
+    assert!(!sent.contains(SECRET));
+    out
+}
+
+/// Scrubbing is not the sandbox's doing: it holds with the sandbox off, on any kernel.
+#[tokio::test]
+async fn the_runtime_api_key_never_reaches_a_tool_environment() {
+    let h = Harness::new();
+    let out = run_with_the_key(&h, "echo key=$OPENAI_API_KEY; env", &["--sandbox", "off"]).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let record = &records(&out)[0];
+    assert_eq!(record["success"], true, "{record}");
+    let output = record["output"].as_str().unwrap();
+    assert!(output.starts_with("key=\n"), "{output}");
+}
+
+/// Nor through /proc: the runtime's environment (the tool's parent) cannot be read.
 #[tokio::test]
 async fn the_runtime_api_key_never_reaches_a_tool() {
     let h = Harness::new();
     if !landlock_here(&h).await {
         return;
     }
-    let secret = "sk-test-secret-123456";
-    let server = FakeModel::start().await;
-    // The environment, and the runtime's own environment through /proc (the tool's parent).
     let command = "echo key=$OPENAI_API_KEY; env; cat /proc/$PPID/environ";
-    server.push(Reply::new().tool_call("c1", "shell", &json!({ "command": command }).to_string()));
-    server.push(Reply::new().text("done"));
-    let out = openai_run(&h, &server, "show me")
-        .args(["-p", "bypass"])
-        .env("OPENAI_API_KEY", secret)
-        .run()
-        .await;
+    let out = run_with_the_key(&h, command, &[]).await;
     assert_turn_blocked(&out);
-    let record = &records(&out)[0];
-    let error = assert_blocked(record, "Permission denied");
-    assert!(error.starts_with("key=\n"), "{error}");
-    // Not even redacted: it never got there.
-    assert!(
-        !error.contains("OPENAI_API_KEY") && !error.contains("REDACTED"),
-        "{error}"
-    );
-    assert!(!out.stdout.contains(secret) && !out.stderr.contains(secret));
-    for log in h.event_logs() {
-        assert!(!std::fs::read_to_string(log).unwrap().contains(secret));
-    }
-    let sent = serde_json::to_string(&server.chat_requests()).unwrap();
-    assert!(!sent.contains(secret));
+    assert_blocked(&records(&out)[0], "Permission denied");
 }
 
 /// A loopback listener; the kernel completes connections into its backlog.
@@ -346,16 +368,40 @@ async fn doctor_reports_the_landlock_abi_and_the_rest() {
         assert!(out.stdout.contains(item), "{item}: {}", out.stdout);
     }
     assert!(
-        out.stdout.contains("landlock: ABI ") || out.stdout.starts_with("missing  landlock:"),
+        out.stdout.starts_with("ok       kernel: Linux "),
         "{}",
         out.stdout
     );
-    if landlock_here(&h).await {
-        assert!(
-            out.stdout.contains("ok       landlock: ABI "),
-            "{}",
-            out.stdout
-        );
+    let probe = h
+        .corral()
+        .args(["__sandbox-exec", "--probe", "--"])
+        .run()
+        .await;
+    let probe: Value = serde_json::from_str(probe.stdout.trim()).unwrap();
+    let landlock = out
+        .stdout
+        .lines()
+        .find(|l| l.contains(" landlock: "))
+        .unwrap_or_default();
+    match probe["landlock_abi"].as_i64() {
+        Some(abi) => {
+            let rights = probe["fs_rights"].as_array().unwrap();
+            let rights: Vec<&str> = rights.iter().map(|r| r.as_str().unwrap()).collect();
+            let expected = format!(
+                "ok       landlock: ABI {abi}; filesystem rights: {}",
+                rights.join(", ")
+            );
+            assert_eq!(landlock, expected, "{}", out.stdout);
+        }
+        None => {
+            let why = probe["landlock_error"].as_str().unwrap_or("unavailable");
+            assert_eq!(
+                landlock,
+                format!("missing  landlock: {why}"),
+                "{}",
+                out.stdout
+            );
+        }
     }
     let config = h.config_dir().join("corral/config.toml");
     assert!(
@@ -363,105 +409,4 @@ async fn doctor_reports_the_landlock_abi_and_the_rest() {
         "{}",
         out.stdout
     );
-}
-
-/// Runs its arguments as uid 1000 in a user namespace that may create no further ones: what an
-/// ordinary user sees where unprivileged user namespaces are disabled. Needs root.
-const NO_USERNS: &str = r#"
-import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-ready, go = os.pipe(), os.pipe()
-pid = os.fork()
-if pid == 0:
-    if libc.unshare(0x10000000) != 0:
-        raise OSError(ctypes.get_errno(), "unshare")
-    os.write(ready[1], b"x")
-    os.read(go[0], 1)
-    os.setresgid(0, 0, 0)
-    os.setresuid(0, 0, 0)
-    open("/proc/sys/user/max_user_namespaces", "w").write("0")
-    os.setgroups([])
-    os.setresgid(1000, 1000, 1000)
-    os.setresuid(1000, 1000, 1000)
-    os.execvp(sys.argv[1], sys.argv[1:])
-os.read(ready[0], 1)
-for name, text in (("uid_map", "0 0 65536\n"), ("setgroups", "allow"), ("gid_map", "0 0 65536\n")):
-    open(f"/proc/{pid}/{name}", "w").write(text)
-os.write(go[1], b"x")
-sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
-"#;
-
-/// `corral run` through [`NO_USERNS`], with the harness's environment.
-async fn run_without_userns(h: &Harness, server: &FakeModel, flags: &[&str]) -> Outcome {
-    let exe = h.home_dir().join("corral");
-    if !exe.exists() {
-        // uid 1000 cannot reach the build directory; a link in the temp home it can.
-        let built = std::path::Path::new(env!("CARGO_BIN_EXE_corral"));
-        if std::fs::hard_link(built, &exe).is_err() {
-            std::fs::copy(built, &exe).unwrap();
-        }
-        std::fs::write(h.home_dir().join("no_userns.py"), NO_USERNS).unwrap();
-        let chown = std::process::Command::new("chown")
-            .args(["-R", "1000:1000"])
-            .arg(h.home_dir())
-            .status()
-            .unwrap();
-        assert!(chown.success());
-    }
-    let mut wrapper = tokio::process::Command::new("python3");
-    wrapper.arg(h.home_dir().join("no_userns.py"));
-    run_through(h, wrapper, &exe, server, flags).await
-}
-
-#[tokio::test]
-async fn without_user_namespaces_best_effort_says_so_and_strict_refuses() {
-    let h = Harness::new();
-    if !landlock_here(&h).await {
-        return;
-    }
-    let uid = std::process::Command::new("id").arg("-u").output().unwrap();
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        skip("skipped: building a user namespace without nested ones needs root");
-        return;
-    }
-    let init = std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(h.work())
-        .status()
-        .unwrap();
-    assert!(init.success());
-    let server = FakeModel::start().await;
-    let args = json!({"command": "touch .git/hooks/unprotected && touch /tmp/../etc/x"});
-    server.push(Reply::new().tool_call("c1", "shell", &args.to_string()));
-    server.push(Reply::new().text("done"));
-    let out = run_without_userns(&h, &server, &[]).await;
-    assert_turn_blocked(&out);
-    let errors = out.of_kind("error");
-    assert_eq!(
-        errors.len(),
-        2,
-        "the start-up gap, then the blocked turn: {out:?}"
-    );
-    let message = errors[0]["data"]["message"].as_str().unwrap();
-    assert!(
-        message.starts_with(
-            "sandbox best-effort: .git is not protected (user namespaces unavailable: ENOSPC"
-        ),
-        "{message}"
-    );
-    // The gap is real and said; landlock still holds everywhere else.
-    assert!(h.work().join(".git/hooks/unprotected").exists());
-    assert_blocked(&records(&out)[0], "Permission denied");
-    let strict = run_without_userns(&h, &server, &["--sandbox", "strict"]).await;
-    assert_eq!(strict.code, Some(2), "{strict:?}");
-    let said = "corral: sandbox strict: cannot enforce: .git is not protected";
-    assert!(strict.stderr.contains(said), "{strict:?}");
-    // Nothing can be hidden without a mount namespace either: said, and refused by strict.
-    let hidden = "corral's state, credential stores and Unix sockets outside the sandbox are not \
-                  hidden (user namespaces unavailable: ENOSPC";
-    assert!(message.contains(hidden), "{message}");
-    // An ordinary user has no capabilities to drop: no gap there.
-    assert!(!message.contains("capabilities"), "{message}");
-    assert!(strict.stderr.contains(hidden), "{strict:?}");
-    assert_eq!(server.chat_requests().len(), 2, "strict ran no turn");
 }

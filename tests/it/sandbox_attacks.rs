@@ -134,6 +134,16 @@ async fn credential_stores_are_hidden_from_tools() {
 
 /// A run with its own preset file (and so not `-p bypass`); the preset lets shell run.
 async fn run_with_preset(h: &Harness, preset: &str, calls: &[(&str, Value)]) -> Outcome {
+    run_with_preset_env(h, preset, calls, &[]).await
+}
+
+/// [`run_with_preset`], with `env` added to the runtime's environment.
+pub(crate) async fn run_with_preset_env(
+    h: &Harness,
+    preset: &str,
+    calls: &[(&str, Value)],
+    env: &[(&str, &str)],
+) -> Outcome {
     let path = h.home_dir().join("team.toml");
     std::fs::write(
         &path,
@@ -145,11 +155,13 @@ async fn run_with_preset(h: &Harness, preset: &str, calls: &[(&str, Value)]) -> 
         server.push(Reply::new().tool_call(&format!("c{}", i + 1), name, &args.to_string()));
     }
     server.push(Reply::new().text("done"));
-    let out = openai_run(h, &server, "try it")
+    let mut run = openai_run(h, &server, "try it")
         .args(["-p", &path.display().to_string(), "--sandbox", "strict"])
-        .timeout(Duration::from_secs(60))
-        .run()
-        .await;
+        .timeout(Duration::from_secs(60));
+    for (name, value) in env {
+        run = run.env(name, value);
+    }
+    let out = run.run().await;
     assert_well_formed(&out);
     out
 }

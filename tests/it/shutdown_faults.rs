@@ -18,7 +18,7 @@ use crate::support::{FakeModel, Harness, Reply, Running};
 /// A tool call whose processes (a shell and twenty sleeps) ignore SIGTERM; `word` is in the
 /// shell's command line, and `<word>.ready` appears in the work dir once SIGTERM is ignored.
 /// Many members make the group's end take a moment to be complete.
-fn stubborn(word: &str) -> Reply {
+pub(crate) fn stubborn(word: &str) -> Reply {
     let command = format!(
         "trap '' TERM; : {word}; for i in $(seq 20); do sleep 1000 & done; touch {word}.ready; \
          wait; :"
@@ -43,7 +43,7 @@ fn start_time_of(pid: u32) -> Option<u64> {
 }
 
 /// Live (not zombie) processes of the process group `pgid`.
-fn members(pgid: u32) -> Vec<u32> {
+pub(crate) fn members(pgid: u32) -> Vec<u32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
@@ -59,7 +59,7 @@ fn members(pgid: u32) -> Vec<u32> {
     found
 }
 
-fn pids_json(h: &Harness) -> PathBuf {
+pub(crate) fn pids_json(h: &Harness) -> PathBuf {
     h.cache_dir().join("corral/agents/pids.json")
 }
 
@@ -70,7 +70,7 @@ fn entries(path: &Path) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-fn listed(path: &Path, pgid: u32) -> bool {
+pub(crate) fn listed(path: &Path, pgid: u32) -> bool {
     entries(path).iter().any(|e| e["pgid"] == pgid)
 }
 
@@ -139,23 +139,34 @@ impl Watch {
     }
 }
 
-/// `corral serve` with a session whose tool ignores SIGTERM, stopped by `signal`.
-async fn serve_stopped_by(signal: &str) {
-    let h = Harness::new();
-    let word = marker(&format!("serve-{signal}"));
-    let model = FakeModel::start().await;
-    model.push(stubborn(&word));
-    let mut server = Server::start(&h, &[]).await;
+/// `corral serve` with a session (its id returned, with an admin token) whose turn runs the
+/// [`stubborn`] tool holding `word`, once that tool's group (also returned) is listed.
+pub(crate) async fn serve_mid_tool(
+    h: &Harness,
+    model: &FakeModel,
+    word: &str,
+) -> (Server, String, String, u32) {
+    model.push(stubborn(word));
+    let server = Server::start(h, &[]).await;
     let token = server.token("alice", true);
     let body = json!({"cwd": h.work(), "model": "llamacpp:fake-model",
                       "base_url": model.openai_base(), "permission": "bypass"});
     let (status, session) = server.post("/api/v1/sessions", &token, &body).await;
     assert_eq!(status, 201, "{session}");
-    let id = session["id"].as_str().unwrap();
+    let id = session["id"].as_str().unwrap().to_owned();
     let path = format!("/api/v1/sessions/{id}/messages");
     let (status, sent) = server.post(&path, &token, &json!({"text": "go"})).await;
     assert!((200..300).contains(&status), "{sent}");
-    let pgid = tool_group(&h, &word).await;
+    let pgid = tool_group(h, word).await;
+    (server, token, id, pgid)
+}
+
+/// `corral serve` with a session whose tool ignores SIGTERM, stopped by `signal`.
+async fn serve_stopped_by(signal: &str) {
+    let h = Harness::new();
+    let word = marker(&format!("serve-{signal}"));
+    let model = FakeModel::start().await;
+    let (mut server, _, _, pgid) = serve_mid_tool(&h, &model, &word).await;
     let owner = server.child.id().unwrap();
     let watch = Watch::start(&h, pgid);
     let kill = std::process::Command::new("kill")

@@ -9,9 +9,11 @@ pub mod fake_gemini;
 pub mod fake_model;
 pub mod harness;
 pub mod host;
+pub mod pids;
 pub mod reply;
 pub mod server;
 
 pub use fake_model::{FakeModel, ModelInfo, Recorded};
 pub use harness::{Cmd, Harness, Outcome, Running};
+pub use pids::{PidTally, assert_all_gone};
 pub use reply::{Format, Reply};
