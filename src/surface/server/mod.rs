@@ -74,6 +74,9 @@ pub struct AppState {
     pub logs: LogHub,
     /// Cancelled on shutdown: connections close with 1001.
     pub shutdown: CancellationToken,
+    /// Every upgraded WebSocket: axum's graceful shutdown waits for HTTP connections only, so
+    /// the server waits here for sockets to send their close frame before the process ends.
+    pub sockets: tokio_util::task::TaskTracker,
 }
 
 pub type Shared = Arc<AppState>;
@@ -240,6 +243,7 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, Error> {
         ws: ws::Hub::default(),
         logs,
         shutdown: CancellationToken::new(),
+        sockets: tokio_util::task::TaskTracker::new(),
     });
     tracing::info!(target: "corral::server", "listening on http://{bound}");
     {
@@ -268,6 +272,13 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, Error> {
     let served = axum::serve(listener, router(state.clone()))
         .with_graceful_shutdown(async move { until.cancelled().await })
         .await;
+    // Each socket closes with 1001 within its send timeout; a client that never reads is
+    // not waited for beyond that.
+    state.sockets.close();
+    let socket_wait = state.settings.send_timeout + Duration::from_secs(1);
+    if tokio::time::timeout(socket_wait, state.sockets.wait()).await.is_err() {
+        tracing::warn!(target: "corral::server", "WebSocket connections still open at exit");
+    }
     manager.shutdown().await;
     // Closed sessions' tool processes end in background tasks: they must be gone first.
     crate::sandbox::process::wait_for_tool_processes(crate::sandbox::process::EXIT_WAIT).await;

@@ -120,7 +120,9 @@ async fn session_socket(
     let ws = ws
         .max_message_size(MAX_MESSAGE_BYTES)
         .max_frame_size(MAX_MESSAGE_BYTES);
+    let live = state.sockets.token();
     ws.on_upgrade(move |mut socket| async move {
+        let _live = live;
         match admitted {
             Err((code, reason)) => {
                 tracing::info!(target: "corral::ws", "session {id}: refused with {code}: {reason}");

@@ -45,7 +45,9 @@ pub(super) async fn log_socket(
         .and_then(parse_level)
         .unwrap_or(Level::INFO);
     let wait = state.settings.send_timeout;
+    let live = state.sockets.token();
     ws.on_upgrade(move |mut socket| async move {
+        let _live = live;
         match admitted {
             Err((code, reason)) => close(&mut socket, code, &reason, wait).await,
             Ok(valid) => stream_logs(state, socket, level, valid).await,
