@@ -60,6 +60,17 @@ fn text_of(updates: &[&Value]) -> String {
         .collect()
 }
 
+/// What the model was told for tool call `id` in request `body`.
+fn tool_reply(body: &Value, id: &str) -> String {
+    let message = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+        .unwrap_or_else(|| panic!("no tool message for {id}: {body}"));
+    message["content"].as_str().unwrap().to_owned()
+}
+
 #[tokio::test]
 async fn an_acp_client_drives_a_session_through_permission_cancel_modes_and_load() {
     let h = Harness::new();
@@ -167,6 +178,45 @@ async fn an_acp_client_drives_a_session_through_permission_cancel_modes_and_load
         r["unknown_session"]
     );
     assert_eq!(r["first_exit"], 0);
+
+    // The model switch reached the model server: every request before it named the opening
+    // model, every one after it the switched one.
+    let sent: Vec<Value> = model.chat_requests();
+    let names: Vec<&str> = sent.iter().map(|b| b["model"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "fake-model",
+            "fake-model",
+            "fake-model",
+            "other-model",
+            "other-model",
+            "other-model"
+        ]
+    );
+
+    // The third prompt's reads: notes.txt through the client's buffer (the model saw the
+    // buffer, not the disk); ../outside.txt refused beneath the root before the client was
+    // asked (tool/editor.rs resolves every path first), so exactly one fs read reached it.
+    assert_eq!(r["third"]["stopReason"], "end_turn");
+    assert_eq!(
+        r["fs_reads"],
+        json!([{"sessionId": r["sessionId"], "path": h.work().join("notes.txt")}])
+    );
+    assert_eq!(tool_reply(&sent[5], "c3"), "EDITOR BUFFER of notes.txt");
+    let outside = tool_reply(&sent[5], "c4");
+    assert_eq!(
+        outside,
+        format!(
+            "Error: path outside the session root: ../outside.txt (the session root is {})",
+            h.work().display()
+        )
+    );
+    let c4: Vec<&Value> = of_kind(updates, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["toolCallId"] == "c4" && u["status"] == "failed")
+        .collect();
+    assert_eq!(c4.len(), 1, "{updates}");
 
     // session/load in a new process replays the conversation from the event log.
     let replayed = &r["replayed"];
