@@ -9,6 +9,7 @@ pub mod fake_gemini;
 pub mod fake_model;
 pub mod harness;
 pub mod host;
+pub mod procs;
 pub mod reply;
 pub mod server;
 
