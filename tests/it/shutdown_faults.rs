@@ -390,6 +390,15 @@ async fn the_next_start_removes_a_crashed_sessions_temp_dir_and_keeps_a_live_one
     let (crashed, crashed_id) = run_mid_tool(&h, &model, &tmp, &crashed_word).await;
     let crashed_tmp = session_tmp_of(&tmp, &crashed_id).expect("the session's temp dir");
     std::fs::write(crashed_tmp.join("scratch"), "left behind").unwrap();
+    // Killed only once its tool is recorded: a tool seen running may not be in pids.json yet,
+    // and what was never recorded cannot be reaped.
+    let owner = crashed.pid();
+    wait_until("the crashed run's tool to be listed in pids.json", || {
+        tracked(&pids_json(&h))
+            .iter()
+            .any(|e| e["kind"] == "tool" && e["owner_pid"] == owner)
+    })
+    .await;
     crashed.signal("KILL").await;
     let _ = crashed.wait().await;
     assert!(crashed_tmp.exists(), "a SIGKILLed run removes nothing");
