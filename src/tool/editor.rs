@@ -130,3 +130,7 @@ pub async fn write(
         "{verb} {path} in the editor ({bytes} bytes written)"
     )))
 }
+
+#[cfg(test)]
+#[path = "editor_tests.rs"]
+mod tests;

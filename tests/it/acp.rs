@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::support::{FakeModel, Harness, Reply};
+use crate::common::acp_open;
+use crate::support::{FakeModel, Harness, Reply, Running};
 
 /// Where scripts/install-agent-clis puts the npm packages (CORRAL_AGENT_CLIS overrides).
 pub fn agent_clis() -> PathBuf {
@@ -58,6 +59,17 @@ fn text_of(updates: &[&Value]) -> String {
         .iter()
         .map(|u| u["content"]["text"].as_str().unwrap_or_default())
         .collect()
+}
+
+/// What the model was told for tool call `id` in request `body`.
+fn tool_reply(body: &Value, id: &str) -> String {
+    let message = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+        .unwrap_or_else(|| panic!("no tool message for {id}: {body}"));
+    message["content"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test]
@@ -168,6 +180,45 @@ async fn an_acp_client_drives_a_session_through_permission_cancel_modes_and_load
     );
     assert_eq!(r["first_exit"], 0);
 
+    // The model switch reached the model server: every request before it named the opening
+    // model, every one after it the switched one.
+    let sent: Vec<Value> = model.chat_requests();
+    let names: Vec<&str> = sent.iter().map(|b| b["model"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "fake-model",
+            "fake-model",
+            "fake-model",
+            "other-model",
+            "other-model",
+            "other-model"
+        ]
+    );
+
+    // The third prompt's reads: notes.txt through the client's buffer (the model saw the
+    // buffer, not the disk); ../outside.txt refused beneath the root before the client was
+    // asked (tool/editor.rs resolves every path first), so exactly one fs read reached it.
+    assert_eq!(r["third"]["stopReason"], "end_turn");
+    assert_eq!(
+        r["fs_reads"],
+        json!([{"sessionId": r["sessionId"], "path": h.work().join("notes.txt")}])
+    );
+    assert_eq!(tool_reply(&sent[5], "c3"), "EDITOR BUFFER of notes.txt");
+    let outside = tool_reply(&sent[5], "c4");
+    assert_eq!(
+        outside,
+        format!(
+            "Error: path outside the session root: ../outside.txt (the session root is {})",
+            h.work().display()
+        )
+    );
+    let c4: Vec<&Value> = of_kind(updates, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["toolCallId"] == "c4" && u["status"] == "failed")
+        .collect();
+    assert_eq!(c4.len(), 1, "{updates}");
+
     // session/load in a new process replays the conversation from the event log.
     let replayed = &r["replayed"];
     let user = text_of(&of_kind(replayed, "user_message_chunk"));
@@ -222,5 +273,117 @@ async fn acpx_runs_a_prompt_through_corral_acp() {
     assert_eq!(
         std::fs::read_to_string(h.work().join("x.txt")).unwrap(),
         "hi"
+    );
+}
+
+fn is_permission_request(m: &Value) -> bool {
+    m["method"] == "session/request_permission"
+}
+
+/// Sends `session/prompt` (JSON-RPC id `id`); answers the next permission request with the
+/// option `pick`, if given; returns the prompt's answer and the permission request.
+async fn prompt_answering(
+    running: &mut Running,
+    session: &str,
+    id: u64,
+    asked_before: usize,
+    pick: &str,
+) -> (Value, Value) {
+    let prompt = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+                        "params": {"sessionId": session,
+                                   "prompt": [{"type": "text", "text": "go"}]}});
+    running.send_line(&prompt.to_string()).await;
+    let ask = running
+        .wait_for_event(asked_before, is_permission_request)
+        .await;
+    let answer = json!({"jsonrpc": "2.0", "id": ask["id"],
+                        "result": {"outcome": {"outcome": "selected", "optionId": pick}}});
+    running.send_line(&answer.to_string()).await;
+    let done = running.wait_for_event(0, |m| m["id"] == id).await;
+    (done, ask)
+}
+
+fn offered(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The client's "always" answers stand for the session: after allow_always a later write is
+/// not asked about, after reject_always the tool is off (refused without asking, and no
+/// longer offered to the model).
+#[tokio::test]
+async fn allow_always_and_reject_always_picked_by_the_client_hold_for_the_session() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    model.push(Reply::new().tool_call("c1", "write_file", r#"{"path":"a.txt","content":"one"}"#));
+    model.push(Reply::new().tool_call("c2", "write_file", r#"{"path":"b.txt","content":"two"}"#));
+    model.push(Reply::new().text("Both written."));
+    model.push(Reply::new().tool_call("c3", "shell", r#"{"command":"echo first > s1"}"#));
+    model.push(Reply::new().tool_call("c4", "shell", r#"{"command":"echo second > s2"}"#));
+    model.push(Reply::new().text("No shell."));
+    let mut running = h
+        .corral()
+        .args(["acp", "-m", "llamacpp:fake-model"])
+        .args(["--base-url", &model.openai_base()])
+        .live_stdin()
+        .spawn()
+        .await;
+    let session = acp_open(&mut running, &h).await;
+
+    let (done, ask) = prompt_answering(&mut running, &session, 2, 0, "allow_all").await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(ask["params"]["toolCall"]["toolCallId"], "c1");
+    let kinds: Vec<&Value> = ask["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["optionId"] == "allow_all" || o["optionId"] == "disable")
+        .map(|o| &o["kind"])
+        .collect();
+    assert_eq!(kinds, [&json!("allow_always"), &json!("reject_always")]);
+    assert_eq!(
+        std::fs::read_to_string(h.work().join("a.txt")).unwrap(),
+        "one"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.work().join("b.txt")).unwrap(),
+        "two"
+    );
+
+    let (done, ask) = prompt_answering(&mut running, &session, 3, 1, "disable").await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(ask["params"]["toolCall"]["toolCallId"], "c3");
+    running.close_stdin();
+    let out = running.wait().await;
+    // Asked exactly twice: c1 (allowed always, so c2 was not asked) and c3 (rejected
+    // always, so c4 was not asked).
+    let asked: Vec<Value> = out
+        .events()
+        .into_iter()
+        .filter(is_permission_request)
+        .map(|m| m["params"]["toolCall"]["toolCallId"].clone())
+        .collect();
+    assert_eq!(asked, [json!("c1"), json!("c3")], "{}", out.stdout);
+    assert!(!h.work().join("s1").exists() && !h.work().join("s2").exists());
+    let sent = model.chat_requests();
+    assert_eq!(sent.len(), 6);
+    assert!(offered(&sent[3]).contains(&"shell".to_owned()));
+    assert!(
+        !offered(&sent[4]).contains(&"shell".to_owned()),
+        "{:?}",
+        offered(&sent[4])
+    );
+    assert!(!offered(&sent[5]).contains(&"shell".to_owned()));
+    assert_eq!(
+        tool_reply(&sent[4], "c3"),
+        "Error: the user disabled shell for the rest of this session"
+    );
+    assert_eq!(
+        tool_reply(&sent[5], "c4"),
+        "Error: refused: the shell tool was disabled for this session"
     );
 }

@@ -137,6 +137,23 @@ pub async fn mcp_call_result(
     answer["result"].clone()
 }
 
+/// The ACP handshake on a running `corral acp` (no client fs, so tools use the disk) and a
+/// new session in `h`'s work dir, over raw JSON-RPC with ids 0 and 1. Returns the session id.
+pub async fn acp_open(running: &mut crate::support::Running, h: &Harness) -> String {
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                  "params": {"protocolVersion": 1, "clientCapabilities": {}}});
+    running.send_line(&init.to_string()).await;
+    running.wait_for_event(0, |m| m["id"] == 0).await;
+    let new = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                                 "params": {"cwd": h.work(), "mcpServers": []}});
+    running.send_line(&new.to_string()).await;
+    let created = running.wait_for_event(0, |m| m["id"] == 1).await;
+    created["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("session/new: {created}"))
+        .to_owned()
+}
+
 /// Gives `command` `h`'s environment and nothing else (`PATH`, the harness's home and XDG
 /// directories, no colour) and the work dir as its directory.
 pub fn harness_env<'c>(
@@ -245,6 +262,16 @@ async fn poll_mcp(
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     panic!("{tool} never got there: {last}");
+}
+
+/// Whether `marker` appears within 5 s: a background command (an MCP server an agent starts)
+/// may still be making it after the run.
+pub async fn appears(marker: &std::path::Path) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !marker.exists() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    marker.exists()
 }
 
 /// Waits (up to 60 s) until `cond` holds, failing with `what`.

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::common::{holding, marker, mcp_call, mcp_initialize, mcp_wait_done, wait_until};
+use crate::support::procs::{members, pgid_of, tracked};
 use crate::support::{FakeModel, Harness, Reply};
 
 /// The client's venv: scripts/install-mcp-client puts it here (CORRAL_MCP_VENV overrides).
@@ -272,4 +274,89 @@ async fn the_stateless_protocol_revision_works_without_initialize() {
         .unwrap()
         .unwrap();
     assert!(status.success());
+}
+
+/// `agent_interrupt` on a turn whose tool is running: the turn ends cancelled, the tool's
+/// whole process group (a background child that ignores SIGTERM included) is gone when it
+/// does, and a second interrupt finds nothing to interrupt.
+#[tokio::test]
+async fn agent_interrupt_ends_a_running_turn_and_kills_its_tool_group() {
+    let h = Harness::new();
+    let word = marker("mcp-interrupt");
+    let model = FakeModel::start().await;
+    let command = format!("trap '' TERM; : {word}; sleep 1000 & sleep 1000; :");
+    let args = json!({ "command": command }).to_string();
+    model.push(Reply::new().tool_call("c1", "shell", &args));
+    let mut running = h.corral().arg("mcp").live_stdin().spawn().await;
+    mcp_initialize(&mut running).await;
+    let open = json!({"cwd": h.work(), "model": "llamacpp:fake-model",
+                      "base_url": model.openai_base(), "permission": "bypass"});
+    let opened = mcp_call(&mut running, 1, "agent_open", open).await;
+    let agent = opened["agent_id"].as_str().unwrap().to_owned();
+    let send = json!({"agent_id": agent, "text": "go"});
+    assert_eq!(
+        mcp_call(&mut running, 2, "agent_send", send).await,
+        json!({"turn": 1})
+    );
+    // Both sleeps run: the shell holding the word and its background child.
+    let pgid = std::sync::OnceLock::new();
+    wait_until("the tool's sleeps to start", || {
+        let Some(pid) = holding(&word).first().copied() else {
+            return false;
+        };
+        let group = pgid_of(pid).unwrap_or_default();
+        let sleeping = members(group)
+            .into_iter()
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\0"))
+            })
+            .count();
+        sleeping == 2 && pgid.set(group).is_ok()
+    })
+    .await;
+    let pgid = *pgid.get().unwrap();
+    let me = json!({"agent_id": agent});
+    let interrupted = mcp_call(&mut running, 3, "agent_interrupt", me.clone()).await;
+    assert_eq!(interrupted, json!({"interrupted": true}));
+    let output = mcp_wait_done(&mut running, &agent, 4).await;
+    assert_eq!(output["turn"], 1, "{output}");
+    // The abandoned call's group is ended in the background (SIGTERM, a grace, SIGKILL), and
+    // its pids.json entry goes once it is gone.
+    let pids = h.cache_dir().join("corral/agents/pids.json");
+    let gone = || members(pgid).is_empty() && !tracked(&pids).iter().any(|e| e["pgid"] == pgid);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !gone() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = members(pgid);
+    let listed = tracked(&pids);
+    let again = mcp_call(&mut running, 5000, "agent_interrupt", me).await;
+    running.close_stdin();
+    let _ = running.wait().await;
+    for pid in &left {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert_eq!(
+        left,
+        Vec::<u32>::new(),
+        "the tool's group outlived the interrupt"
+    );
+    assert!(
+        !listed.iter().any(|e| e["pgid"] == pgid),
+        "pids.json still lists the group: {listed:?}"
+    );
+    assert_eq!(again, json!({"interrupted": false}));
+    // The turn's one result, from the event log: cancelled.
+    let log = std::fs::read_to_string(&h.event_logs()[0]).unwrap();
+    let events: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let results: Vec<&Value> = events.iter().filter(|e| e["kind"] == "result").collect();
+    assert_eq!(results.len(), 1, "{log}");
+    assert_eq!(results[0]["data"]["stopReason"], "cancelled", "{log}");
+    assert_eq!(results[0]["turn"], 1);
 }

@@ -227,7 +227,8 @@ async fn a_worktree_cannot_be_changed_between_review_and_merge() {
 /// exit would end them anyway) lives on.
 #[tokio::test]
 async fn a_cancelled_turn_ends_its_tools_group_while_the_server_lives_on() {
-    use crate::shutdown_faults::{listed, members, pids_json, serve_mid_tool};
+    use crate::shutdown_faults::{listed, pids_json, serve_mid_tool};
+    use crate::support::procs::members;
     let h = Harness::new();
     let word = marker("serve-cancel");
     let model = FakeModel::start().await;

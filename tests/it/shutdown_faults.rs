@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::*;
+use crate::support::procs::{members, pgid_of, start_time_of, tracked};
 use crate::support::server::Server;
 use crate::support::{FakeModel, Harness, Reply, Running};
 
@@ -27,51 +28,12 @@ pub(crate) fn stubborn(word: &str) -> Reply {
     Reply::new().tool_call("c1", "shell", &args)
 }
 
-/// `/proc/<pid>/stat` fields after the command name: [0] is field 3 (state).
-fn stat(pid: u32) -> Option<Vec<String>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &text[text.rfind(')')? + 1..];
-    Some(after.split_whitespace().map(str::to_owned).collect())
-}
-
-fn pgid_of(pid: u32) -> Option<u32> {
-    stat(pid)?.get(2)?.parse().ok()
-}
-
-fn start_time_of(pid: u32) -> Option<u64> {
-    stat(pid)?.get(19)?.parse().ok()
-}
-
-/// Live (not zombie) processes of the process group `pgid`.
-pub(crate) fn members(pgid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
-            continue;
-        };
-        if let Some(fields) = stat(pid)
-            && fields[0] != "Z"
-            && fields.get(2).and_then(|g| g.parse().ok()) == Some(pgid)
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
-
 pub(crate) fn pids_json(h: &Harness) -> PathBuf {
     h.cache_dir().join("corral/agents/pids.json")
 }
 
-fn entries(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<Vec<Value>>(&t).ok())
-        .unwrap_or_default()
-}
-
 pub(crate) fn listed(path: &Path, pgid: u32) -> bool {
-    entries(path).iter().any(|e| e["pgid"] == pgid)
+    tracked(path).iter().any(|e| e["pgid"] == pgid)
 }
 
 /// The process group of the [`stubborn`] tool holding `word`, once it ignores SIGTERM and is
@@ -131,7 +93,7 @@ impl Watch {
             "{what}: {left:?} of group {pgid} outlived corral"
         );
         assert_eq!(early, None, "{what}");
-        let mine: Vec<Value> = entries(&pids_json(h))
+        let mine: Vec<Value> = tracked(&pids_json(h))
             .into_iter()
             .filter(|e| e["owner_pid"] == owner)
             .collect();
@@ -268,15 +230,7 @@ async fn acp_on_stdin_closed_waits_for_a_tool_that_ignores_sigterm() {
         .live_stdin()
         .spawn()
         .await;
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                      "params": {"protocolVersion": 1, "clientCapabilities": {}}});
-    running.send_line(&init.to_string()).await;
-    running.wait_for_event(0, |m| m["id"] == 0).await;
-    let new = json!({"jsonrpc": "2.0", "id": 1, "method": "session/new",
-                     "params": {"cwd": h.work(), "mcpServers": []}});
-    running.send_line(&new.to_string()).await;
-    let created = running.wait_for_event(0, |m| m["id"] == 1).await;
-    let session = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let session = acp_open(&mut running, &h).await;
     let prompt = json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
                         "params": {"sessionId": session,
                                    "prompt": [{"type": "text", "text": "go"}]}});
@@ -366,7 +320,7 @@ fn wait_for(cond: impl Fn() -> bool) {
 /// entries are forgotten.
 fn assert_reaped(h: &Harness, words: &[String; 3], what: &str) {
     let left: Vec<Vec<u32>> = words.iter().map(|w| holding(w)).collect();
-    let listed = entries(&pids_json(h));
+    let listed = tracked(&pids_json(h));
     kill_all(&words.each_ref().map(String::as_str));
     assert!(
         left[0].is_empty(),
@@ -447,6 +401,15 @@ async fn the_next_start_removes_a_crashed_sessions_temp_dir_and_keeps_a_live_one
     let (crashed, crashed_id) = run_mid_tool(&h, &model, &tmp, &crashed_word).await;
     let crashed_tmp = session_tmp_of(&tmp, &crashed_id).expect("the session's temp dir");
     std::fs::write(crashed_tmp.join("scratch"), "left behind").unwrap();
+    // Killed only once its tool is recorded: a tool seen running may not be in pids.json yet,
+    // and what was never recorded cannot be reaped.
+    let owner = crashed.pid();
+    wait_until("the crashed run's tool to be listed in pids.json", || {
+        tracked(&pids_json(&h))
+            .iter()
+            .any(|e| e["kind"] == "tool" && e["owner_pid"] == owner)
+    })
+    .await;
     crashed.signal("KILL").await;
     let _ = crashed.wait().await;
     assert!(crashed_tmp.exists(), "a SIGKILLed run removes nothing");
@@ -472,4 +435,51 @@ async fn the_next_start_removes_a_crashed_sessions_temp_dir_and_keeps_a_live_one
         holding(&crashed_word).is_empty(),
         "the crashed run's tool was reaped"
     );
+}
+
+/// An agent CLI a SIGKILLed `corral run` left behind (its own process group, stdin closed,
+/// still running: here one whose ACP handshake never answers) is reaped by the next start.
+#[tokio::test]
+async fn the_next_start_reaps_an_agent_cli_a_killed_runtime_left_running() {
+    let h = Harness::new();
+    let word = marker("agent-left");
+    let agent = h.home_dir().join("agent.sh");
+    std::fs::write(&agent, format!("#!/bin/bash\nexec -a {word} sleep 1000\n")).unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let running = h
+        .corral()
+        .args(["run", "--json", "-m"])
+        .arg(format!("acp:cmd={}", agent.display()))
+        .arg("hello")
+        .spawn()
+        .await;
+    let owner = running.pid();
+    wait_until("the agent to be listed in pids.json", || {
+        tracked(&pids_json(&h))
+            .iter()
+            .any(|e| e["kind"] == "acp" && e["owner_pid"] == owner)
+            && !holding(&word).is_empty()
+    })
+    .await;
+    running.signal("KILL").await;
+    let _ = running.wait().await;
+    let left_by_the_crash = holding(&word);
+    assert!(
+        !left_by_the_crash.is_empty(),
+        "the agent died with corral: nothing to reap"
+    );
+
+    let model = FakeModel::start().await;
+    model.push(Reply::new().text("hello"));
+    let out = openai_run(&h, &model, "hi").run().await;
+    let left = holding(&word);
+    kill_all(&[word.as_str()]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(
+        left,
+        Vec::<u32>::new(),
+        "the next start left the agent running"
+    );
+    let listed = tracked(&pids_json(&h));
+    assert!(listed.is_empty(), "pids.json still lists {listed:?}");
 }

@@ -1,6 +1,10 @@
 //! The real-model tier: corral against llama.cpp's server running SmolLM2-135M (installed by
 //! scripts/install-local-model). Slow (tens of seconds per test on 2 cores), so it is its own
-//! test target, run one test at a time: `cargo test --test real_model -- --test-threads=1`.
+//! test target. Plain `cargo test` runs it as it is: every test holds [`ONE_AT_A_TIME`] while
+//! it runs, since each starts a model server of its own and two of them loading at once on two
+//! cores only make both late (the health wait and the turn timeouts would fail instead). Each
+//! test still owns its server, port and directories, and checks only the processes it started,
+//! so nothing but that lock orders them.
 //! Assertions are about protocol and shape, never the 135M model's wording.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -13,7 +17,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
+use support::procs::{members, tracked};
 use support::{Harness, Outcome};
+
+/// Held by every test for its whole run (see the module doc). A tokio mutex: it is held across
+/// awaits, each test has its own runtime, and a failed test's guard is released on unwind.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn data_dir() -> PathBuf {
     std::env::var_os("XDG_DATA_HOME")
@@ -154,6 +163,7 @@ fn deltas(out: &Outcome) -> usize {
 
 #[tokio::test]
 async fn streamed_text_with_usage_counted() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let server = Server::start().await;
     let h = Harness::new();
     let out = against(&h, &server, "Say hello in one short sentence.")
@@ -169,6 +179,7 @@ async fn streamed_text_with_usage_counted() {
 
 #[tokio::test]
 async fn a_forced_tool_call_runs_and_its_result_goes_back() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let server = Server::start().await;
     let h = Harness::new();
     std::fs::write(h.work().join("README.md"), "# demo\n").unwrap();
@@ -190,6 +201,7 @@ async fn a_forced_tool_call_runs_and_its_result_goes_back() {
 
 #[tokio::test]
 async fn cancelling_mid_stream_frees_the_servers_slot() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let server = Server::start().await;
     let h = Harness::new();
     let running = against(
@@ -223,6 +235,7 @@ async fn cancelling_mid_stream_frees_the_servers_slot() {
 
 #[tokio::test]
 async fn two_sessions_at_once_share_the_server() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let server = Server::start().await;
     let (h1, h2) = (Harness::new(), Harness::new());
     let a = against(&h1, &server, "Say one word.")
@@ -241,26 +254,16 @@ async fn two_sessions_at_once_share_the_server() {
     assert_ne!(a.events()[0]["agent"], b.events()[0]["agent"]);
 }
 
-fn servers_for(model: &std::path::Path) -> usize {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .filter(|cmdline| {
-            let text = String::from_utf8_lossy(cmdline);
-            text.contains("llama_server.py") && text.contains(&*model.to_string_lossy())
-        })
-        .count()
-}
-
 #[tokio::test]
 async fn gguf_models_get_a_server_corral_starts_uses_and_stops() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let h = Harness::new();
     let model = model();
     std::fs::write(h.work().join("notes.txt"), "hi\n").unwrap();
-    let before = servers_for(&model);
     h.write_config(CONFIG);
-    let out = h
+    // One step, and it must be a tool call: the turn then always ends at the step limit
+    // (exit 1, max_steps), whatever the model would have said next.
+    let running = h
         .corral()
         .args([
             "run",
@@ -270,16 +273,58 @@ async fn gguf_models_get_a_server_corral_starts_uses_and_stops() {
             "--tool-choice",
             "first-required",
             "--max-steps",
-            "2",
+            "1",
         ])
         .arg("-m")
         .arg(format!("gguf:{}", model.display()))
         .arg("list the files here")
         .env("XDG_DATA_HOME", data_dir().parent().unwrap())
         .timeout(Duration::from_secs(240))
-        .run()
+        .spawn()
         .await;
-    assert!(matches!(out.code, Some(0) | Some(1)), "{out:?}");
+    // The server THIS run started: the model-server entry its corral wrote to the harness's
+    // own pids.json, checked to be a llama-server for this model.
+    let pids = h.cache_dir().join("corral/agents/pids.json");
+    let owner = running.pid();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let server = loop {
+        let found = tracked(&pids)
+            .into_iter()
+            .find(|e| e["kind"] == "model-server" && e["owner_pid"] == owner);
+        if let Some(entry) = found {
+            break entry;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "corral never recorded a model server: {:?}",
+            running.events_so_far()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (pid, pgid) = (
+        server["pid"].as_u64().unwrap() as u32,
+        server["pgid"].as_u64().unwrap() as u32,
+    );
+    assert_eq!(
+        pid, pgid,
+        "the server leads its own process group: {server}"
+    );
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let cmdline = String::from_utf8_lossy(&cmdline);
+    assert!(
+        cmdline.contains("llama") && cmdline.contains(&*model.to_string_lossy()),
+        "{pid} is not this run's llama-server: {cmdline}"
+    );
+    let out = running.wait().await;
+    let left = members(pgid);
+    for pid in &left {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(result_of(&out)["stopReason"], "max_steps", "{out:?}");
     assert!(
         out.stderr.contains("llama-server ready on 127.0.0.1:"),
         "{}",
@@ -293,18 +338,20 @@ async fn gguf_models_get_a_server_corral_starts_uses_and_stops() {
     assert!(!out.of_kind("tool_result").is_empty(), "{out:?}");
     assert!(result_of(&out)["usage"]["inputTokens"].as_u64().unwrap() > 0);
     assert_eq!(
-        servers_for(&model),
-        before,
-        "the server corral started is gone"
+        left,
+        Vec::<u32>::new(),
+        "the server's group outlived corral"
     );
-    let pids = h.cache_dir().join("corral/agents/pids.json");
-    let tracked: Vec<Value> =
-        serde_json::from_str(&std::fs::read_to_string(pids).unwrap()).unwrap();
-    assert!(tracked.is_empty(), "nothing left tracked: {tracked:?}");
+    let tracked_now = tracked(&pids);
+    assert!(
+        tracked_now.is_empty(),
+        "nothing left tracked: {tracked_now:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_server_that_cannot_start_reports_its_last_lines() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let h = Harness::new();
     let bogus = h.work().join("broken.gguf");
     // A GGUF header with no tensors: the server refuses to load it.

@@ -3,13 +3,13 @@
 //! buffers and its writes land in them. Tools run outside the SDK's dispatch loop, so waiting
 //! for the client's answer here cannot block the connection.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use agent_client_protocol::v1::schema::{ReadTextFileRequest, WriteTextFileRequest};
 use serde_json::json;
 
-use super::{Connection, typed, wire};
+use super::{Connection, typed};
 use crate::tool::{Editor, EditorFuture, EditorLink};
 
 pub struct AcpEditor {
@@ -63,32 +63,20 @@ impl Editor for AcpEditor {
     ) -> EditorFuture<String> {
         let (cx, session) = (self.cx.clone(), self.session());
         Box::pin(async move {
-            let mut request = json!({"sessionId": session?, "path": path});
-            if let Some(line) = line {
-                request["line"] = json!(line);
-            }
-            if let Some(limit) = limit {
-                request["limit"] = json!(limit);
-            }
-            let request: ReadTextFileRequest = typed(request).map_err(|e| e.to_string())?;
+            let request = read_request(&session?, &path, line, limit)?;
             let answer = cx
                 .send_request(request)
                 .block_task()
                 .await
                 .map_err(|e| e.to_string())?;
-            Ok(wire(&answer)["content"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string())
+            Ok(answer.content)
         })
     }
 
     fn write_text(&self, path: PathBuf, content: String) -> EditorFuture<()> {
         let (cx, session) = (self.cx.clone(), self.session());
         Box::pin(async move {
-            let request: WriteTextFileRequest =
-                typed(json!({"sessionId": session?, "path": path, "content": content}))
-                    .map_err(|e| e.to_string())?;
+            let request = write_request(&session?, &path, content)?;
             cx.send_request(request)
                 .block_task()
                 .await
@@ -97,3 +85,34 @@ impl Editor for AcpEditor {
         })
     }
 }
+
+/// `fs/read_text_file` for `path` (absolute): `line` 1-based and `limit` in lines, each left
+/// out when not asked for, so the client sends the whole buffer.
+fn read_request(
+    session: &str,
+    path: &Path,
+    line: Option<u64>,
+    limit: Option<u64>,
+) -> Result<ReadTextFileRequest, String> {
+    let mut request = json!({"sessionId": session, "path": path});
+    if let Some(line) = line {
+        request["line"] = json!(line);
+    }
+    if let Some(limit) = limit {
+        request["limit"] = json!(limit);
+    }
+    typed(request).map_err(|e| format!("reading {}: {}", path.display(), e.message))
+}
+
+fn write_request(
+    session: &str,
+    path: &Path,
+    content: String,
+) -> Result<WriteTextFileRequest, String> {
+    typed(json!({"sessionId": session, "path": path, "content": content}))
+        .map_err(|e| format!("writing {}: {}", path.display(), e.message))
+}
+
+#[cfg(test)]
+#[path = "editor_tests.rs"]
+mod tests;

@@ -1,9 +1,6 @@
 //! claude-agent-acp and opencode, the real agents whose fake routes or start-up keep them out
 //! of the default run.
 
-use std::path::Path;
-use std::time::Duration;
-
 use serde_json::json;
 
 use super::*;
@@ -214,15 +211,6 @@ async fn opencode_bash_call_goes_through_the_gate() {
         turns.iter().all(|b| b["model"] == "fake-model"),
         "{turns:?}"
     );
-}
-
-/// Waits a moment for a marker a background command (an MCP server) may still be making.
-async fn appears(marker: &Path) -> bool {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while !marker.exists() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    marker.exists()
 }
 
 /// Issue 13 §3: a `SessionStart` hook planted in the project's `.claude/settings.json` runs

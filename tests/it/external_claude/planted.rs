@@ -34,11 +34,12 @@ async fn run_in_planted_project(opt_in: bool) -> (bool, bool) {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(authoritative(&out, "assistant_text"), ["HELLO"]);
     // The MCP command is started in the background; a moment for it.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
-    while opt_in && !mcp_marker.exists() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    (hook_marker.exists(), mcp_marker.exists())
+    let mcp_ran = if opt_in {
+        appears(&mcp_marker).await
+    } else {
+        mcp_marker.exists()
+    };
+    (hook_marker.exists(), mcp_ran)
 }
 
 #[tokio::test]

@@ -28,8 +28,14 @@ pub fn is_turn_request(path: &str, body: &Value) -> bool {
         && !wants_json(body)
 }
 
-/// Answers one request; `next` takes the next scripted reply.
-pub fn handle(path: &str, body: &Value, next: impl FnOnce() -> Option<Reply>) -> Response {
+/// Answers one request; `next` takes the next scripted reply; `cancelled` is called when the
+/// client drops a stream before its end (as `cancelled_streams` counts for the other formats).
+pub fn handle(
+    path: &str,
+    body: &Value,
+    next: impl FnOnce() -> Option<Reply>,
+    cancelled: impl FnOnce() + Send + 'static,
+) -> Response {
     let Some((_, action)) = path.rsplit_once(':') else {
         return json_response(
             404,
@@ -63,7 +69,7 @@ pub fn handle(path: &str, body: &Value, next: impl FnOnce() -> Option<Reply>) ->
             Some((10, 5)),
         );
         return if stream {
-            sse(vec![Piece::Send(chunk)])
+            sse(vec![Piece::Send(chunk)], cancelled)
         } else {
             json_response(200, &chunk)
         };
@@ -82,7 +88,7 @@ pub fn handle(path: &str, body: &Value, next: impl FnOnce() -> Option<Reply>) ->
     }
     let pieces = render(&reply, &model);
     if stream {
-        sse(pieces)
+        sse(pieces, cancelled)
     } else {
         json_response(200, &merge(&pieces, &model))
     }
@@ -250,7 +256,7 @@ fn merge(pieces: &[Piece], model: &str) -> Value {
     c
 }
 
-fn sse(pieces: Vec<Piece>) -> Response {
+fn sse(pieces: Vec<Piece>, cancelled: impl FnOnce() + Send + 'static) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, io::Error>>(1);
     tokio::spawn(async move {
         for piece in pieces {
@@ -261,13 +267,13 @@ fn sse(pieces: Vec<Piece>) -> Response {
                         .await
                         .is_err()
                     {
-                        return;
+                        return cancelled();
                     }
                 }
                 Piece::Sleep(d) => {
                     tokio::select! {
                         () = tokio::time::sleep(d) => {}
-                        () = tx.closed() => return,
+                        () = tx.closed() => return cancelled(),
                     }
                 }
                 Piece::Fail => {

@@ -263,7 +263,13 @@ async fn handle(
         body: body.clone(),
     });
     if super::fake_gemini::is_gemini_path(&path) {
-        return super::fake_gemini::handle(&path, &body, || lock(&state).queue.pop_front());
+        let counter = state.clone();
+        return super::fake_gemini::handle(
+            &path,
+            &body,
+            || lock(&state).queue.pop_front(),
+            move || lock(&counter).cancelled += 1,
+        );
     }
     match (method.as_str(), path.as_str()) {
         ("POST", "/api/chat") => chat(&state, Format::Ollama, &body, arrived),

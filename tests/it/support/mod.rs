@@ -10,6 +10,7 @@ pub mod fake_model;
 pub mod harness;
 pub mod host;
 pub mod pids;
+pub mod procs;
 pub mod reply;
 pub mod server;
 
