@@ -276,7 +276,10 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, Error> {
     // not waited for beyond that.
     state.sockets.close();
     let socket_wait = state.settings.send_timeout + Duration::from_secs(1);
-    if tokio::time::timeout(socket_wait, state.sockets.wait()).await.is_err() {
+    if tokio::time::timeout(socket_wait, state.sockets.wait())
+        .await
+        .is_err()
+    {
         tracing::warn!(target: "corral::server", "WebSocket connections still open at exit");
     }
     manager.shutdown().await;
