@@ -14,6 +14,9 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 mod de;
+mod tool_result;
+
+pub(crate) use tool_result::shown as shown_outcome;
 
 /// One event as it travels: the typed envelope plus its JSON, serialized once and shared by
 /// every subscriber.

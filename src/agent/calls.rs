@@ -12,10 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::repair;
 use super::step::{RawCall, announce};
-use crate::event::{
-    Payload, ToolCallStatus, ToolOutputData, ToolResultData, ToolResultRecord, ToolUpdate,
-    ToolUseData,
-};
+use crate::event::shown_outcome;
+use crate::event::{Payload, ToolCallStatus, ToolOutputData, ToolResultData, ToolUseData};
 use crate::model::{Image, Message, ToolCall};
 use crate::sandbox::OutputSink;
 use crate::session::Session;
@@ -183,39 +181,25 @@ fn report(
     duration_ms: u64,
     cancelled: bool,
 ) -> Finished {
-    let (status, success, output, error, images) = match result {
-        Ok((text, images)) => (ToolCallStatus::Completed, true, Some(text), None, images),
-        Err(message) => (
-            ToolCallStatus::Failed,
-            false,
-            None,
-            Some(message),
-            Vec::new(),
-        ),
+    let (outcome, images) = match result {
+        Ok((text, images)) => (Ok(text), images),
+        Err(message) => (Err(message), Vec::new()),
     };
-    let shown = output
-        .clone()
-        .unwrap_or_else(|| format!("Error: {}", error.as_deref().unwrap_or_default()));
-    let mut content = vec![json!({"type": "content", "content": {"type": "text", "text": shown}})];
-    content.extend(images.iter().map(|image| {
-        json!({"type": "content", "content": {
-            "type": "image", "data": image.data_base64, "mimeType": image.mime_type}})
-    }));
-    session.emit(Payload::ToolResult(ToolResultData {
-        update: ToolUpdate {
-            tool_call_id: call.id.clone(),
-            status,
-            content,
-        },
-        result: ToolResultRecord {
-            tool_call_id: call.id.clone(),
-            tool: call.name.clone(),
-            success,
-            output,
-            error,
-            duration_ms,
-        },
-    }));
+    let shown = shown_outcome(&outcome);
+    let more = images
+        .iter()
+        .map(|image| {
+            json!({"type": "content", "content": {
+                "type": "image", "data": image.data_base64, "mimeType": image.mime_type}})
+        })
+        .collect();
+    session.emit(Payload::ToolResult(ToolResultData::finished(
+        &call.id,
+        &call.name,
+        outcome,
+        duration_ms,
+        more,
+    )));
     let mut message = Message::tool_result(call, shown);
     message.images = images;
     Finished {

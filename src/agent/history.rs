@@ -19,8 +19,8 @@
 use std::collections::HashMap;
 
 use crate::event::{
-    ContentBlock, Envelope, Payload, ResultData, StopReason, TextData, ToolCallStatus,
-    ToolResultData, ToolResultRecord, ToolUpdate, Usage, UserTextData,
+    ContentBlock, Envelope, Payload, ResultData, StopReason, TextData, ToolResultData, Usage,
+    UserTextData,
 };
 use crate::model::{Image, Message, Role, ToolCall};
 
@@ -243,23 +243,13 @@ impl Builder {
 }
 
 fn interrupted_call(call: &ToolCall) -> Payload {
-    let shown = format!("Error: {INTERRUPTED_CALL}");
-    Payload::ToolResult(ToolResultData {
-        update: ToolUpdate {
-            tool_call_id: call.id.clone(),
-            status: ToolCallStatus::Failed,
-            content: vec![serde_json::json!({
-                "type": "content", "content": {"type": "text", "text": shown}})],
-        },
-        result: ToolResultRecord {
-            tool_call_id: call.id.clone(),
-            tool: call.name.clone(),
-            success: false,
-            output: None,
-            error: Some(INTERRUPTED_CALL.to_string()),
-            duration_ms: 0,
-        },
-    })
+    Payload::ToolResult(ToolResultData::finished(
+        &call.id,
+        &call.name,
+        Err(INTERRUPTED_CALL.to_string()),
+        0,
+        Vec::new(),
+    ))
 }
 
 fn drop_unanswered_calls(messages: &mut [Message]) {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::event::{ToolCallInfo, ToolUseData};
+use crate::event::{ToolCallInfo, ToolCallStatus, ToolUseData};
 
 fn log(payloads: Vec<(u32, Payload)>) -> Vec<Envelope> {
     payloads
@@ -136,21 +136,13 @@ fn an_earlier_cut_off_turn_is_closed_in_memory_only() {
 
 #[test]
 fn a_finished_log_needs_no_repair_and_names_come_from_results() {
-    let finished = Payload::ToolResult(ToolResultData {
-        update: ToolUpdate {
-            tool_call_id: "c1".into(),
-            status: ToolCallStatus::Completed,
-            content: Vec::new(),
-        },
-        result: ToolResultRecord {
-            tool_call_id: "c1".into(),
-            tool: "python".into(),
-            success: true,
-            output: Some("4".into()),
-            error: None,
-            duration_ms: 1,
-        },
-    });
+    let finished = Payload::ToolResult(ToolResultData::finished(
+        "c1",
+        "python",
+        Ok("4".into()),
+        1,
+        Vec::new(),
+    ));
     let envelopes = log(vec![
         (1, user("2+2")),
         (1, call("c1", "Some title")),

@@ -11,10 +11,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::backend::external::ToolAsk;
-use crate::event::{
-    Payload, ToolCallInfo, ToolCallStatus, ToolResultData, ToolResultRecord, ToolUpdate,
-    ToolUseData,
-};
+use crate::event::{Payload, ToolCallInfo, ToolCallStatus, ToolResultData, ToolUseData};
 use crate::session::Session;
 
 struct Call {
@@ -103,37 +100,26 @@ impl Calls {
             call.finished = true;
             (call.merged.clone(), call.started)
         };
-        let status = if success {
-            ToolCallStatus::Completed
-        } else {
-            ToolCallStatus::Failed
-        };
         let content = merged
             .get("content")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
         let output = output_text(&merged);
-        let result = ToolResultRecord {
-            tool_call_id: id.to_owned(),
-            tool: agent_tool_name(&merged),
-            success,
-            output: success.then(|| output.clone()),
-            error: if success {
-                None
-            } else {
-                Some(error.unwrap_or(output))
-            },
-            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        let outcome = if success {
+            Ok(output)
+        } else {
+            Err(error.unwrap_or(output))
         };
-        self.session.emit(Payload::ToolResult(ToolResultData {
-            update: ToolUpdate {
-                tool_call_id: id.to_owned(),
-                status,
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.session
+            .emit(Payload::ToolResult(ToolResultData::with_content(
+                id,
+                &agent_tool_name(&merged),
+                outcome,
+                duration_ms,
                 content,
-            },
-            result,
-        }));
+            )));
     }
 
     /// A new turn: calls of earlier turns will not be updated again.

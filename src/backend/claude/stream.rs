@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::launch;
 use crate::event::{
     ContentBlock, Payload, StopReason, TextData, ToolCallInfo, ToolCallStatus, ToolInputDeltaData,
-    ToolResultData, ToolResultRecord, ToolUpdate, ToolUseData, Usage, UsageData,
+    ToolResultData, ToolUseData, Usage, UsageData,
 };
 use crate::session::Session;
 
@@ -214,28 +214,15 @@ impl TurnState {
                 .unwrap_or_else(|| ("unknown".to_string(), Instant::now()));
             let shown = result_text(&block["content"]);
             let failed = block["is_error"] == true;
-            let (status, output, error) = if failed {
-                (ToolCallStatus::Failed, None, Some(shown.clone()))
-            } else {
-                (ToolCallStatus::Completed, Some(shown.clone()), None)
-            };
-            session.emit(Payload::ToolResult(ToolResultData {
-                update: ToolUpdate {
-                    tool_call_id: id.to_string(),
-                    status,
-                    content: vec![
-                        json!({"type": "content", "content": {"type": "text", "text": shown}}),
-                    ],
-                },
-                result: ToolResultRecord {
-                    tool_call_id: id.to_string(),
-                    tool,
-                    success: !failed,
-                    output,
-                    error,
-                    duration_ms: started.elapsed().as_millis() as u64,
-                },
-            }));
+            let outcome = if failed { Err(shown) } else { Ok(shown) };
+            let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            session.emit(Payload::ToolResult(ToolResultData::finished(
+                id,
+                &tool,
+                outcome,
+                duration_ms,
+                Vec::new(),
+            )));
         }
     }
 

@@ -8,8 +8,7 @@ use serde_json::{Value, json};
 
 use crate::event::{
     ContentBlock, OutputStream, Payload, PlanData, StopReason, TextData, ToolCallInfo,
-    ToolCallStatus, ToolOutputData, ToolResultData, ToolResultRecord, ToolUpdate, ToolUseData,
-    Usage, UsageData,
+    ToolCallStatus, ToolOutputData, ToolResultData, ToolUseData, Usage, UsageData,
 };
 use crate::session::Session;
 
@@ -296,30 +295,14 @@ impl<'a> TurnState<'a> {
     }
 
     fn result(&self, id: &str, tool: &str, outcome: Result<String, String>, duration: Option<u64>) {
-        let (status, success, output, error) = match outcome {
-            Ok(text) => (ToolCallStatus::Completed, true, Some(text), None),
-            Err(message) => (ToolCallStatus::Failed, false, None, Some(message)),
-        };
-        let shown = output
-            .clone()
-            .unwrap_or_else(|| format!("Error: {}", error.as_deref().unwrap_or_default()));
-        self.session.emit(Payload::ToolResult(ToolResultData {
-            update: ToolUpdate {
-                tool_call_id: id.to_string(),
-                status,
-                content: vec![
-                    json!({"type": "content", "content": {"type": "text", "text": shown}}),
-                ],
-            },
-            result: ToolResultRecord {
-                tool_call_id: id.to_string(),
-                tool: tool.to_string(),
-                success,
-                output,
-                error,
-                duration_ms: duration.unwrap_or_default(),
-            },
-        }));
+        self.session
+            .emit(Payload::ToolResult(ToolResultData::finished(
+                id,
+                tool,
+                outcome,
+                duration.unwrap_or_default(),
+                Vec::new(),
+            )));
     }
 
     fn token_usage(&mut self, usage: &Value) {
