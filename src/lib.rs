@@ -46,7 +46,7 @@ pub use surface::server::auth::{
     Auth, AuthError, Role as ServerRole, default_secret_path, load_secret, parse_ttl,
 };
 pub use surface::server::{LogHub, ServeArgs, serve};
-pub use surface::worktree::{WorktreeCommand, worktree_main};
+pub use surface::worktree_cli::{WorktreeCommand, worktree_main};
 pub use tool::clipboard_helper_main;
 pub use tool::{
     Danger, Tool, ToolContext, ToolError, ToolManifest, ToolOutput, ToolRegistry, manifests,

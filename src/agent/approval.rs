@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::Agent;
-use super::calls::ValidCall;
+use super::execute::ValidCall;
 use crate::policy::{Decision, Verdict, approval_preview};
 use crate::tool::Guard;
 

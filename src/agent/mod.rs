@@ -6,8 +6,8 @@
 //! Every turn ends with exactly one `result` envelope and the session back at `idle`.
 
 mod approval;
-mod calls;
 mod compaction;
+mod execute;
 pub(crate) mod hermes;
 mod history;
 mod prompt;
@@ -464,12 +464,18 @@ impl Agent {
         let mut assistant = Message::assistant(text);
         assistant.thinking = non_empty(&output.thinking);
         for raw in &raw_calls {
-            let checked = calls::validate(&self.tools, raw);
+            let checked = execute::validate(&self.tools, raw);
             let arguments = match &checked {
                 Ok(valid) => valid.call.arguments.clone(),
-                Err(_) => calls::raw_arguments(raw),
+                Err(_) => execute::raw_arguments(raw),
             };
-            calls::emit_authoritative_use(&self.session, &self.tools, raw, &arguments, &self.root);
+            execute::emit_authoritative_use(
+                &self.session,
+                &self.tools,
+                raw,
+                &arguments,
+                &self.root,
+            );
             assistant.tool_calls.push(ToolCall {
                 id: raw.id.clone(),
                 name: raw.name.clone(),
@@ -492,20 +498,20 @@ impl Agent {
             };
             let finished = if cancelled || cancel.is_cancelled() {
                 cancelled = true;
-                calls::reject(&self.session, &stub, "cancelled before it ran".into())
+                execute::reject(&self.session, &stub, "cancelled before it ran".into())
             } else {
                 match checked {
                     // The streak counts calls, in order: one well-formed call ends it,
                     // whether in the same reply or a later one.
                     Err(message) => {
                         *malformed_streak += 1;
-                        calls::reject(&self.session, &stub, message)
+                        execute::reject(&self.session, &stub, message)
                     }
                     Ok(valid) => {
                         *malformed_streak = 0;
                         match self.authorize(&valid, cancel).await {
                             approval::Authorized::Run { by_person } => {
-                                calls::execute(
+                                execute::execute(
                                     &self.session,
                                     valid,
                                     &self.root,
@@ -517,11 +523,11 @@ impl Agent {
                                 .await
                             }
                             approval::Authorized::Refuse(reason) => {
-                                calls::reject(&self.session, &stub, reason)
+                                execute::reject(&self.session, &stub, reason)
                             }
                             approval::Authorized::CancelTurn => {
                                 cancelled = true;
-                                calls::reject(
+                                execute::reject(
                                     &self.session,
                                     &stub,
                                     "the user cancelled the turn".into(),

@@ -5,11 +5,11 @@
 //! when a turn ends, so every surface drives all of them alike.
 
 mod acp_client;
+pub mod agent_process;
 mod claude;
 mod codex;
 pub mod external;
 pub mod native;
-pub mod process;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -9,4 +9,4 @@ pub mod run;
 pub mod safe_text;
 pub mod server;
 mod tty;
-pub mod worktree;
+pub mod worktree_cli;

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::calls::{self, Calls};
 use super::rpc::{Incoming, Rpc, RpcError};
+use super::tool_events::{self, Calls};
 use crate::backend::external::{Answer, Approver, ToolAsk};
 use crate::sandbox::paths::{RootDir, resolve_in_root};
 use crate::tool::{ToolContext, ToolRegistry};
@@ -183,7 +183,7 @@ async fn permission(shared: &Shared, params: &Value) -> Value {
         return cancelled();
     };
     shared.calls.announce(&id);
-    let mut ask = calls::tool_ask(&merged);
+    let mut ask = tool_events::tool_ask(&merged);
     ask.args = relative_args(ask.args, &shared.root);
     let cancel = shared.turn_cancel();
     let answer = shared.decide(&ask, &cancel).await;
@@ -199,7 +199,7 @@ async fn permission(shared: &Shared, params: &Value) -> Value {
     match answer {
         Answer::Allow { always } => {
             if ask.corral_tool == Some("write_file")
-                && let Some(path) = calls::call_path(&merged)
+                && let Some(path) = tool_events::call_path(&merged)
                 && let Ok(resolved) = resolve_in_root(&shared.root, &path)
             {
                 shared

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::backend::agent_process::Launch;
 use crate::backend::external::{self, ExternalContext, ExternalSpec, Program};
-use crate::backend::process::Launch;
 use crate::error::Error;
 use crate::policy::Policy;
 

@@ -12,9 +12,9 @@
 //! an update's order against the prompt's answer is kept by construction.
 
 mod callbacks;
-mod calls;
 mod launch;
 mod rpc;
+mod tool_events;
 mod turn;
 mod words;
 
@@ -25,8 +25,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::agent_process::AgentProcess;
 use super::external::ExternalContext;
-use super::process::AgentProcess;
 use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
 use crate::error::Error;
 use crate::session::Session;
@@ -94,7 +94,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         rpc,
         context.approver.clone(),
         context.root.clone(),
-        calls::Calls::new(context.session.clone()),
+        tool_events::Calls::new(context.session.clone()),
         tools,
     );
     shared.missing_reads_empty = context.spec.agent.as_deref() == Some("gemini");

@@ -27,8 +27,8 @@
 
 use std::path::PathBuf;
 
+use crate::backend::agent_process::Launch;
 use crate::backend::external::{ExternalContext, Program};
-use crate::backend::process::Launch;
 use crate::policy::Policy;
 use crate::tool::Danger;
 

@@ -35,8 +35,8 @@ use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::agent_process::AgentProcess;
 use super::external::{Approver, ExternalContext, find_program};
-use super::process::AgentProcess;
 use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
 use crate::error::Error;
 use crate::session::Session;

@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::agent_process::{AgentProcess, Launch};
 use super::external::{Answer, Approver, ExternalContext};
-use super::process::{AgentProcess, Launch};
 use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
 use crate::error::Error;
 use crate::event::{ContentBlock, Payload, ResultData, Status, StopReason, Usage, UserTextData};
