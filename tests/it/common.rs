@@ -109,6 +109,23 @@ pub async fn mcp_initialize(running: &mut crate::support::Running) {
 }
 
 /// One MCP tool call on `corral mcp`'s stdin; its result's JSON text, parsed.
+/// `corral mcp` with one agent opened on `model` (bypass preset) and sent "go"; returns the
+/// process and the `agent_send` answer.
+pub async fn mcp_turn_started(
+    h: &Harness,
+    model: &FakeModel,
+) -> (crate::support::Running, String, Value) {
+    let mut running = h.corral().arg("mcp").live_stdin().spawn().await;
+    mcp_initialize(&mut running).await;
+    let open = serde_json::json!({"cwd": h.work(), "model": "llamacpp:fake-model",
+                      "base_url": model.openai_base(), "permission": "bypass"});
+    let opened = mcp_call(&mut running, 1, "agent_open", open).await;
+    let agent = opened["agent_id"].as_str().unwrap().to_owned();
+    let send = serde_json::json!({"agent_id": agent, "text": "go"});
+    let sent = mcp_call(&mut running, 2, "agent_send", send).await;
+    (running, agent, sent)
+}
+
 pub async fn mcp_call(
     running: &mut crate::support::Running,
     id: u64,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{holding, marker, mcp_call, mcp_initialize, mcp_wait_done, wait_until};
+use crate::common::{holding, marker, mcp_call, mcp_turn_started, mcp_wait_done, wait_until};
 use crate::support::procs::{members, pgid_of, tracked};
 use crate::support::{FakeModel, Harness, Reply};
 
@@ -287,17 +287,8 @@ async fn agent_interrupt_ends_a_running_turn_and_kills_its_tool_group() {
     let command = format!("trap '' TERM; : {word}; sleep 1000 & sleep 1000; :");
     let args = json!({ "command": command }).to_string();
     model.push(Reply::new().tool_call("c1", "shell", &args));
-    let mut running = h.corral().arg("mcp").live_stdin().spawn().await;
-    mcp_initialize(&mut running).await;
-    let open = json!({"cwd": h.work(), "model": "llamacpp:fake-model",
-                      "base_url": model.openai_base(), "permission": "bypass"});
-    let opened = mcp_call(&mut running, 1, "agent_open", open).await;
-    let agent = opened["agent_id"].as_str().unwrap().to_owned();
-    let send = json!({"agent_id": agent, "text": "go"});
-    assert_eq!(
-        mcp_call(&mut running, 2, "agent_send", send).await,
-        json!({"turn": 1})
-    );
+    let (mut running, agent, sent) = mcp_turn_started(&h, &model).await;
+    assert_eq!(sent, json!({"turn": 1}));
     // Both sleeps run: the shell holding the word and its background child.
     let pgid = std::sync::OnceLock::new();
     wait_until("the tool's sleeps to start", || {

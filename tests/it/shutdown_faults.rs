@@ -206,14 +206,7 @@ async fn mcp_on_stdin_closed_waits_for_a_tool_that_ignores_sigterm() {
     let word = marker("mcp");
     let model = FakeModel::start().await;
     model.push(stubborn(&word));
-    let mut running = h.corral().arg("mcp").live_stdin().spawn().await;
-    mcp_initialize(&mut running).await;
-    let open = json!({"cwd": h.work(), "model": "llamacpp:fake-model",
-                      "base_url": model.openai_base(), "permission": "bypass"});
-    let opened = mcp_call(&mut running, 1, "agent_open", open).await;
-    let agent = opened["agent_id"].as_str().unwrap().to_owned();
-    let send = json!({"agent_id": agent, "text": "go"});
-    mcp_call(&mut running, 2, "agent_send", send).await;
+    let (running, _, _) = mcp_turn_started(&h, &model).await;
     stdin_closed(&h, running, &word, "mcp with stdin closed").await;
 }
 

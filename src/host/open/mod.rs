@@ -374,18 +374,14 @@ async fn finish_start(
     session.transition(Status::Idle).map_err(runtime)?;
     let meta = match resumed {
         Some(meta) => meta,
-        None => SessionMeta {
-            id: session.id().to_string(),
-            model: model.to_string(),
-            base_url: client.base_url().to_string(),
-            cwd: root.clone(),
-            created_at: crate::event::Timestamp::now().to_string(),
-            system: spec.system.clone(),
+        None => new_meta(
+            spec,
+            session,
+            &root,
+            model.to_string(),
+            client.base_url().to_string(),
             worktree,
-            external_id: None,
-            owner: spec.owner.clone(),
-            permission: spec.permission.clone(),
-        },
+        ),
     };
     save_meta(spec, session, &meta);
     let mut agent_config = agent_config(spec, &config);
@@ -418,6 +414,29 @@ async fn finish_start(
     Ok((Box::new(backend), meta, tmpdir))
 }
 
+/// A new session's metadata: what it was opened with, for `--resume` and listings.
+fn new_meta(
+    spec: &OpenSpec,
+    session: &Session,
+    root: &Path,
+    model: String,
+    base_url: String,
+    worktree: Option<WorktreeMeta>,
+) -> SessionMeta {
+    SessionMeta {
+        id: session.id().to_string(),
+        model,
+        base_url,
+        cwd: root.to_path_buf(),
+        created_at: crate::event::Timestamp::now().to_string(),
+        system: spec.system.clone(),
+        worktree,
+        external_id: None,
+        owner: spec.owner.clone(),
+        permission: spec.permission.clone(),
+    }
+}
+
 fn save_meta(spec: &OpenSpec, session: &Session, meta: &SessionMeta) {
     if spec.resume.is_none()
         && let Some(dir) = session.log_path().and_then(Path::parent)
@@ -448,18 +467,14 @@ async fn start_external(
         .map(Path::to_path_buf);
     let meta = match resumed {
         Some(meta) => meta,
-        None => SessionMeta {
-            id: session.id().to_string(),
-            model: external.to_string(),
-            base_url: String::new(),
-            cwd: root.clone(),
-            created_at: crate::event::Timestamp::now().to_string(),
-            system: spec.system.clone(),
+        None => new_meta(
+            spec,
+            session,
+            &root,
+            external.to_string(),
+            String::new(),
             worktree,
-            external_id: None,
-            owner: spec.owner.clone(),
-            permission: spec.permission.clone(),
-        },
+        ),
     };
     save_meta(spec, session, &meta);
     let record_external_id: Box<dyn Fn(&str) + Send + Sync> = {
