@@ -500,13 +500,14 @@ fn write_session_log(h: &Harness, server: &FakeModel, calls: usize) -> String {
             locations: Vec::new(),
             raw_input,
         };
-        write(turn, Payload::ToolUse(ToolUseData { call: info(None) }));
+        write(
+            turn,
+            Payload::ToolUse(ToolUseData::new("read_file", info(None))),
+        );
         let input = serde_json::json!({"path": format!("f{}.txt", call % 20)});
         write(
             turn,
-            Payload::ToolUse(ToolUseData {
-                call: info(Some(input)),
-            }),
+            Payload::ToolUse(ToolUseData::new("read_file", info(Some(input)))),
         );
         write(
             turn,

@@ -154,6 +154,20 @@ pub struct ToolCallInfo {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ToolUseData {
     pub call: ToolCallInfo,
+    /// The tool's name as its `tool_result` names it (`shell`, an external agent's own
+    /// `Bash`…), so a surface never maps the display title back. Empty in logs written
+    /// before it existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tool: String,
+}
+
+impl ToolUseData {
+    pub fn new(tool: impl Into<String>, call: ToolCallInfo) -> Self {
+        ToolUseData {
+            call,
+            tool: tool.into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -95,7 +95,7 @@ pub fn emit_authoritative_use(
         info.content = vec![diff];
         info.locations = vec![location];
     }
-    session.emit(Payload::ToolUse(ToolUseData { call: info }));
+    session.emit(Payload::ToolUse(ToolUseData::new(&raw.name, info)));
 }
 
 pub struct Finished {

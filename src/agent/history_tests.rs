@@ -29,8 +29,9 @@ fn answer(text: &str) -> Payload {
 }
 
 fn call(id: &str, title: &str) -> Payload {
-    Payload::ToolUse(ToolUseData {
-        call: ToolCallInfo {
+    Payload::ToolUse(ToolUseData::new(
+        "shell",
+        ToolCallInfo {
             tool_call_id: id.into(),
             title: title.into(),
             kind: "execute".into(),
@@ -39,7 +40,7 @@ fn call(id: &str, title: &str) -> Payload {
             locations: Vec::new(),
             raw_input: Some(serde_json::json!({"command": "sleep 100"})),
         },
-    })
+    ))
 }
 
 fn result() -> Payload {

@@ -426,9 +426,10 @@ impl Agent {
                             arguments_value: Some(c.arguments),
                         };
                         self.session
-                            .emit(Payload::ToolUse(crate::event::ToolUseData {
-                                call: step::announce(&self.tools, &raw),
-                            }));
+                            .emit(Payload::ToolUse(crate::event::ToolUseData::new(
+                                &raw.name,
+                                step::announce(&self.tools, &raw),
+                            )));
                         raw
                     })
                     .collect();

@@ -204,9 +204,10 @@ fn start_call(
         name,
         ..RawCall::default()
     };
-    session.emit(Payload::ToolUse(ToolUseData {
-        call: announce(tools, &call),
-    }));
+    session.emit(Payload::ToolUse(ToolUseData::new(
+        &call.name,
+        announce(tools, &call),
+    )));
     // Indices arrive dense from both clients; pad defensively rather than panic.
     while calls.len() < index {
         calls.push(RawCall {

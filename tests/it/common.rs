@@ -69,8 +69,10 @@ pub fn statuses(out: &Outcome) -> Vec<String> {
         .collect()
 }
 
-/// seq strictly increasing, one agent id, the documented envelope fields on every line.
+/// seq strictly increasing, one agent id, the documented envelope fields on every line, and
+/// every `tool_use` naming its tool as the call's `tool_result` does.
 pub fn assert_well_formed(out: &Outcome) {
+    assert_tool_names_agree(out);
     let events = out.events();
     assert!(!events.is_empty(), "no events: {out:?}");
     let agent = events[0]["agent"].clone();
@@ -85,6 +87,26 @@ pub fn assert_well_formed(out: &Outcome) {
             e["turn"].is_u64() && e["kind"].is_string() && e["data"].is_object(),
             "{e}"
         );
+    }
+}
+
+/// Each `tool_use` names a tool, the one its call's `tool_result` names (a surface shows
+/// the announce's name at the start and the result's at the end).
+pub fn assert_tool_names_agree(out: &Outcome) {
+    let results = out.of_kind("tool_result");
+    for announce in out.of_kind("tool_use") {
+        let tool = announce["data"]["tool"].as_str().unwrap_or_default();
+        assert!(!tool.is_empty(), "a tool_use without its tool: {announce}");
+        let id = &announce["data"]["call"]["toolCallId"];
+        for result in results
+            .iter()
+            .filter(|r| &r["data"]["result"]["toolCallId"] == id)
+        {
+            assert_eq!(
+                result["data"]["result"]["tool"], tool,
+                "{announce} / {result}"
+            );
+        }
     }
 }
 

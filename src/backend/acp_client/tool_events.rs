@@ -64,7 +64,7 @@ impl Calls {
 
     /// Emits `tool_use` for a call not announced yet, and again once its input arrives.
     pub(crate) fn announce(&self, id: &str) {
-        let info = {
+        let (tool, info) = {
             let mut calls = self.lock();
             let Some(call) = calls.get_mut(id) else {
                 return;
@@ -79,10 +79,10 @@ impl Calls {
             }
             call.announced = true;
             call.input_sent = has_input;
-            info_of(&call.merged)
+            (agent_tool_name(&call.merged), info_of(&call.merged))
         };
         self.session
-            .emit(Payload::ToolUse(ToolUseData { call: info }));
+            .emit(Payload::ToolUse(ToolUseData::new(tool, info)));
     }
 
     /// Emits the call's `tool_result` once. `error`: corral's own reason (a refusal) when the

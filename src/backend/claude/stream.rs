@@ -113,9 +113,10 @@ impl TurnState {
                     "tool_use" | "server_tool_use" => {
                         let id = block["id"].as_str().unwrap_or_default().to_string();
                         let name = block["name"].as_str().unwrap_or_default();
-                        session.emit(Payload::ToolUse(ToolUseData {
-                            call: tool_call(&id, name, None, ToolCallStatus::Pending),
-                        }));
+                        session.emit(Payload::ToolUse(ToolUseData::new(
+                            name,
+                            tool_call(&id, name, None, ToolCallStatus::Pending),
+                        )));
                         Block::Tool(id)
                     }
                     _ => Block::Other,
@@ -190,9 +191,10 @@ impl TurnState {
                     let input = block.get("input").cloned().unwrap_or_else(|| json!({}));
                     self.tools
                         .insert(id.to_string(), (name.to_string(), Instant::now()));
-                    session.emit(Payload::ToolUse(ToolUseData {
-                        call: tool_call(id, name, Some(&input), ToolCallStatus::InProgress),
-                    }));
+                    session.emit(Payload::ToolUse(ToolUseData::new(
+                        name,
+                        tool_call(id, name, Some(&input), ToolCallStatus::InProgress),
+                    )));
                 }
                 _ => {}
             }

@@ -194,8 +194,9 @@ impl<'a> TurnState<'a> {
         if !self.announced.insert(id.to_string()) {
             return;
         }
-        self.session.emit(Payload::ToolUse(ToolUseData {
-            call: ToolCallInfo {
+        self.session.emit(Payload::ToolUse(ToolUseData::new(
+            tool_name(item),
+            ToolCallInfo {
                 tool_call_id: id.to_string(),
                 title,
                 kind: kind.to_string(),
@@ -204,7 +205,7 @@ impl<'a> TurnState<'a> {
                 locations,
                 raw_input: Some(raw_input),
             },
-        }));
+        )));
     }
 
     fn item_completed(&mut self, item: &Value) {
@@ -244,7 +245,7 @@ impl<'a> TurnState<'a> {
                     (_, Some(code)) => Err(format!("exit code {code}\n{output}")),
                     (status, None) => Err(format!("the command {status}\n{output}")),
                 };
-                self.result(&id, "shell", outcome, item["durationMs"].as_u64());
+                self.result(&id, &tool_name(item), outcome, item["durationMs"].as_u64());
             }
             Some("fileChange") => {
                 self.announce(item);
@@ -266,11 +267,10 @@ impl<'a> TurnState<'a> {
                         other.unwrap_or("unknown status")
                     )),
                 };
-                self.result(&id, "write_file", outcome, None);
+                self.result(&id, &tool_name(item), outcome, None);
             }
             Some("mcpToolCall") | Some("webSearch") => {
                 self.announce(item);
-                let tool = item["tool"].as_str().unwrap_or("web_search").to_string();
                 let outcome = match item["status"].as_str() {
                     Some("failed") => Err(item["error"]["message"]
                         .as_str()
@@ -281,7 +281,7 @@ impl<'a> TurnState<'a> {
                         result => result.to_string(),
                     }),
                 };
-                self.result(&id, &tool, outcome, item["durationMs"].as_u64());
+                self.result(&id, &tool_name(item), outcome, item["durationMs"].as_u64());
             }
             _ => {}
         }
@@ -367,3 +367,12 @@ fn changes(item: &Value) -> &[Value] {
 
 #[cfg(test)]
 mod tests;
+
+/// The name corral gives a codex tool item, in its `tool_use` and its `tool_result` alike.
+fn tool_name(item: &Value) -> String {
+    match item["type"].as_str() {
+        Some("commandExecution") => "shell".into(),
+        Some("fileChange") => "write_file".into(),
+        _ => item["tool"].as_str().unwrap_or("web_search").into(),
+    }
+}

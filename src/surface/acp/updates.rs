@@ -259,14 +259,20 @@ mod tests {
             raw_input: None,
         };
         let first = p.updates(
-            &envelope(Payload::ToolUse(ToolUseData { call: call.clone() })),
+            &envelope(Payload::ToolUse(ToolUseData::new(
+                "write_file",
+                call.clone(),
+            ))),
             false,
         );
         assert_eq!(first[0]["sessionUpdate"], "tool_call");
         call.status = ToolCallStatus::InProgress;
         call.content =
             vec![json!({"type": "diff", "path": "/r/x", "oldText": null, "newText": "hi"})];
-        let second = p.updates(&envelope(Payload::ToolUse(ToolUseData { call })), false);
+        let second = p.updates(
+            &envelope(Payload::ToolUse(ToolUseData::new("write_file", call))),
+            false,
+        );
         assert_eq!(second[0]["sessionUpdate"], "tool_call_update");
         assert_eq!(second[0]["content"][0]["type"], "diff");
     }

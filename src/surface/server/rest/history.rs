@@ -126,8 +126,9 @@ mod tests {
     }
 
     fn call(input: Option<Value>) -> Payload {
-        Payload::ToolUse(ToolUseData {
-            call: ToolCallInfo {
+        Payload::ToolUse(ToolUseData::new(
+            "read_file",
+            ToolCallInfo {
                 tool_call_id: "c1".into(),
                 title: "read a.txt".into(),
                 kind: "read".into(),
@@ -136,7 +137,7 @@ mod tests {
                 locations: vec![],
                 raw_input: input,
             },
-        })
+        ))
     }
 
     #[test]

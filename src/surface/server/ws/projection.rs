@@ -12,8 +12,6 @@
 //! - `memory_update.tokens_used` is an estimate (summary length / 4): the compaction event
 //!   carries the size before, not after.
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use serde_json::{Map, Value, json};
@@ -51,26 +49,6 @@ pub struct Projector {
     errored: bool,
     tool_calls: u64,
     started: Option<Instant>,
-    /// Tool names by call id: `tool_use` carries only a title, the result carries the name.
-    names: HashMap<String, String>,
-}
-
-/// Tool name from a manifest title (the announce carries the title only).
-fn tool_name(title: &str) -> String {
-    static BY_TITLE: OnceLock<HashMap<String, String>> = OnceLock::new();
-    BY_TITLE
-        .get_or_init(|| {
-            crate::tool::manifests()
-                .map(|all| {
-                    all.iter()
-                        .map(|m| (m.title.clone(), m.name.clone()))
-                        .collect()
-                })
-                .unwrap_or_default()
-        })
-        .get(title)
-        .cloned()
-        .unwrap_or_else(|| title.to_string())
 }
 
 /// Parameters with large values last, so a dialog shows the short ones first.
@@ -177,8 +155,12 @@ impl Projector {
             }
             Payload::ToolUse(u) => {
                 if let Some(input) = &u.call.raw_input {
-                    let name = tool_name(&u.call.title);
-                    self.names.insert(u.call.tool_call_id.clone(), name.clone());
+                    // A log written before `tool_use` named its tool shows the title.
+                    let name = if u.tool.is_empty() {
+                        &u.call.title
+                    } else {
+                        &u.tool
+                    };
                     self.tool_in_step = true;
                     self.tool_calls += 1;
                     out.push(msg(
@@ -384,8 +366,8 @@ mod tests {
             &mut p,
             vec![
                 working(),
-                Payload::ToolUse(ToolUseData { call }),
-                Payload::ToolUse(ToolUseData { call: full }),
+                Payload::ToolUse(ToolUseData::new("read_file", call)),
+                Payload::ToolUse(ToolUseData::new("read_file", full)),
                 text(true, "mid"),
                 Payload::ToolResult(ToolResultData {
                     update: ToolUpdate {
@@ -409,6 +391,8 @@ mod tests {
         );
         let start = out.iter().find(|m| m.kind == "tool_start").unwrap();
         assert_eq!(start.payload["input"], json!({"path": "a"}));
+        // The announce's own name, not its display title ("x").
+        assert_eq!(start.payload["tool"], "read_file");
         let end = out.iter().find(|m| m.kind == "tool_end").unwrap();
         assert_eq!(end.payload["error"], "nope");
         assert_eq!(end.payload["tool"], "read_file");
