@@ -9,6 +9,7 @@ pub mod agent_process;
 mod claude;
 mod codex;
 pub mod external;
+mod jsonrpc;
 pub mod native;
 
 use std::future::Future;

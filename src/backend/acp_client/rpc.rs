@@ -1,4 +1,5 @@
-//! JSON-RPC 2.0 over the agent's stdin/stdout, one message per line.
+//! The ACP client's JSON-RPC 2.0 session over the shared line transport
+//! ([`crate::backend::jsonrpc`]).
 //!
 //! One reader task parses every line in arrival order. Notifications and the agent's own
 //! requests go into one channel, in order; responses complete the matching pending request.
@@ -10,13 +11,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use serde_json::Value;
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 
-/// Lines longer than this are refused rather than buffered without bound.
-const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+use crate::backend::jsonrpc::{self, Dialect, Message, RemoteError, Writer};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub(crate) enum RpcError {
@@ -46,6 +45,16 @@ impl RpcError {
             code,
             message: message.into(),
             data: Value::Null,
+        }
+    }
+}
+
+impl From<RemoteError> for RpcError {
+    fn from(e: RemoteError) -> Self {
+        RpcError::Remote {
+            code: e.code,
+            message: e.message,
+            data: e.data,
         }
     }
 }
@@ -86,7 +95,7 @@ type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>
 /// The client end of the connection; cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Rpc {
-    out: mpsc::UnboundedSender<String>,
+    writer: Writer,
     pending: Pending,
     next_id: Arc<AtomicU64>,
 }
@@ -98,21 +107,15 @@ impl Rpc {
         stdin: ChildStdin,
         stdout: ChildStdout,
     ) -> (Rpc, mpsc::UnboundedReceiver<Incoming>) {
-        let (out, out_rx) = mpsc::unbounded_channel();
         let (in_tx, in_rx) = mpsc::unbounded_channel();
         let pending: Pending = Arc::default();
-        tokio::spawn(write_lines(stdin, out_rx));
         tokio::spawn(read_lines(stdout, in_tx, pending.clone()));
         let rpc = Rpc {
-            out,
+            writer: Writer::start(stdin, Dialect::Acp),
             pending,
             next_id: Arc::new(AtomicU64::new(0)),
         };
         (rpc, in_rx)
-    }
-
-    fn send(&self, message: Value) -> bool {
-        self.out.send(message.to_string()).is_ok()
     }
 
     /// Sends a request; the receiver yields its answer.
@@ -127,9 +130,7 @@ impl Rpc {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id, tx);
-        let sent =
-            self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        if !sent
+        if !self.writer.request(id, method, params)
             && let Some(tx) = self
                 .pending
                 .lock()
@@ -148,45 +149,28 @@ impl Rpc {
     }
 
     pub(crate) fn notify(&self, method: &str, params: Value) {
-        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+        self.writer.notify(method, Some(params));
     }
 
     pub(crate) fn respond(&self, id: Value, result: Result<Value, RpcError>) {
-        let message = match result {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            Err(RpcError::Remote {
+        let result = result.map_err(|e| match e {
+            RpcError::Remote {
                 code,
                 message,
                 data,
-            }) => {
-                let mut error = json!({"code": code, "message": message});
-                if !data.is_null() {
-                    error["data"] = data;
-                }
-                json!({"jsonrpc": "2.0", "id": id, "error": error})
-            }
-            Err(RpcError::Closed) => {
-                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "closed"}})
-            }
-        };
-        self.send(message);
+            } => RemoteError {
+                code,
+                message,
+                data,
+            },
+            RpcError::Closed => RemoteError {
+                code: -32603,
+                message: "closed".into(),
+                data: Value::Null,
+            },
+        });
+        self.writer.respond(id, result);
     }
-}
-
-async fn write_lines(mut stdin: ChildStdin, mut lines: mpsc::UnboundedReceiver<String>) {
-    while let Some(line) = lines.recv().await {
-        tracing::trace!(target: "corral::acp_wire", "-> {line}");
-        let written = async {
-            stdin.write_all(line.as_bytes()).await?;
-            stdin.write_all(b"\n").await?;
-            stdin.flush().await
-        };
-        if let Err(e) = written.await {
-            tracing::debug!(error = %e, "writing to the ACP agent");
-            break;
-        }
-    }
-    let _ = stdin.shutdown().await;
 }
 
 async fn read_lines(
@@ -194,34 +178,11 @@ async fn read_lines(
     incoming: mpsc::UnboundedSender<Incoming>,
     pending: Pending,
 ) {
-    let mut reader = BufReader::new(stdout);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match (&mut reader)
-            .take(MAX_LINE_BYTES as u64)
-            .read_until(b'\n', &mut line)
-            .await
-        {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim();
-        if text.is_empty() {
-            continue;
-        }
-        tracing::trace!(target: "corral::acp_wire", "<- {text}");
-        let message: Value = match serde_json::from_str(text) {
-            Ok(message) => message,
-            Err(e) => {
-                // Agents must keep stdout for the protocol; a stray line is logged and skipped.
-                tracing::warn!(error = %e, line = %text, "the ACP agent wrote a non-JSON line");
-                continue;
-            }
-        };
+    jsonrpc::read_messages(stdout, Dialect::Acp, jsonrpc::MAX_LINE_BYTES, |message| {
         dispatch(message, &incoming, &pending);
-    }
+        true
+    })
+    .await;
     // Everything still waiting learns the agent is gone; dropping `incoming` ends the channel.
     let waiting: Vec<_> = pending
         .lock()
@@ -233,23 +194,15 @@ async fn read_lines(
     }
 }
 
-fn dispatch(mut message: Value, incoming: &mpsc::UnboundedSender<Incoming>, pending: &Pending) {
-    let method = message
-        .get("method")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let params = message
-        .get_mut("params")
-        .map(Value::take)
-        .unwrap_or(Value::Null);
-    match (method, message.get("id").cloned()) {
-        (Some(method), Some(id)) if !id.is_null() => {
+fn dispatch(message: Message, incoming: &mpsc::UnboundedSender<Incoming>, pending: &Pending) {
+    match message {
+        Message::Request { id, method, params } => {
             let _ = incoming.send(Incoming::Request { id, method, params });
         }
-        (Some(method), _) => {
+        Message::Notification { method, params } => {
             let _ = incoming.send(Incoming::Notification { method, params });
         }
-        (None, Some(id)) => {
+        Message::Response { id, result } => {
             let Some(id) = id.as_u64() else {
                 tracing::warn!(%id, "a response to a request corral did not send");
                 return;
@@ -261,20 +214,7 @@ fn dispatch(mut message: Value, incoming: &mpsc::UnboundedSender<Incoming>, pend
             else {
                 return;
             };
-            let result = match message.get_mut("error") {
-                Some(error) if !error.is_null() => Err(RpcError::Remote {
-                    code: error["code"].as_i64().unwrap_or(-32603),
-                    message: error["message"].as_str().unwrap_or("error").to_owned(),
-                    data: error
-                        .get_mut("data")
-                        .map(Value::take)
-                        .unwrap_or(Value::Null),
-                }),
-                _ => Ok(message
-                    .get_mut("result")
-                    .map(Value::take)
-                    .unwrap_or(Value::Null)),
-            };
+            let result = result.map_err(RpcError::from);
             if let Err(unsent) = incoming.send(Incoming::Response(Answer { reply: tx, result })) {
                 // Nobody reads the queue any more: settle it here.
                 if let Incoming::Response(answer) = unsent.0 {
@@ -282,6 +222,9 @@ fn dispatch(mut message: Value, incoming: &mpsc::UnboundedSender<Incoming>, pend
                 }
             }
         }
-        (None, None) => tracing::warn!(%message, "a JSON-RPC message without method or id"),
+        // Agents must keep stdout for the protocol; a stray line is logged and skipped.
+        Message::Malformed(line) => {
+            tracing::warn!(%line, "the ACP agent wrote a line that is not a JSON-RPC message");
+        }
     }
 }

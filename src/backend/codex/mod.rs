@@ -73,14 +73,14 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         }
         Err(e) => {
             let message = match e {
-                RpcError::Closed | RpcError::Write(_) => format!(
+                RpcError::Closed => format!(
                     "codex stopped while starting: {}",
                     backend.process.crash_report().await
                 ),
                 other => format!("codex did not start: {other}"),
             };
-            let stdin = backend.rpc.take_stdin();
-            backend.process.stop(stdin).await;
+            backend.rpc.close();
+            backend.process.stop(None).await;
             Err(Error::Runtime(message))
         }
     }
@@ -124,7 +124,7 @@ impl CodexBackend {
         self.rpc
             .call("initialize", client, HANDSHAKE_TIMEOUT)
             .await?;
-        self.rpc.notify("initialized", None).await?;
+        self.rpc.notify("initialized", None)?;
         let (approval, sandbox) = codex_policy(&context.policy);
         let mut params = json!({
             "cwd": context.root.display().to_string(),
@@ -211,8 +211,8 @@ impl CodexBackend {
             error: error.clone(),
         }));
         if crashed {
-            let stdin = self.rpc.take_stdin();
-            self.process.stop(stdin).await;
+            self.rpc.close();
+            self.process.stop(None).await;
             session.close();
         } else if let Err(e) = session.transition(Status::Idle) {
             tracing::error!(error = %e, "ending a codex turn");
@@ -238,7 +238,7 @@ impl CodexBackend {
         if let Some(model) = self.next_model.take() {
             params["model"] = Value::String(model);
         }
-        let Ok(start_id) = self.rpc.send_request("turn/start", params).await else {
+        let Ok(start_id) = self.rpc.send_request("turn/start", params) else {
             return Drive::Crashed;
         };
         let mut tick = tokio::time::interval(LIVENESS_TICK);
@@ -257,7 +257,7 @@ impl CodexBackend {
                 for text in std::mem::take(&mut steers) {
                     let params = json!({"threadId": self.thread_id, "expectedTurnId": turn_id,
                         "input": [{"type": "text", "text": text, "text_elements": []}]});
-                    let Ok(id) = self.rpc.send_request("turn/steer", params).await else {
+                    let Ok(id) = self.rpc.send_request("turn/steer", params) else {
                         return Drive::Crashed;
                     };
                     steer_ids.push(json!(id));
@@ -272,12 +272,7 @@ impl CodexBackend {
             {
                 interrupt_sent = true;
                 let params = json!({"threadId": self.thread_id, "turnId": turn_id});
-                if self
-                    .rpc
-                    .send_request("turn/interrupt", params)
-                    .await
-                    .is_err()
-                {
+                if self.rpc.send_request("turn/interrupt", params).is_err() {
                     return Drive::Crashed;
                 }
             }
@@ -391,8 +386,7 @@ impl CodexBackend {
                     "codex asked for something corral does not do"
                 );
                 self.rpc
-                    .respond_error(id, -32601, &format!("corral does not handle {other}"))
-                    .await?;
+                    .respond_error(id, -32601, &format!("corral does not handle {other}"))?;
                 return Ok(None);
             }
         };
@@ -421,8 +415,7 @@ impl CodexBackend {
             state.denials.insert(item_id, message.clone());
         }
         self.rpc
-            .respond(id, json!({"decision": approve::decision(&answer)}))
-            .await?;
+            .respond(id, json!({"decision": approve::decision(&answer)}))?;
         Ok(Some(answer))
     }
 }
@@ -458,8 +451,8 @@ impl Backend for CodexBackend {
 
     fn shutdown(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            let stdin = self.rpc.take_stdin();
-            self.process.stop(stdin).await;
+            self.rpc.close();
+            self.process.stop(None).await;
         })
     }
 
