@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::auth::Claims;
-use super::{ApiError, AppState, Shared, access};
+use super::{ApiError, Shared, access};
 use crate::error::Error;
 use crate::event::Status;
 use crate::host::manager::{Handle, SendError, TurnMode};
@@ -116,9 +116,27 @@ fn parse_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Resul
     serde_json::from_slice(&bytes).map_err(|e| invalid(format!("invalid request body: {e}")))
 }
 
-/// The session, if it exists and the caller may use it; the same 404 otherwise.
-fn visible(state: &AppState, claims: &Claims, id: &str) -> Result<Arc<Handle>, ApiError> {
-    access::visible(&state.manager, claims, id)
+/// The session the path's `{id}` names, if it exists and the caller may use it; the same 404
+/// otherwise. As an extractor, no handler can reach a session without the check.
+struct Visible {
+    id: String,
+    handle: Arc<Handle>,
+}
+
+impl axum::extract::FromRequestParts<Shared> for Visible {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &Shared,
+    ) -> Result<Self, ApiError> {
+        let claims = Claims::from_request_parts(parts, state).await?;
+        let Path(id) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| invalid(e.body_text()))?;
+        let handle = access::visible(&state.manager, &claims, &id)?;
+        Ok(Visible { id, handle })
+    }
 }
 
 fn send_error(e: SendError) -> ApiError {
@@ -172,7 +190,7 @@ async fn reopen_session(
     claims: Claims,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    if let Ok(handle) = visible(&state, &claims, &id)
+    if let Ok(handle) = access::visible(&state.manager, &claims, &id)
         && handle.session.status() != Status::Dead
     {
         return Err(ApiError::new(
@@ -257,23 +275,13 @@ async fn create_session(
     Ok((StatusCode::CREATED, axum::Json(session_json(&handle))).into_response())
 }
 
-async fn get_session(
-    State(state): State<Shared>,
-    claims: Claims,
-    Path(id): Path<String>,
-) -> Result<axum::Json<Value>, ApiError> {
-    let handle = visible(&state, &claims, &id)?;
+async fn get_session(Visible { handle, .. }: Visible) -> Result<axum::Json<Value>, ApiError> {
     Ok(axum::Json(session_json(&handle)))
 }
 
 /// The session's worktree and its diff against the base (for sessions run with a worktree;
 /// kept ones stay reviewable after the session closed).
-async fn worktree_diff(
-    State(state): State<Shared>,
-    claims: Claims,
-    Path(id): Path<String>,
-) -> Result<axum::Json<Value>, ApiError> {
-    let handle = visible(&state, &claims, &id)?;
+async fn worktree_diff(Visible { id, handle }: Visible) -> Result<axum::Json<Value>, ApiError> {
     if handle.meta.worktree.is_none() {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -304,10 +312,8 @@ async fn worktree_diff(
 
 async fn close_session(
     State(state): State<Shared>,
-    claims: Claims,
-    Path(id): Path<String>,
+    Visible { id, .. }: Visible,
 ) -> Result<axum::Json<Value>, ApiError> {
-    visible(&state, &claims, &id)?;
     let closed = state.manager.close(&id).await.map_err(send_error)?;
     Ok(axum::Json(json!({ "closed": closed })))
 }
@@ -322,11 +328,9 @@ struct MessageBody {
 
 async fn send_message(
     State(state): State<Shared>,
-    claims: Claims,
-    Path(id): Path<String>,
+    Visible { id, handle }: Visible,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let handle = visible(&state, &claims, &id)?;
     let body: MessageBody = parse_body(body)?;
     let chars = body.text.chars().count();
     if chars > MAX_TEXT_CHARS {
@@ -353,22 +357,15 @@ async fn send_message(
         .into_response())
 }
 
-async fn list_messages(
-    State(state): State<Shared>,
-    claims: Claims,
-    Path(id): Path<String>,
-) -> Result<axum::Json<Value>, ApiError> {
-    let handle = visible(&state, &claims, &id)?;
+async fn list_messages(Visible { handle, .. }: Visible) -> Result<axum::Json<Value>, ApiError> {
     let messages = history::messages(&handle.session);
     Ok(axum::Json(json!({ "messages": messages })))
 }
 
 async fn cancel_turn(
     State(state): State<Shared>,
-    claims: Claims,
-    Path(id): Path<String>,
+    Visible { id, .. }: Visible,
 ) -> Result<axum::Json<Value>, ApiError> {
-    visible(&state, &claims, &id)?;
     let cancelled = state.manager.cancel(&id).map_err(send_error)?;
     Ok(axum::Json(json!({ "cancelled": cancelled })))
 }
@@ -384,11 +381,9 @@ struct ConfirmBody {
 
 async fn confirm(
     State(state): State<Shared>,
-    claims: Claims,
-    Path(id): Path<String>,
+    Visible { id, .. }: Visible,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    visible(&state, &claims, &id)?;
     let body: ConfirmBody = parse_body(body)?;
     state
         .manager
@@ -406,12 +401,7 @@ async fn confirm(
     })))
 }
 
-async fn list_permissions(
-    State(state): State<Shared>,
-    claims: Claims,
-    Path(id): Path<String>,
-) -> Result<axum::Json<Value>, ApiError> {
-    let handle = visible(&state, &claims, &id)?;
+async fn list_permissions(Visible { handle, .. }: Visible) -> Result<axum::Json<Value>, ApiError> {
     Ok(axum::Json(
         json!({ "permissions": handle.session.pending_permissions() }),
     ))
