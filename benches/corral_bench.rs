@@ -455,7 +455,7 @@ fn write_session_log(h: &Harness, server: &FakeModel, calls: usize) -> String {
         let envelope = Envelope {
             seq,
             ts: Timestamp::now(),
-            agent: id.as_str().into(),
+            session: id.as_str().into(),
             turn,
             payload,
         };

@@ -33,7 +33,10 @@ pub type SharedEvent = Arc<Event>;
 pub struct Envelope {
     pub seq: u64,
     pub ts: Timestamp,
-    pub agent: Arc<str>,
+    /// The session's id. `agent` on the wire (the seed's name for a session); in the code
+    /// "agent" means an external agent program only.
+    #[serde(rename = "agent")]
+    pub session: Arc<str>,
     pub turn: u32,
     #[serde(flatten)]
     pub payload: Payload,
@@ -376,7 +379,7 @@ mod tests {
         let env = Envelope {
             seq: 12,
             ts: Timestamp(time::macros::datetime!(2026-11-30 12:00:00.123 UTC)),
-            agent: Arc::from("9f3a1c20"),
+            session: Arc::from("9f3a1c20"),
             turn: 1,
             payload: Payload::AssistantText(TextData {
                 delta: true,

@@ -8,7 +8,7 @@ fn log(payloads: Vec<(u32, Payload)>) -> Vec<Envelope> {
         .map(|(i, (turn, payload))| Envelope {
             seq: i as u64 + 1,
             ts: crate::event::Timestamp::now(),
-            agent: "a1".into(),
+            session: "a1".into(),
             turn,
             payload,
         })

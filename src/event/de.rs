@@ -103,7 +103,7 @@ impl<'de> Visitor<'de> for EnvelopeVisitor {
         Ok(Envelope {
             seq: seq.ok_or_else(|| de::Error::missing_field("seq"))?,
             ts: ts.ok_or_else(|| de::Error::missing_field("ts"))?,
-            agent: agent.ok_or_else(|| de::Error::missing_field("agent"))?,
+            session: agent.ok_or_else(|| de::Error::missing_field("agent"))?,
             turn: turn.ok_or_else(|| de::Error::missing_field("turn"))?,
             payload,
         })
@@ -208,7 +208,7 @@ mod tests {
         let envelope: Envelope = serde_json::from_str(written).unwrap();
         assert_eq!(envelope.seq, 7);
         assert_eq!(envelope.turn, 3);
-        assert_eq!(&*envelope.agent, "ab");
+        assert_eq!(&*envelope.session, "ab");
         assert_eq!(envelope.payload, text_payload("hi"));
     }
 

@@ -305,7 +305,7 @@ impl Session {
         let envelope = Envelope {
             seq: state.seq,
             ts: Timestamp::now(),
-            agent: self.id.clone(),
+            session: self.id.clone(),
             turn: state.turn,
             payload,
         };

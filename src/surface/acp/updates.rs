@@ -220,7 +220,7 @@ mod tests {
         Envelope {
             seq: 1,
             ts: Timestamp::now(),
-            agent: "a".into(),
+            session: "a".into(),
             turn: 1,
             payload,
         }

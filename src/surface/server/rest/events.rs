@@ -40,7 +40,7 @@ struct Filter {
 
 impl Filter {
     fn admits(&mut self, state: &AppState, event: &SharedEvent) -> bool {
-        let agent: &str = &event.envelope.agent;
+        let agent: &str = &event.envelope.session;
         if self.session.as_deref().is_some_and(|s| s != agent) {
             return false;
         }

@@ -119,7 +119,7 @@ mod tests {
         Envelope {
             seq,
             ts: Timestamp::now(),
-            agent: Arc::from("a"),
+            session: Arc::from("a"),
             turn: 1,
             payload,
         }

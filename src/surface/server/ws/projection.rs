@@ -263,7 +263,7 @@ impl Projector {
         out.push(msg(
             "done",
             json!({
-                "message_id": format!("{}-{}", envelope.agent, envelope.turn),
+                "message_id": format!("{}-{}", envelope.session, envelope.turn),
                 "total_tokens": r.usage.input_tokens + r.usage.output_tokens,
                 "input_tokens": r.usage.input_tokens,
                 "output_tokens": r.usage.output_tokens,
@@ -286,7 +286,7 @@ mod tests {
         Envelope {
             seq: 1,
             ts: Timestamp::now(),
-            agent: Arc::from("a1"),
+            session: Arc::from("a1"),
             turn: 1,
             payload,
         }
