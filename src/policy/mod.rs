@@ -5,6 +5,7 @@
 //! command patterns, paths, URLs). The gate adds what a person decided during the session
 //! (allow always, disable, forbid for the turn). Deny always wins.
 
+mod approver;
 mod decision;
 mod gate;
 mod grant;
@@ -16,6 +17,7 @@ mod readonly;
 mod report;
 pub(crate) mod shell;
 
+pub use approver::{Approval, Approver, Call, Caller, PermissionDesk};
 pub use decision::{Decision, UnknownDecision};
 pub use gate::{Gate, Verdict};
 pub use preset::{Policy, PolicyError, PolicyOverrides, preset_names};
