@@ -3,7 +3,8 @@
 //! A preset (`policies/*.toml`, overridable from the user's config directory) says which tools
 //! are offered, which danger levels run on their own, and per-tool rules on arguments (shell
 //! command patterns, paths, URLs). The gate adds what a person decided during the session
-//! (allow always, disable, forbid for the turn). Deny always wins.
+//! (allow always, disable, forbid for the turn). Deny always wins. The [`Approver`] puts a
+//! call that asks to a person and applies the answer, for corral's loop and external agents.
 
 mod approver;
 mod decision;

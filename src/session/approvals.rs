@@ -1,5 +1,6 @@
-//! Open permission requests of a session. The loop asks and waits on a oneshot; any surface
-//! (terminal, `--approve-stdin`, the server, MCP, ACP) answers by request id.
+//! Open permission requests of a session. The approver (`policy::Approver`, through the
+//! session's `PermissionDesk`) asks and waits on a oneshot; any surface (terminal,
+//! `--approve-stdin`, the server, MCP, ACP) answers by request id.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
