@@ -14,7 +14,13 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 mod de;
+mod permission;
 mod tool_result;
+
+pub use permission::{
+    AlwaysOffer, ApprovalPreview, PermissionData, PermissionOption, PermissionRequest,
+    PermissionResolution, PermissionToolCall, Resolved,
+};
 
 pub(crate) use tool_result::shown as shown_outcome;
 
@@ -53,7 +59,7 @@ pub enum Payload {
     ToolInputDelta(ToolInputDeltaData),
     ToolOutput(ToolOutputData),
     ToolResult(ToolResultData),
-    Permission(Value),
+    Permission(PermissionData),
     Plan(PlanData),
     Usage(UsageData),
     TurnStarted(Empty),

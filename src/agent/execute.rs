@@ -13,8 +13,11 @@ use tokio_util::sync::CancellationToken;
 use super::repair;
 use super::step::{RawCall, announce};
 use crate::event::shown_outcome;
-use crate::event::{Payload, ToolCallStatus, ToolOutputData, ToolResultData, ToolUseData};
+use crate::event::{
+    Payload, PermissionToolCall, ToolCallStatus, ToolOutputData, ToolResultData, ToolUseData,
+};
 use crate::model::{Image, Message, ToolCall};
+use crate::policy::{Call, Caller};
 use crate::sandbox::OutputSink;
 use crate::session::Session;
 use crate::tool::{
@@ -25,6 +28,24 @@ use crate::tool::{
 pub struct ValidCall {
     pub call: ToolCall,
     pub tool: RegisteredTool,
+}
+
+impl ValidCall {
+    /// The call as the approver judges it and a person is shown it.
+    pub fn to_approve(&self) -> Call<'_> {
+        let manifest = self.tool.manifest;
+        Call {
+            caller: Caller::Model,
+            tool: Some(&self.call.name),
+            args: &self.call.arguments,
+            tool_call: PermissionToolCall::pending(
+                &self.call.id,
+                &manifest.title,
+                &manifest.kind,
+                self.call.arguments.clone(),
+            ),
+        }
+    }
 }
 
 /// Validates a raw call. Err carries the message for the model.

@@ -5,7 +5,6 @@
 //! the history, until a reply without tool calls, the step limit, a cancel, or an error.
 //! Every turn ends with exactly one `result` envelope and the session back at `idle`.
 
-mod approval;
 mod compaction;
 mod execute;
 pub(crate) mod hermes;
@@ -26,7 +25,7 @@ use crate::event::{
 use crate::model::{
     ChatRequest, Message, ModelClient, TokenCounts, ToolCall, ToolChoiceMode, ToolSchema,
 };
-use crate::policy::{Gate, Policy};
+use crate::policy::{Approval, Approver, Policy};
 use crate::session::Session;
 use crate::tool::{ToolRegistry, ToolSettings};
 use step::{StepEnd, StepOutput};
@@ -87,7 +86,7 @@ pub struct Agent {
     client: Arc<dyn ModelClient>,
     tools: ToolRegistry,
     schemas: Vec<ToolSchema>,
-    gate: Gate,
+    approver: Approver,
     root: PathBuf,
     config: AgentConfig,
     tool_settings: Arc<ToolSettings>,
@@ -126,8 +125,15 @@ impl Agent {
         config: AgentConfig,
         context_window: u64,
     ) -> Agent {
-        let gate = Gate::new(policy);
-        let names: Vec<&str> = tools.names().filter(|n| gate.offers(n)).collect();
+        let approver = Approver::new(
+            policy,
+            tools.clone(),
+            root.clone(),
+            config.attended,
+            config.approval_timeout,
+            session.clone(),
+        );
+        let names: Vec<&str> = tools.names().filter(|n| approver.offers(n)).collect();
         let base_system = prompt::system_prompt(&root, &names, config.system.as_deref());
         let schemas = tools.schemas();
         Agent {
@@ -136,7 +142,7 @@ impl Agent {
             client,
             tools,
             schemas,
-            gate,
+            approver,
             root,
             config,
             tool_settings: Arc::new(ToolSettings::default()),
@@ -181,8 +187,12 @@ impl Agent {
     /// Applies another preset from the next call on; earlier grants of the session go with
     /// the old one. The sandbox set up when the session opened stays as it is.
     pub fn set_policy(&mut self, policy: Policy) {
-        self.gate = Gate::new(policy);
-        let names: Vec<&str> = self.tools.names().filter(|n| self.gate.offers(n)).collect();
+        self.approver.set_policy(policy);
+        let names: Vec<&str> = self
+            .tools
+            .names()
+            .filter(|n| self.approver.offers(n))
+            .collect();
         self.base_system = prompt::system_prompt(&self.root, &names, self.config.system.as_deref());
         self.refresh_system();
     }
@@ -235,7 +245,7 @@ impl Agent {
                 text: String::new(),
             };
         }
-        self.gate.begin_turn();
+        self.approver.begin_turn();
         self.tally = Tally::default();
         self.session.emit(Payload::TurnStarted(Default::default()));
         self.session.emit(Payload::UserText(UserTextData {
@@ -362,7 +372,7 @@ impl Agent {
         let offered: Vec<ToolSchema> = self
             .schemas
             .iter()
-            .filter(|s| self.gate.offers(&s.name))
+            .filter(|s| self.approver.offers(&s.name))
             .cloned()
             .collect();
         let request = ChatRequest {
@@ -510,8 +520,9 @@ impl Agent {
                     }
                     Ok(valid) => {
                         *malformed_streak = 0;
-                        match self.authorize(&valid, cancel).await {
-                            approval::Authorized::Run { by_person } => {
+                        let approval = self.approver.decide(valid.to_approve(), cancel).await;
+                        match approval {
+                            Approval::Allow { by_person, .. } => {
                                 execute::execute(
                                     &self.session,
                                     valid,
@@ -523,10 +534,10 @@ impl Agent {
                                 )
                                 .await
                             }
-                            approval::Authorized::Refuse(reason) => {
-                                execute::reject(&self.session, &stub, reason)
+                            Approval::Deny { message } => {
+                                execute::reject(&self.session, &stub, message)
                             }
-                            approval::Authorized::CancelTurn => {
+                            Approval::Cancel => {
                                 cancelled = true;
                                 execute::reject(
                                     &self.session,

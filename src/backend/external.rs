@@ -1,22 +1,21 @@
 //! External agent backends: the model spec names an agent program instead of a model
 //! (`claude[:<model>]`, `acp:<agent>[:<model>]`, `acp:cmd=<command line>`, `codex[:<model>]`).
-//! [`ExternalContext`] is what every such backend starts from; [`Approver`] answers its
-//! permission questions with corral's gate and, when the gate asks, a person, after
-//! [`confine`] has checked that every path the call names stays beneath the session root.
+//! [`ExternalContext`] is what every such backend starts from. Its tool calls, described as
+//! a [`ToolAsk`], go through corral's one approver once [`confine`] has checked that every
+//! path the call names stays beneath the session root.
 
 pub mod confine;
 
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::policy::{Decision, Gate, Policy, Verdict};
+use crate::event::PermissionToolCall;
+use crate::policy::{Approval, Approver, Call, Caller, Policy};
 use crate::session::Session;
-use crate::tool::{Danger, Guard, ToolRegistry};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExternalKind {
@@ -244,206 +243,32 @@ pub struct ToolAsk {
     pub paths: Vec<String>,
 }
 
-/// The outcome of asking.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
-    Allow {
-        always: bool,
-    },
-    Deny {
-        message: String,
-    },
-    /// The person cancelled the turn.
-    Cancel,
-}
-
-/// corral's gate for an external agent: the preset's rules, the session's grants, and a
-/// person through the session's permission requests.
-pub struct Approver {
-    session: Arc<Session>,
-    gate: Mutex<Gate>,
-    tools: ToolRegistry,
-    root: PathBuf,
-    attended: bool,
-    timeout: Option<Duration>,
-}
-
-impl Approver {
-    pub fn new(
-        session: Arc<Session>,
-        policy: Policy,
-        tools: ToolRegistry,
-        root: PathBuf,
-        attended: bool,
-        timeout: Option<Duration>,
-    ) -> Approver {
-        Approver {
-            session,
-            gate: Mutex::new(Gate::new(policy)),
-            tools,
-            root,
-            attended,
-            timeout,
-        }
-    }
-
-    fn gate(&self) -> std::sync::MutexGuard<'_, Gate> {
-        self.gate.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A new turn lifts a `forbid_all`.
-    pub fn begin_turn(&self) {
-        self.gate().begin_turn();
-    }
-
-    fn verdict(&self, ask: &ToolAsk) -> (Verdict, Danger) {
-        match ask.corral_tool.and_then(|name| self.tools.get(name)) {
-            Some(tool) => {
-                let name = tool.manifest.name.as_str();
-                let gate = self.gate();
-                let danger = gate.policy().danger_of(name, tool.manifest.danger);
-                if !gate.offers(name) {
-                    let reason = format!("{name} is not available in this session");
-                    return (Verdict::Deny { reason }, danger);
-                }
-                let verdict = gate.check(name, tool.manifest.danger, &ask.args, &self.root);
-                // As in the native loop: git's files never, agent config only with a person.
-                match crate::tool::write_guard(name, &ask.args, &self.root) {
-                    Some(Guard::Never(reason)) => (Verdict::Deny { reason }, danger),
-                    Some(Guard::Person(reason)) if matches!(verdict, Verdict::Allow { .. }) => {
-                        (Verdict::Ask { reason }, danger)
-                    }
-                    _ => (verdict, danger),
-                }
-            }
-            None => (
-                Verdict::Ask {
-                    reason: format!(
-                        "{} is the agent's own tool; corral has no rule for it",
-                        ask.agent_tool
-                    ),
-                },
-                Danger::Dangerous,
-            ),
-        }
-    }
-
-    /// Decides one call: the gate's verdict, and a person's answer when it asks.
-    pub async fn decide(&self, ask: &ToolAsk, cancel: &CancellationToken) -> Answer {
+impl ToolAsk {
+    /// Decides the call with corral's approver, once every path it names is confined.
+    pub async fn decide(&self, approver: &Approver, cancel: &CancellationToken) -> Approval {
         // Before any rule: the agent does the write itself once allowed, so no preset (not
         // even bypass) may let it touch a path outside the root.
-        let ask = match confine::confine(ask, &self.root) {
+        let ask = match confine::confine(self, approver.root()) {
             Ok(ask) => ask,
             Err(message) => {
-                tracing::warn!(tool = %ask.agent_tool, %message, "an external agent's call leads out of the root");
-                return Answer::Deny { message };
+                tracing::warn!(tool = %self.agent_tool, %message, "an external agent's call leads out of the root");
+                return Approval::Deny { message };
             }
         };
-        let ask = &ask;
-        let (verdict, danger) = self.verdict(ask);
-        let reason = match verdict {
-            Verdict::Allow { .. } => return Answer::Allow { always: false },
-            Verdict::Deny { reason } => {
-                return Answer::Deny {
-                    message: format!("refused by corral's policy: {reason}"),
-                };
-            }
-            Verdict::Ask { reason } => reason,
-        };
-        if !self.attended {
-            return Answer::Deny {
-                message: format!(
-                    "refused: this call needs a person's approval ({reason}) and nobody can \
-                     answer here"
-                ),
-            };
-        }
-        let tool_name = ask.corral_tool.unwrap_or(ask.agent_tool.as_str());
-        let always = self.gate().always(tool_name, &ask.args, &self.root);
-        let request = json!({
-            "toolCall": {
-                "toolCallId": ask.tool_call_id,
-                "title": ask.title,
-                "kind": ask.kind,
-                "status": "pending",
-                "rawInput": ask.raw_input,
+        let call = Call {
+            caller: Caller::Agent {
+                tool: &ask.agent_tool,
             },
-            "tool": ask.corral_tool.unwrap_or(ask.agent_tool.as_str()),
-            "agentTool": ask.agent_tool,
-            "danger": danger,
-            "reason": reason,
-            "always": always.to_json(),
-            "options": always.options(),
-        });
-        let request = match (
-            request,
-            crate::policy::approval_preview(
-                ask.corral_tool.unwrap_or_default(),
-                &ask.args,
-                &self.root,
+            tool: ask.corral_tool,
+            args: &ask.args,
+            tool_call: PermissionToolCall::pending(
+                &ask.tool_call_id,
+                &ask.title,
+                ask.kind,
+                ask.raw_input.clone(),
             ),
-        ) {
-            (Value::Object(mut target), Value::Object(preview)) => {
-                target.extend(preview);
-                Value::Object(target)
-            }
-            (request, _) => request,
         };
-        let (id, answer) = match self.session.request_permission(request) {
-            Ok(opened) => opened,
-            Err(e) => {
-                return Answer::Deny {
-                    message: format!("cannot ask for approval: {e}"),
-                };
-            }
-        };
-        let (decision, timed_out) = tokio::select! {
-            answer = answer => (answer.unwrap_or(Decision::Deny), false),
-            _ = cancel.cancelled() => (Decision::Cancel, false),
-            _ = sleep_or_forever(self.timeout) => (Decision::Deny, true),
-        };
-        let note = if timed_out {
-            Some(format!(
-                "nobody answered within {} s; denied",
-                self.timeout.map(|t| t.as_secs()).unwrap_or_default()
-            ))
-        } else {
-            let tool = ask.corral_tool.unwrap_or(ask.agent_tool.as_str());
-            self.gate().record(tool, &ask.args, &self.root, decision)
-        };
-        self.session
-            .resolve_permission(&id, decision.as_str(), note.clone());
-        match decision {
-            Decision::Allow => Answer::Allow { always: false },
-            // The agent remembers an "always" by its own rules, so it is passed on only where
-            // corral's gate offered one.
-            Decision::AllowAll => Answer::Allow {
-                always: always.offered,
-            },
-            Decision::Deny if timed_out => Answer::Deny {
-                message: format!("denied: {}", note.unwrap_or_default()),
-            },
-            Decision::Deny => Answer::Deny {
-                message: "the user denied this call".into(),
-            },
-            Decision::Disable => Answer::Deny {
-                message: format!(
-                    "the user disabled {} for the rest of this session",
-                    ask.corral_tool.unwrap_or(ask.agent_tool.as_str())
-                ),
-            },
-            Decision::ForbidAll => Answer::Deny {
-                message: "the user forbade tool calls for the rest of this turn".into(),
-            },
-            Decision::Cancel => Answer::Cancel,
-        }
-    }
-}
-
-async fn sleep_or_forever(timeout: Option<Duration>) {
-    match timeout {
-        Some(t) => tokio::time::sleep(t).await,
-        None => std::future::pending().await,
+        approver.decide(call, cancel).await
     }
 }
 

@@ -4,7 +4,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+
+use crate::event::PermissionOption;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -46,7 +47,7 @@ impl Decision {
     }
 
     /// The option as ACP and the permission event describe it.
-    pub fn option(self) -> Value {
+    pub fn option(self) -> PermissionOption {
         let (name, kind) = match self {
             Decision::Allow => ("Allow once", "allow_once"),
             Decision::AllowAll => ("Allow always", "allow_always"),
@@ -55,7 +56,11 @@ impl Decision {
             Decision::ForbidAll => ("No more tools this turn", "reject_always"),
             Decision::Cancel => ("Cancel the turn", "reject_once"),
         };
-        json!({"optionId": self.as_str(), "name": name, "kind": kind})
+        PermissionOption {
+            option_id: self.as_str().into(),
+            name: name.into(),
+            kind: kind.into(),
+        }
     }
 
     pub fn runs(self) -> bool {

@@ -17,6 +17,7 @@ use super::grant::{self, Grant};
 use super::preset::{Policy, Rule};
 use super::program;
 use super::shell;
+use crate::event::{AlwaysOffer, PermissionOption};
 use crate::sandbox::paths::resolve_in_root;
 use crate::tool::Danger;
 
@@ -125,9 +126,9 @@ impl Gate {
             .auto_approve
             .is_some_and(|level| danger <= level)
         {
-            return allow(format!("{} tools run without asking", danger_word(danger)));
+            return allow(format!("{} tools run without asking", danger.as_str()));
         }
-        ask(format!("{tool} is a {} tool", danger_word(danger)))
+        ask(format!("{tool} is a {} tool", danger.as_str()))
     }
 
     /// Applies what a person decided. Returns a note on what was granted, if anything.
@@ -225,7 +226,7 @@ pub struct Always {
 
 impl Always {
     /// The decisions a person may choose from: "allow always" only where it applies.
-    pub fn options(&self) -> Vec<Value> {
+    pub fn options(&self) -> Vec<PermissionOption> {
         Decision::ALL
             .iter()
             .filter(|d| self.offered || **d != Decision::AllowAll)
@@ -234,8 +235,11 @@ impl Always {
     }
 
     /// The request's `always` field.
-    pub fn to_json(&self) -> Value {
-        serde_json::json!({"offered": self.offered, "scope": self.text})
+    pub fn offer(&self) -> AlwaysOffer {
+        AlwaysOffer {
+            offered: self.offered,
+            scope: self.text.clone(),
+        }
     }
 }
 
@@ -281,14 +285,6 @@ fn relative(path: &Path, root: &Path) -> String {
         ".".into()
     } else {
         text.to_string()
-    }
-}
-
-fn danger_word(danger: Danger) -> &'static str {
-    match danger {
-        Danger::Safe => "safe",
-        Danger::Moderate => "moderate",
-        Danger::Dangerous => "dangerous",
     }
 }
 

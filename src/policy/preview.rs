@@ -7,19 +7,29 @@ use std::path::Path;
 use serde_json::{Value, json};
 use similar::TextDiff;
 
+use crate::event::ApprovalPreview;
 use crate::sandbox::paths::{PathError, RootDir};
 
 /// Files bigger than this are not diffed; the preview says how big they are instead.
 const MAX_DIFF_BYTES: u64 = 512 * 1024;
 
-pub fn approval_preview(tool: &str, args: &Value, root: &Path) -> Value {
+pub fn approval_preview(tool: &str, args: &Value, root: &Path) -> ApprovalPreview {
     let field = |name: &str| args.get(name).and_then(Value::as_str).unwrap_or("");
     match tool {
-        "shell" => json!({"command": field("command")}),
-        "python" => json!({"code": field("code")}),
-        "open_url" => json!({"url": field("url")}),
+        "shell" => ApprovalPreview {
+            command: Some(field("command").into()),
+            ..ApprovalPreview::default()
+        },
+        "python" => ApprovalPreview {
+            code: Some(field("code").into()),
+            ..ApprovalPreview::default()
+        },
+        "open_url" => ApprovalPreview {
+            url: Some(field("url").into()),
+            ..ApprovalPreview::default()
+        },
         "write_file" => write_preview(field("path"), field("content"), root),
-        _ => json!({}),
+        _ => ApprovalPreview::default(),
     }
 }
 
@@ -40,22 +50,28 @@ pub fn write_diff_block(args: &Value, root: &Path) -> Option<(Value, Value)> {
     ))
 }
 
-fn write_preview(path: &str, content: &str, root: &Path) -> Value {
+fn write_preview(path: &str, content: &str, root: &Path) -> ApprovalPreview {
+    let noted = |exists: Option<bool>, note: String| ApprovalPreview {
+        path: Some(path.into()),
+        exists,
+        note: Some(note),
+        ..ApprovalPreview::default()
+    };
     // Opened the way write_file opens it (beneath the root, links followed while inside), so
     // the diff is against the file the write would replace.
     let old = match RootDir::open(root).and_then(|dir| dir.open_file(path)) {
         Err(PathError::OutsideRoot { .. }) => {
-            return json!({"path": path, "note": "the path is outside the session root"});
+            return noted(None, "the path is outside the session root".into());
         }
         Err(PathError::Invalid { reason, .. }) => {
-            return json!({"path": path, "note": format!("the path is not valid: {reason}")});
+            return noted(None, format!("the path is not valid: {reason}"));
         }
-        Err(e @ PathError::Guarded { .. }) => return json!({"path": path, "note": e.to_string()}),
+        Err(e @ PathError::Guarded { .. }) => return noted(None, e.to_string()),
         // Missing (or unreachable): the write would create it.
         Err(PathError::Io { .. }) => None,
         Ok(file) => match current_text(file) {
             Ok(text) => Some(text),
-            Err(note) => return json!({"path": path, "exists": true, "note": note}),
+            Err(note) => return noted(Some(true), note),
         },
     };
     let exists = old.is_some();
@@ -72,7 +88,13 @@ fn write_preview(path: &str, content: &str, root: &Path) -> Value {
             &format!("b/{path}"),
         )
         .to_string();
-    json!({"path": path, "exists": exists, "bytes": content.len(), "diff": diff})
+    ApprovalPreview {
+        path: Some(path.into()),
+        exists: Some(exists),
+        bytes: Some(content.len() as u64),
+        diff: Some(diff),
+        ..ApprovalPreview::default()
+    }
 }
 
 /// The file's text, or why it is not diffed.
@@ -115,7 +137,7 @@ mod tests {
             &json!({"path": "a.txt", "content": "one\nthree\n"}),
             &root,
         );
-        let diff = preview["diff"].as_str().unwrap();
+        let diff = preview.diff.unwrap();
         assert!(
             diff.contains("--- a/a.txt") && diff.contains("+++ b/a.txt"),
             "{diff}"
@@ -126,10 +148,10 @@ mod tests {
             &json!({"path": "new.txt", "content": "x\n"}),
             &root,
         );
-        assert_eq!(new["exists"], false);
-        assert!(new["diff"].as_str().unwrap().contains("--- /dev/null"));
+        assert_eq!(new.exists, Some(false));
+        assert!(new.diff.unwrap().contains("--- /dev/null"));
         let shell = approval_preview("shell", &json!({"command": "rm -rf x"}), &root);
-        assert_eq!(shell["command"], "rm -rf x");
+        assert_eq!(shell.command.as_deref(), Some("rm -rf x"));
     }
 
     #[test]
@@ -151,12 +173,12 @@ mod tests {
             )
         };
         assert_eq!(
-            preview("out")["note"],
-            "the path is outside the session root"
+            preview("out").note.as_deref(),
+            Some("the path is outside the session root")
         );
         let inside = preview("in");
-        assert_eq!(inside["exists"], true);
-        let diff = inside["diff"].as_str().unwrap();
+        assert_eq!(inside.exists, Some(true));
+        let diff = inside.diff.unwrap();
         assert!(diff.contains("-old") && diff.contains("+new"), "{diff}");
     }
 }

@@ -1,12 +1,13 @@
-//! Open permission requests of a session. The loop asks and waits on a oneshot; any surface
-//! (terminal, `--approve-stdin`, the server, MCP, ACP) answers by request id.
+//! Open permission requests of a session. The approver (`policy::Approver`, through the
+//! session's `PermissionDesk`) asks and waits on a oneshot; any surface (terminal,
+//! `--approve-stdin`, the server, MCP, ACP) answers by request id.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use serde_json::Value;
 use tokio::sync::oneshot;
 
+use crate::event::PermissionRequest;
 use crate::policy::Decision;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -16,7 +17,7 @@ pub enum AnswerError {
 }
 
 struct Pending {
-    request: Value,
+    request: PermissionRequest,
     reply: oneshot::Sender<Decision>,
 }
 
@@ -30,7 +31,11 @@ impl Approvals {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(super) fn open(&self, id: String, request: Value) -> oneshot::Receiver<Decision> {
+    pub(super) fn open(
+        &self,
+        id: String,
+        request: PermissionRequest,
+    ) -> oneshot::Receiver<Decision> {
         let (reply, receiver) = oneshot::channel();
         self.lock().insert(id, Pending { request, reply });
         receiver
@@ -53,7 +58,7 @@ impl Approvals {
         self.lock().remove(id);
     }
 
-    pub(super) fn open_requests(&self) -> Vec<Value> {
+    pub(super) fn open_requests(&self) -> Vec<PermissionRequest> {
         self.lock().values().map(|p| p.request.clone()).collect()
     }
 }

@@ -29,11 +29,14 @@ pub use status::{IllegalTransition, Snapshot, check_transition};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::{
-    Envelope, ErrorData, Event, Payload, SharedEvent, Status, StatusData, Timestamp,
+    Envelope, ErrorData, Event, Payload, PermissionData, PermissionRequest, PermissionResolution,
+    SharedEvent, Status, StatusData, Timestamp,
 };
+use crate::policy::{Decision, PermissionDesk};
 use approvals::Approvals;
 use bus::EventBus;
 use lock::SessionLock;
@@ -374,52 +377,41 @@ impl Session {
     }
 
     /// Opens a permission request: the session moves to `waiting_approval` and a `permission`
-    /// envelope carrying `request` plus a fresh `requestId` goes out. The receiver yields the
+    /// envelope carrying `request` under a fresh `requestId` goes out. The receiver yields the
     /// answer given through [`Session::answer`].
     pub fn request_permission(
         &self,
-        mut request: serde_json::Value,
-    ) -> Result<
-        (
-            String,
-            tokio::sync::oneshot::Receiver<crate::policy::Decision>,
-        ),
-        IllegalTransition,
-    > {
+        mut request: PermissionRequest,
+    ) -> Result<(String, oneshot::Receiver<Decision>), IllegalTransition> {
         let id = ids::request_id();
-        request["requestId"] = serde_json::Value::String(id.clone());
+        request.request_id = id.clone();
         self.transition(Status::WaitingApproval)?;
         let receiver = self.approvals.open(id.clone(), request.clone());
-        self.emit(Payload::Permission(request));
+        self.emit(Payload::Permission(PermissionData::Request(Box::new(
+            request,
+        ))));
         Ok((id, receiver))
     }
 
     /// Answers an open permission request.
-    pub fn answer(
-        &self,
-        request_id: &str,
-        decision: crate::policy::Decision,
-    ) -> Result<(), AnswerError> {
+    pub fn answer(&self, request_id: &str, decision: Decision) -> Result<(), AnswerError> {
         self.approvals.answer(request_id, decision)
     }
 
     /// Closes a request (answered, or given up on): announces the outcome and moves the
     /// session back to `working`.
-    pub fn resolve_permission(&self, request_id: &str, decision: &str, note: Option<String>) {
+    pub fn resolve_permission(&self, request_id: &str, decision: Decision, note: Option<String>) {
         self.approvals.withdraw(request_id);
-        let mut data = serde_json::json!({
-            "requestId": request_id, "resolved": true, "decision": decision});
-        if let Some(note) = note {
-            data["note"] = serde_json::Value::String(note);
-        }
-        self.emit(Payload::Permission(data));
+        self.emit(Payload::Permission(PermissionData::Resolution(
+            PermissionResolution::new(request_id, decision.as_str(), note),
+        )));
         if let Err(e) = self.transition(Status::Working) {
             tracing::error!(error = %e, "leaving waiting_approval");
         }
     }
 
     /// The permission requests waiting for an answer.
-    pub fn pending_permissions(&self) -> Vec<serde_json::Value> {
+    pub fn pending_permissions(&self) -> Vec<PermissionRequest> {
         self.approvals.open_requests()
     }
 
@@ -441,6 +433,20 @@ impl Session {
         }
         // Only once everything is written: the next holder reads the whole log.
         self.lock.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+}
+
+/// The approver's requests are the session's: announced as events, answered from any surface.
+impl PermissionDesk for Session {
+    fn open(
+        &self,
+        request: PermissionRequest,
+    ) -> Result<(String, oneshot::Receiver<Decision>), String> {
+        self.request_permission(request).map_err(|e| e.to_string())
+    }
+
+    fn resolve(&self, request_id: &str, decision: Decision, note: Option<String>) {
+        self.resolve_permission(request_id, decision, note);
     }
 }
 

@@ -9,6 +9,7 @@ use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyModifiers};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
+use crate::event::PermissionRequest;
 use crate::policy::Decision;
 use crate::session::Session;
 
@@ -18,44 +19,39 @@ use super::safe_text;
 /// Everything in it is escaped for the terminal (it is model text), and a shell command is
 /// followed by the simple commands it really runs, as bash reads them: a comment, a string
 /// or an escape sequence cannot make it look like another command.
-pub fn describe_request(request: &Value) -> String {
-    let field = |name: &str| {
-        request
-            .get(name)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-    };
+pub fn describe_request(request: &PermissionRequest) -> String {
+    let preview = &request.preview;
     let mut text = format!(
         "\n⚠ {} wants to run ({} · {})\n",
-        safe_text::escape_line(field("tool")),
-        safe_text::escape_line(field("danger")),
-        safe_text::escape_line(field("reason"))
+        safe_text::escape_line(&request.tool),
+        safe_text::escape_line(&request.danger),
+        safe_text::escape_line(&request.reason)
     );
-    if let Some(command) = request.get("command").and_then(Value::as_str) {
+    if let Some(command) = &preview.command {
         push_framed(&mut text, "  $ ", "  │ ", command);
         text.push_str(&parsed_commands(command));
-    } else if let Some(code) = request.get("code").and_then(Value::as_str) {
+    } else if let Some(code) = &preview.code {
         push_framed(&mut text, "  │ ", "  │ ", code);
-    } else if let Some(diff) = request.get("diff").and_then(Value::as_str) {
+    } else if let Some(diff) = &preview.diff {
         text.push_str(&safe_text::escape(diff));
         if !diff.ends_with('\n') {
             text.push('\n');
         }
-    } else if let Some(url) = request.get("url").and_then(Value::as_str) {
+    } else if let Some(url) = &preview.url {
         text.push_str(&format!("  {}\n", safe_text::escape_line(url)));
-    } else if let Some(input) = request.pointer("/toolCall/rawInput") {
+    } else {
         text.push_str(&format!(
             "  {}\n",
-            safe_text::escape_line(&input.to_string())
+            safe_text::escape_line(&request.tool_call.raw_input.to_string())
         ));
     }
-    if let Some(note) = request.get("note").and_then(Value::as_str) {
+    if let Some(note) = &preview.note {
         text.push_str(&format!("  ({})\n", safe_text::escape_line(note)));
     }
-    if let Some(scope) = request.pointer("/always/scope").and_then(Value::as_str) {
-        text.push_str(&format!("  {scope}\n"));
+    if let Some(always) = &request.always {
+        text.push_str(&format!("  {}\n", always.scope));
     }
-    text.push_str(if always_offered(request) {
+    text.push_str(if request.always_offered() {
         "[y]es [n]o [a]lways [d]isable [f]orbid-all [c]ancel › "
     } else {
         "[y]es [n]o [d]isable [f]orbid-all [c]ancel › "
@@ -112,14 +108,6 @@ fn parsed_commands(command: &str) -> String {
     text
 }
 
-/// Whether the request offers "allow always" (older requests without the field do).
-fn always_offered(request: &Value) -> bool {
-    request
-        .pointer("/always/offered")
-        .and_then(Value::as_bool)
-        .unwrap_or(true)
-}
-
 fn decision_for(key: &KeyEvent) -> Option<Decision> {
     if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
         return Some(Decision::Cancel);
@@ -143,20 +131,14 @@ pub fn terminal_available() -> bool {
 
 /// Shows the request on stderr, reads one key from the terminal, and answers the session.
 /// Gives up quietly when the request is closed by other means (timeout, cancel).
-pub async fn ask_on_terminal(session: Arc<Session>, request: Value) {
-    let Some(id) = request
-        .get("requestId")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-    else {
-        return;
-    };
+pub async fn ask_on_terminal(session: Arc<Session>, request: &PermissionRequest) {
+    let id = request.request_id.clone();
     let mut err = std::io::stderr();
-    let _ = write!(err, "{}", describe_request(&request));
+    let _ = write!(err, "{}", describe_request(request));
     let _ = err.flush();
     let waiting = session.clone();
     let waited_id = id.clone();
-    let always = always_offered(&request);
+    let always = request.always_offered();
     let key =
         tokio::task::spawn_blocking(move || read_decision(&waiting, &waited_id, always)).await;
     let decision = match key {
@@ -192,7 +174,7 @@ fn wait_for_key(session: &Session, id: &str, always: bool) -> std::io::Result<Op
         let still_open = session
             .pending_permissions()
             .iter()
-            .any(|r| r.get("requestId").and_then(Value::as_str) == Some(id));
+            .any(|r| r.request_id == id);
         if !still_open {
             return Ok(None);
         }
@@ -253,13 +235,28 @@ fn apply_line(session: &Session, line: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::ApprovalPreview;
+
+    fn request(tool: &str, preview: ApprovalPreview) -> PermissionRequest {
+        PermissionRequest {
+            preview,
+            ..PermissionRequest::sample(tool, serde_json::json!({}))
+        }
+    }
 
     #[test]
     fn a_command_is_shown_escaped_and_as_the_commands_it_runs() {
-        let request = serde_json::json!({
-            "tool": "shell", "danger": "dangerous", "reason": "shell\x1b[8m asks",
-            "command": "echo hi # \x1b[2J\x1b[H$ ls\nrm -rf 'my dir' \u{202e}x",
-        });
+        let request = PermissionRequest {
+            danger: "dangerous".into(),
+            reason: "shell\x1b[8m asks".into(),
+            ..request(
+                "shell",
+                ApprovalPreview {
+                    command: Some("echo hi # \x1b[2J\x1b[H$ ls\nrm -rf 'my dir' \u{202e}x".into()),
+                    ..ApprovalPreview::default()
+                },
+            )
+        };
         let text = describe_request(&request);
         assert!(!text.chars().any(safe_text::is_unsafe), "{text:?}");
         assert!(text.contains(r"(dangerous · shell\x1b[8m asks)"), "{text}");
@@ -274,14 +271,24 @@ mod tests {
 
     #[test]
     fn a_command_that_does_not_parse_says_so_and_diffs_are_escaped() {
-        let text = describe_request(&serde_json::json!({"tool": "shell", "command": "echo 'x"}));
+        let text = describe_request(&request(
+            "shell",
+            ApprovalPreview {
+                command: Some("echo 'x".into()),
+                ..ApprovalPreview::default()
+            },
+        ));
         assert!(
             text.contains("only the command above says what runs"),
             "{text}"
         );
-        let text = describe_request(&serde_json::json!({
-            "tool": "write_file", "diff": "+a\x1b[1A\x1b[2K\n+\u{9b}b\n",
-        }));
+        let text = describe_request(&request(
+            "write_file",
+            ApprovalPreview {
+                diff: Some("+a\x1b[1A\x1b[2K\n+\u{9b}b\n".into()),
+                ..ApprovalPreview::default()
+            },
+        ));
         assert!(text.contains("+a\\x1b[1A\\x1b[2K\n+\\u{9b}b\n"), "{text}");
     }
 }

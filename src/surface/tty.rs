@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::event::{ContentBlock, Payload, SharedEvent, Status, ToolCallStatus};
+use crate::event::{ContentBlock, Payload, PermissionData, SharedEvent, Status, ToolCallStatus};
 use crate::session::Session;
 
 use super::safe_text::{escape, escape_line};
@@ -169,12 +169,11 @@ impl View<'_> {
                     self.style.paint("33", &escape(&data.message))
                 );
             }
-            Payload::Permission(data) if data.get("resolved").is_some() => {
-                let decision = data.get("decision").and_then(|d| d.as_str()).unwrap_or("?");
-                let decision = escape_line(decision);
-                let note = data
-                    .get("note")
-                    .and_then(|n| n.as_str())
+            Payload::Permission(PermissionData::Resolution(resolution)) => {
+                let decision = escape_line(&resolution.decision);
+                let note = resolution
+                    .note
+                    .as_deref()
                     .map(|n| format!(" ({})", escape_line(n)))
                     .unwrap_or_default();
                 let _ = writeln!(
@@ -244,13 +243,12 @@ pub async fn render_terminal(
             event = events.recv() => match event {
                 Some(event) => {
                     view.show(&event);
-                    if let (Some(session), Payload::Permission(request)) =
+                    if let (Some(session), Payload::Permission(PermissionData::Request(request))) =
                         (&prompter, &event.envelope.payload)
-                        && request.get("resolved").is_none()
                     {
                         view.first_output();
                         view.end_text();
-                        super::approve::ask_on_terminal(session.clone(), request.clone()).await;
+                        super::approve::ask_on_terminal(session.clone(), request).await;
                     }
                     if is_dead(&event) {
                         break;

@@ -16,6 +16,17 @@ pub enum Danger {
     Dangerous,
 }
 
+impl Danger {
+    /// The level's name, as presets and permission requests write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Danger::Safe => "safe",
+            Danger::Moderate => "moderate",
+            Danger::Dangerous => "dangerous",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolManifest {

@@ -13,7 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::rpc::{Incoming, Rpc, RpcError};
 use super::tool_events::{self, Calls};
-use crate::backend::external::{Answer, Approver, ToolAsk};
+use crate::backend::external::ToolAsk;
+use crate::policy::{Approval, Approver};
 use crate::sandbox::paths::{RootDir, resolve_in_root};
 use crate::tool::{ToolContext, ToolRegistry};
 
@@ -83,12 +84,12 @@ impl Shared {
 
     /// The gate's answer. One question at a time: the session shows one open request, and an
     /// agent asking about two calls at once gets the second answered after the first.
-    async fn decide(&self, ask: &ToolAsk, cancel: &CancellationToken) -> Answer {
+    async fn decide(&self, ask: &ToolAsk, cancel: &CancellationToken) -> Approval {
         let _turn = self.asking.lock().await;
         if cancel.is_cancelled() {
-            return Answer::Cancel;
+            return Approval::Cancel;
         }
-        self.approver.decide(ask, cancel).await
+        ask.decide(&self.approver, cancel).await
     }
 
     pub(crate) fn cancel_turn(&self) {
@@ -197,7 +198,7 @@ async fn permission(shared: &Shared, params: &Value) -> Value {
         })
     };
     match answer {
-        Answer::Allow { always } => {
+        Approval::Allow { always, .. } => {
             if ask.corral_tool == Some("write_file")
                 && let Some(path) = tool_events::call_path(&merged)
                 && let Ok(resolved) = resolve_in_root(&shared.root, &path)
@@ -222,7 +223,7 @@ async fn permission(shared: &Shared, params: &Value) -> Value {
                 }
             }
         }
-        Answer::Deny { message } => {
+        Approval::Deny { message } => {
             // Not every agent reports a refused call (gemini does not): say it here.
             shared.calls.finish(&id, false, Some(message));
             match pick(&["reject_once", "reject_always"]) {
@@ -230,7 +231,7 @@ async fn permission(shared: &Shared, params: &Value) -> Value {
                 None => cancelled(),
             }
         }
-        Answer::Cancel => {
+        Approval::Cancel => {
             cancel.cancel();
             cancelled()
         }
@@ -276,9 +277,9 @@ fn confine(shared: &Shared, path: &str) -> Result<PathBuf, RpcError> {
 
 async fn gate(shared: &Shared, ask: ToolAsk) -> Result<(), RpcError> {
     match shared.decide(&ask, &shared.turn_cancel()).await {
-        Answer::Allow { .. } => Ok(()),
-        Answer::Deny { message } => Err(RpcError::remote(REFUSED, message)),
-        Answer::Cancel => Err(RpcError::remote(REFUSED, "the user cancelled the turn")),
+        Approval::Allow { .. } => Ok(()),
+        Approval::Deny { message } => Err(RpcError::remote(REFUSED, message)),
+        Approval::Cancel => Err(RpcError::remote(REFUSED, "the user cancelled the turn")),
     }
 }
 

@@ -36,9 +36,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::agent_process::AgentProcess;
-use super::external::{Approver, ExternalContext, find_program};
+use super::external::{ExternalContext, find_program};
 use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
 use crate::error::Error;
+use crate::policy::Approver;
 use crate::session::Session;
 
 /// How long a `set_model` control request may take.

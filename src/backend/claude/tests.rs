@@ -325,8 +325,9 @@ done
 async fn set_model_goes_over_the_wire_and_a_bad_line_is_an_error_event() {
     use std::sync::{Arc, Mutex};
 
-    use crate::backend::external::{Approver, ExternalContext};
+    use crate::backend::external::ExternalContext;
     use crate::event::Status;
+    use crate::policy::Approver;
     use crate::tool::ToolRegistry;
 
     let dir = tempfile::tempdir().unwrap();
@@ -338,12 +339,12 @@ async fn set_model_goes_over_the_wire_and_a_bad_line_is_an_error_event() {
     let session = Session::create(None).unwrap();
     let policy = policy("default", &[], &[]);
     let approver = Arc::new(Approver::new(
-        session.clone(),
         policy.clone(),
         ToolRegistry::builtin().unwrap(),
         root.clone(),
         false,
         None,
+        session.clone(),
     ));
     let recorded = Arc::new(Mutex::new(Vec::new()));
     let sink = recorded.clone();

@@ -9,8 +9,9 @@ use tokio_util::sync::CancellationToken;
 use super::stream::{End, TurnState};
 use super::{ClaudeBackend, Line, Phase, launch};
 use crate::backend::TurnOutcome;
-use crate::backend::external::{Answer, ToolAsk};
+use crate::backend::external::ToolAsk;
 use crate::event::{ContentBlock, Payload, ResultData, Status, StopReason, Usage, UserTextData};
+use crate::policy::{Approval, Decision};
 
 /// How long claude may take to end a turn after an interrupt before it is stopped.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(20);
@@ -272,9 +273,9 @@ impl ClaudeBackend {
     /// Asks corral's gate while still watching claude: lines that arrive meanwhile are held
     /// for the turn loop, and if claude dies the question is withdrawn (`None`) instead of
     /// leaving a person to answer a process that is gone.
-    async fn ask_gate(&mut self, ask: &ToolAsk, cancel: &CancellationToken) -> Option<Answer> {
+    async fn ask_gate(&mut self, ask: &ToolAsk, cancel: &CancellationToken) -> Option<Approval> {
         let approver = self.approver.clone();
-        let decide = approver.decide(ask, cancel);
+        let decide = ask.decide(&approver, cancel);
         tokio::pin!(decide);
         loop {
             tokio::select! {
@@ -291,13 +292,11 @@ impl ClaudeBackend {
         }
         let session = self.session().clone();
         for open in session.pending_permissions() {
-            if let Some(id) = open["requestId"].as_str() {
-                session.resolve_permission(
-                    id,
-                    "deny",
-                    Some("the agent process ended before an answer".into()),
-                );
-            }
+            session.resolve_permission(
+                &open.request_id,
+                Decision::Deny,
+                Some("the agent process ended before an answer".into()),
+            );
         }
         None
     }
@@ -313,7 +312,7 @@ impl ClaudeBackend {
         let subtype = request["subtype"].as_str().unwrap_or_default();
         let response = if subtype == "can_use_tool" {
             let answer = if state.interrupted.is_some() {
-                Answer::Deny {
+                Approval::Deny {
                     message: "the turn was cancelled".into(),
                 }
             } else {
@@ -325,9 +324,9 @@ impl ClaudeBackend {
             };
             let input = request.get("input").cloned().unwrap_or_else(|| json!({}));
             let behavior = match &answer {
-                Answer::Allow { .. } => json!({"behavior": "allow", "updatedInput": input}),
-                Answer::Deny { message } => json!({"behavior": "deny", "message": message}),
-                Answer::Cancel => json!({"behavior": "deny",
+                Approval::Allow { .. } => json!({"behavior": "allow", "updatedInput": input}),
+                Approval::Deny { message } => json!({"behavior": "deny", "message": message}),
+                Approval::Cancel => json!({"behavior": "deny",
                     "message": "the user cancelled the turn", "interrupt": true}),
             };
             json!({"subtype": "success", "request_id": id, "response": behavior})

@@ -7,7 +7,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::backend::external::{Answer, ToolAsk};
+use crate::backend::external::ToolAsk;
+use crate::policy::Approval;
 use crate::sandbox::paths::RootDir;
 
 /// Largest file whose new content is worked out for the diff a person is shown.
@@ -210,12 +211,12 @@ pub fn apply_unified(old: &str, diff: &str) -> Option<String> {
 }
 
 /// The decision codex understands for corral's answer.
-pub fn decision(answer: &Answer) -> &'static str {
+pub fn decision(answer: &Approval) -> &'static str {
     match answer {
-        Answer::Allow { always: false } => "accept",
-        Answer::Allow { always: true } => "acceptForSession",
-        Answer::Deny { .. } => "decline",
-        Answer::Cancel => "cancel",
+        Approval::Allow { always: false, .. } => "accept",
+        Approval::Allow { always: true, .. } => "acceptForSession",
+        Approval::Deny { .. } => "decline",
+        Approval::Cancel => "cancel",
     }
 }
 
@@ -290,12 +291,15 @@ mod tests {
     #[test]
     fn answers_map_to_decisions() {
         assert_eq!(
-            decision(&Answer::Allow { always: true }),
+            decision(&Approval::Allow {
+                by_person: true,
+                always: true
+            }),
             "acceptForSession"
         );
-        assert_eq!(decision(&Answer::Cancel), "cancel");
+        assert_eq!(decision(&Approval::Cancel), "cancel");
         assert_eq!(
-            decision(&Answer::Deny {
+            decision(&Approval::Deny {
                 message: "no".into()
             }),
             "decline"

@@ -18,10 +18,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::agent_process::{AgentProcess, Launch};
-use super::external::{Answer, Approver, ExternalContext};
+use super::external::ExternalContext;
 use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
 use crate::error::Error;
 use crate::event::{ContentBlock, Payload, ResultData, Status, StopReason, Usage, UserTextData};
+use crate::policy::{Approval, Approver, Decision};
 use crate::session::Session;
 use rpc::{Incoming, Rpc, RpcError};
 use setup::{codex_model, codex_policy, find_program, private_home};
@@ -188,13 +189,11 @@ impl CodexBackend {
             Drive::Crashed => {
                 // A question codex can no longer take an answer to is closed first.
                 for request in session.pending_permissions() {
-                    if let Some(id) = request["requestId"].as_str() {
-                        session.resolve_permission(
-                            id,
-                            "cancel",
-                            Some("codex exited before the answer".into()),
-                        );
-                    }
+                    session.resolve_permission(
+                        &request.request_id,
+                        Decision::Cancel,
+                        Some("codex exited before the answer".into()),
+                    );
                 }
                 let report = self.process.crash_report().await;
                 let status = self.process.try_status().map(|s| s.to_string());
@@ -344,7 +343,7 @@ impl CodexBackend {
                 }
                 Incoming::Request { id, method, params } => {
                     match self.answer(id, &method, &params, cancel, state).await {
-                        Ok(Some(Answer::Cancel)) if interrupted.is_none() => {
+                        Ok(Some(Approval::Cancel)) if interrupted.is_none() => {
                             interrupted = Some(tokio::time::Instant::now());
                         }
                         Ok(_) => {}
@@ -374,7 +373,7 @@ impl CodexBackend {
         params: &Value,
         cancel: &CancellationToken,
         state: &mut TurnState<'_>,
-    ) -> Result<Option<Answer>, RpcError> {
+    ) -> Result<Option<Approval>, RpcError> {
         let item_id = params["itemId"].as_str().unwrap_or_default().to_string();
         let item = state.items.get(&item_id);
         let asks = match method {
@@ -391,17 +390,20 @@ impl CodexBackend {
             }
         };
         // Every path of a change must be allowed; the first refusal decides.
-        let mut answer = Answer::Allow { always: true };
+        let mut answer = Approval::Allow {
+            by_person: false,
+            always: true,
+        };
         let approver = self.approver.clone();
         for ask in &asks {
             // A person may take their time; codex dying meanwhile still ends the turn.
             let decided = tokio::select! {
-                decided = approver.decide(ask, cancel) => decided,
+                decided = ask.decide(&approver, cancel) => decided,
                 () = exited(&mut self.process) => return Err(RpcError::Closed),
             };
             match decided {
-                Answer::Allow { always } => {
-                    if let Answer::Allow { always: all } = &mut answer {
+                Approval::Allow { always, .. } => {
+                    if let Approval::Allow { always: all, .. } = &mut answer {
                         *all &= always;
                     }
                 }
@@ -411,7 +413,7 @@ impl CodexBackend {
                 }
             }
         }
-        if let Answer::Deny { message } = &answer {
+        if let Approval::Deny { message } = &answer {
             state.denials.insert(item_id, message.clone());
         }
         self.rpc

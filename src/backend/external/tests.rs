@@ -1,4 +1,7 @@
+use serde_json::json;
+
 use super::*;
+use crate::tool::ToolRegistry;
 
 #[test]
 fn specs_parse_and_print_back() {
@@ -25,12 +28,12 @@ fn specs_parse_and_print_back() {
 fn approver(preset: &str, root: &std::path::Path) -> Approver {
     let policy = Policy::load(preset, None, &Default::default()).unwrap();
     Approver::new(
-        Session::create(None).unwrap(),
         policy,
         ToolRegistry::builtin().unwrap(),
         root.to_path_buf(),
         false,
         None,
+        Session::create(None).unwrap(),
     )
 }
 
@@ -57,20 +60,27 @@ async fn no_preset_lets_an_agent_write_outside_the_root() {
     let inside = root.join("x.txt").display().to_string();
     for preset in ["auto", "bypass"] {
         let approver = approver(preset, &root);
-        let answer = approver.decide(&write_ask(&outside, &[]), &cancel).await;
+        let answer = write_ask(&outside, &[]).decide(&approver, &cancel).await;
         assert!(
-            matches!(&answer, Answer::Deny { message } if message.contains("outside the session root")),
+            matches!(&answer, Approval::Deny { message } if message.contains("outside the session root")),
             "{preset}: {answer:?}"
         );
         // A second path the call names (a command's cwd, a move's target) counts too.
-        let answer = approver
-            .decide(&write_ask(&inside, &["/etc"]), &cancel)
+        let answer = write_ask(&inside, &["/etc"])
+            .decide(&approver, &cancel)
             .await;
         assert!(
-            matches!(answer, Answer::Deny { .. }),
+            matches!(answer, Approval::Deny { .. }),
             "{preset}: {answer:?}"
         );
-        let answer = approver.decide(&write_ask(&inside, &[]), &cancel).await;
-        assert_eq!(answer, Answer::Allow { always: false }, "{preset}");
+        let answer = write_ask(&inside, &[]).decide(&approver, &cancel).await;
+        assert_eq!(
+            answer,
+            Approval::Allow {
+                by_person: false,
+                always: false
+            },
+            "{preset}"
+        );
     }
 }

@@ -18,13 +18,13 @@ use std::time::Duration;
 
 use crate::agent::{Agent, AgentConfig};
 use crate::backend::Backend;
-use crate::backend::external::{Approver, ExternalContext, ExternalSpec};
+use crate::backend::external::{ExternalContext, ExternalSpec};
 use crate::backend::native::{ModelChoice, NativeBackend, model_client};
 use crate::config::Config;
 use crate::error::{Error, runtime, usage};
 use crate::event::{Envelope, Status};
 use crate::model::{self, ModelClient, ModelError, ModelSpec, ToolChoiceMode};
-use crate::policy::{Policy, PolicyOverrides};
+use crate::policy::{Approver, Policy, PolicyOverrides};
 use crate::sandbox::{NetworkMode, SandboxMode};
 use crate::session::{Session, SessionMeta, WorktreeMeta};
 use crate::tool::{Danger, ToolRegistry, ToolSettings};
@@ -490,12 +490,12 @@ async fn start_external(
         })
     };
     let approver = Arc::new(Approver::new(
-        session.clone(),
         policy.clone(),
         tools,
         root.clone(),
         spec.attended,
         spec.approval_timeout,
+        session.clone(),
     ));
     let home = spec.hermetic.then(|| tmpdir.path().join("home"));
     if let Some(home) = &home {

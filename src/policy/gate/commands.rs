@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{Gate, allow, ask, danger_word, deny};
+use super::{Gate, allow, ask, deny};
 use crate::policy::pattern::{Match, render};
 use crate::policy::preset::Rule;
 use crate::policy::program::Dirs;
@@ -62,7 +62,7 @@ impl Gate {
             .auto_approve
             .is_some_and(|level| danger <= level)
         {
-            return allow(format!("{} tools run without asking", danger_word(danger)));
+            return allow(format!("{} tools run without asking", danger.as_str()));
         }
         let cwd = match shell_cwd(args, root) {
             Ok(cwd) => cwd,

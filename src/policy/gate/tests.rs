@@ -390,7 +390,7 @@ fn always_is_offered_only_where_it_holds_and_says_what_it_covers() {
         "{}",
         git.text
     );
-    assert!(git.options().iter().any(|o| o["optionId"] == "allow_all"));
+    assert!(git.options().iter().any(|o| o.option_id == "allow_all"));
     for command in [
         "find . -name '*.txt'",
         "timeout 10 ls",
@@ -402,7 +402,7 @@ fn always_is_offered_only_where_it_holds_and_says_what_it_covers() {
         let a = always(command);
         assert!(!a.offered, "{command}");
         assert!(a.text.starts_with("always is not offered: "), "{}", a.text);
-        assert!(!a.options().iter().any(|o| o["optionId"] == "allow_all"));
+        assert!(!a.options().iter().any(|o| o.option_id == "allow_all"));
     }
     assert_eq!(
         always("find . -name x").text,

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::updates::{Projection, permission_options};
 use super::{Acp, AcpSession, Connection, lock, notify, typed, wire};
-use crate::event::{Payload, Status};
+use crate::event::{Payload, PermissionData, PermissionRequest, Status};
 use crate::policy::Decision;
 
 /// A session's envelopes, as they come, to the client; permission requests to the client and
@@ -29,10 +29,8 @@ pub(super) async fn forward(
             }
         }
         match &envelope.payload {
-            Payload::Permission(request) if request.get("resolved").is_none() => {
-                let diff = request["toolCall"]["toolCallId"]
-                    .as_str()
-                    .and_then(|id| projection.diff_of(id));
+            Payload::Permission(PermissionData::Request(request)) => {
+                let diff = projection.diff_of(&request.tool_call.tool_call_id);
                 ask_client(&acp, &session.id, request, diff, &cx);
             }
             Payload::Result(result) => {
@@ -55,14 +53,12 @@ pub(super) async fn forward(
 fn ask_client(
     acp: &Arc<Acp>,
     session: &str,
-    request: &Value,
+    request: &PermissionRequest,
     diff: Option<Value>,
     cx: &Connection,
 ) {
-    let Some(request_id) = request["requestId"].as_str().map(str::to_string) else {
-        return;
-    };
-    let mut tool_call = request["toolCall"].clone();
+    let request_id = request.request_id.clone();
+    let mut tool_call = json!(request.tool_call);
     if let Some(diff) = diff {
         tool_call["content"] = json!([diff]);
     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use crate::event::{ContentBlock, Envelope, Payload, ToolCallStatus};
+use crate::event::{ContentBlock, Envelope, Payload, PermissionRequest, ToolCallStatus};
 
 /// Shell output shown in a running tool call: the last this many bytes.
 const OUTPUT_TAIL: usize = 16 * 1024;
@@ -188,18 +188,14 @@ impl Projection {
 /// The options a gate question offers an ACP client, by kind, and the corral decision each
 /// stands for. `reject_always` takes the tool away for the session. "Always" is offered only
 /// where the gate offers it, named with what it covers, since that name is all an editor shows.
-pub fn permission_options(request: &Value) -> Value {
+pub fn permission_options(request: &PermissionRequest) -> Value {
     let mut options =
         vec![json!({"optionId": "allow", "name": "Allow once", "kind": "allow_once"})];
-    if request
-        .pointer("/always/offered")
-        .and_then(Value::as_bool)
-        .unwrap_or(true)
-    {
+    if request.always_offered() {
         let name = match request
-            .pointer("/always/scope")
-            .and_then(Value::as_str)
-            .and_then(|s| s.strip_prefix("always: "))
+            .always
+            .as_ref()
+            .and_then(|always| always.scope.strip_prefix("always: "))
         {
             Some(scope) => format!("Always allow {scope}"),
             None => "Always allow".to_string(),

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 
-use crate::event::{Envelope, Payload, Status, StopReason};
+use crate::event::{Envelope, Payload, PermissionData, Status, StopReason};
 use crate::host::manager::TurnMode;
 
 /// One protocol message before it gets its `seq` and `ts`.
@@ -188,24 +188,16 @@ impl Projector {
                             "duration_ms": record.duration_ms, "error": error }),
                 ));
             }
-            Payload::Permission(p) if p.get("resolved").is_none() => {
-                let input = p
-                    .pointer("/toolCall/rawInput")
-                    .cloned()
-                    .unwrap_or(json!({}));
-                let tool = p
-                    .get("tool")
-                    .and_then(Value::as_str)
-                    .unwrap_or("unknown")
-                    .to_string();
+            Payload::Permission(PermissionData::Request(request)) => {
+                let input = &request.tool_call.raw_input;
                 out.push(msg(
                     "tool_confirm_request",
                     json!({
-                        "confirmation_id": p.get("requestId").cloned().unwrap_or(Value::Null),
-                        "tool": tool,
-                        "parameters": sorted_parameters(&input),
-                        "message": describe(&tool, &input),
-                        "always": p.get("always").cloned().unwrap_or(Value::Null),
+                        "confirmation_id": request.request_id,
+                        "tool": request.tool,
+                        "parameters": sorted_parameters(input),
+                        "message": describe(&request.tool, input),
+                        "always": request.always,
                     }),
                 ));
             }
@@ -446,9 +438,17 @@ mod tests {
     #[test]
     fn confirm_requests_sort_large_values_last_and_describe_the_action() {
         let mut p = Projector::new(true);
-        let request = json!({"requestId": "perm_1", "tool": "write_file",
-            "toolCall": {"rawInput": {"content": "x".repeat(2048), "path": "/tmp/r.md"}}});
-        let out = p.project(&env(Payload::Permission(request)), TurnMode::Normal);
+        let mut request = PermissionRequest::sample(
+            "write_file",
+            json!({"content": "x".repeat(2048), "path": "/tmp/r.md"}),
+        );
+        request.request_id = "perm_1".into();
+        let out = p.project(
+            &env(Payload::Permission(PermissionData::Request(Box::new(
+                request,
+            )))),
+            TurnMode::Normal,
+        );
         assert_eq!(out[0].kind, "tool_confirm_request");
         assert_eq!(out[0].payload["confirmation_id"], "perm_1");
         assert_eq!(out[0].payload["message"], "Write 2 KB to /tmp/r.md");
@@ -458,10 +458,13 @@ mod tests {
             .keys()
             .collect();
         assert_eq!(keys, ["path", "content"]);
-        let resolved = json!({"requestId": "perm_1", "resolved": true});
+        let resolved = PermissionResolution::new("perm_1", "allow", None);
         assert!(
-            p.project(&env(Payload::Permission(resolved)), TurnMode::Normal)
-                .is_empty()
+            p.project(
+                &env(Payload::Permission(PermissionData::Resolution(resolved))),
+                TurnMode::Normal
+            )
+            .is_empty()
         );
     }
 }

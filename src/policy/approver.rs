@@ -1,0 +1,282 @@
+//! The one approval path, for corral's own loop and for every external agent: the gate's
+//! verdict with the write guard over it; when it asks, whether anyone can answer; then a
+//! permission request, the wait for an answer, a cancel or the timeout, the answer recorded
+//! in the gate, the request resolved, and the outcome for the caller.
+//!
+//! Requests go out through a [`PermissionDesk`], which the session (a layer above) is.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::{Decision, Gate, Policy, Verdict, approval_preview};
+use crate::event::{PermissionRequest, PermissionToolCall};
+use crate::tool::{Danger, Guard, ToolManifest, ToolRegistry, write_guard};
+
+/// Where a request waits for a person: it is announced, any surface may answer it, and it is
+/// closed with the outcome.
+pub trait PermissionDesk: Send + Sync {
+    /// Opens `request` under a fresh id; the receiver yields the answer. `Err`: why it
+    /// cannot be asked now.
+    fn open(
+        &self,
+        request: PermissionRequest,
+    ) -> Result<(String, oneshot::Receiver<Decision>), String>;
+
+    /// Closes the request with the decision that counted and what it did.
+    fn resolve(&self, request_id: &str, decision: Decision, note: Option<String>);
+}
+
+/// Who makes the call, which decides the words of a refusal and one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller<'a> {
+    /// corral's own loop. Its model is offered only the tools the gate offers, and a refusal
+    /// tells it how a person could allow the call.
+    Model,
+    /// An external agent, which names the tool its own way and calls tools corral did not
+    /// offer; a refusal says it was corral's policy.
+    Agent { tool: &'a str },
+}
+
+impl Caller<'_> {
+    fn agent_tool(&self) -> Option<&str> {
+        match self {
+            Caller::Model => None,
+            Caller::Agent { tool } => Some(tool),
+        }
+    }
+
+    fn refused(&self, reason: &str) -> String {
+        match self {
+            Caller::Model => format!("refused: {reason}"),
+            Caller::Agent { .. } => format!("refused by corral's policy: {reason}"),
+        }
+    }
+
+    fn unattended(&self, reason: &str, tool: &str) -> String {
+        let refusal = format!(
+            "refused: this call needs a person's approval ({reason}) and nobody can answer here"
+        );
+        match self {
+            Caller::Model => format!(
+                "{refusal}. Allow it with a policy rule, `--allow {tool}`, another preset (-p), \
+                 or answer requests with --approve-stdin"
+            ),
+            Caller::Agent { .. } => refusal,
+        }
+    }
+
+    fn forbidden(&self) -> String {
+        let refusal = "the user forbade tool calls for the rest of this turn";
+        match self {
+            Caller::Model => format!("{refusal}; answer without tools"),
+            Caller::Agent { .. } => refusal.to_string(),
+        }
+    }
+}
+
+/// One tool call to decide.
+pub struct Call<'a> {
+    pub caller: Caller<'a>,
+    /// The corral tool whose rules and danger apply; `None`, or a name corral has no tool
+    /// for: an agent's own tool, which always asks.
+    pub tool: Option<&'a str>,
+    /// Arguments in that tool's shape, paths relative to the root.
+    pub args: &'a Value,
+    /// The call as the person is shown it.
+    pub tool_call: PermissionToolCall,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approval {
+    /// Run the call. `by_person`: a person said yes to it; `always`: they chose "allow
+    /// always" where the gate offered it.
+    Allow { by_person: bool, always: bool },
+    /// Do not run it; `message` is what the model or agent is told.
+    Deny { message: String },
+    /// A person cancelled the turn.
+    Cancel,
+}
+
+/// The gate of one session (its preset, and what a person granted, disabled or forbade),
+/// and a person through the desk when it asks.
+pub struct Approver {
+    gate: Mutex<Gate>,
+    tools: ToolRegistry,
+    root: PathBuf,
+    /// Someone can answer requests (a terminal, `--approve-stdin`, a client); without that a
+    /// call that needs approval is refused, visibly.
+    attended: bool,
+    /// A request nobody answers within this time is denied.
+    timeout: Option<Duration>,
+    desk: Arc<dyn PermissionDesk>,
+}
+
+impl Approver {
+    /// `root` must be canonical.
+    pub fn new(
+        policy: Policy,
+        tools: ToolRegistry,
+        root: PathBuf,
+        attended: bool,
+        timeout: Option<Duration>,
+        desk: Arc<dyn PermissionDesk>,
+    ) -> Approver {
+        Approver {
+            gate: Mutex::new(Gate::new(policy)),
+            tools,
+            root,
+            attended,
+            timeout,
+            desk,
+        }
+    }
+
+    fn gate(&self) -> MutexGuard<'_, Gate> {
+        self.gate.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Whether the tool is offered at all right now.
+    pub fn offers(&self, tool: &str) -> bool {
+        self.gate().offers(tool)
+    }
+
+    /// A new turn lifts a `forbid_all`.
+    pub fn begin_turn(&self) {
+        self.gate().begin_turn();
+    }
+
+    /// Another preset from the next call on; the session's earlier grants go with the old one.
+    pub fn set_policy(&self, policy: Policy) {
+        *self.gate() = Gate::new(policy);
+    }
+
+    /// Decides one call: the gate's verdict, and a person's answer when it asks.
+    pub async fn decide(&self, call: Call<'_>, cancel: &CancellationToken) -> Approval {
+        let manifest = call
+            .tool
+            .and_then(|name| self.tools.get(name))
+            .map(|tool| tool.manifest);
+        let name = call.tool.or(call.caller.agent_tool()).unwrap_or_default();
+        let (verdict, danger) = self.verdict(&call, manifest);
+        let reason = match verdict {
+            Verdict::Allow { .. } => {
+                return Approval::Allow {
+                    by_person: false,
+                    always: false,
+                };
+            }
+            Verdict::Deny { reason } => {
+                return Approval::Deny {
+                    message: call.caller.refused(&reason),
+                };
+            }
+            Verdict::Ask { reason } => reason,
+        };
+        if !self.attended {
+            return Approval::Deny {
+                message: call.caller.unattended(&reason, name),
+            };
+        }
+        let always = self.gate().always(name, call.args, &self.root);
+        let request = PermissionRequest {
+            tool_call: call.tool_call,
+            tool: name.to_string(),
+            agent_tool: call.caller.agent_tool().map(str::to_string),
+            danger: danger.as_str().to_string(),
+            reason,
+            always: Some(always.offer()),
+            options: always.options(),
+            preview: approval_preview(call.tool.unwrap_or_default(), call.args, &self.root),
+            request_id: String::new(),
+        };
+        let (id, answer) = match self.desk.open(request) {
+            Ok(opened) => opened,
+            Err(e) => {
+                return Approval::Deny {
+                    message: format!("cannot ask for approval: {e}"),
+                };
+            }
+        };
+        let (decision, timed_out) = tokio::select! {
+            answer = answer => (answer.unwrap_or(Decision::Deny), false),
+            _ = cancel.cancelled() => (Decision::Cancel, false),
+            _ = sleep_or_forever(self.timeout) => (Decision::Deny, true),
+        };
+        let note = if timed_out {
+            Some(format!(
+                "nobody answered within {} s; denied",
+                self.timeout.map(|t| t.as_secs()).unwrap_or_default()
+            ))
+        } else {
+            self.gate().record(name, call.args, &self.root, decision)
+        };
+        self.desk.resolve(&id, decision, note.clone());
+        let deny = |message: String| Approval::Deny { message };
+        match decision {
+            Decision::Allow => Approval::Allow {
+                by_person: true,
+                always: false,
+            },
+            // An agent remembers an "always" by its own rules, so it is passed on only where
+            // corral's gate offered one.
+            Decision::AllowAll => Approval::Allow {
+                by_person: true,
+                always: always.offered,
+            },
+            Decision::Deny if timed_out => deny(format!("denied: {}", note.unwrap_or_default())),
+            Decision::Deny => deny("the user denied this call".into()),
+            Decision::Disable => deny(format!(
+                "the user disabled {name} for the rest of this session"
+            )),
+            Decision::ForbidAll => deny(call.caller.forbidden()),
+            Decision::Cancel => Approval::Cancel,
+        }
+    }
+
+    fn verdict(&self, call: &Call<'_>, manifest: Option<&ToolManifest>) -> (Verdict, Danger) {
+        let Some(manifest) = manifest else {
+            let reason = format!(
+                "{} is the agent's own tool; corral has no rule for it",
+                call.caller.agent_tool().unwrap_or_default()
+            );
+            return (Verdict::Ask { reason }, Danger::Dangerous);
+        };
+        let name = manifest.name.as_str();
+        let gate = self.gate();
+        let danger = gate.policy().danger_of(name, manifest.danger);
+        if matches!(call.caller, Caller::Agent { .. }) && !gate.offers(name) {
+            let reason = format!("{name} is not available in this session");
+            return (Verdict::Deny { reason }, danger);
+        }
+        let verdict = gate.check(name, manifest.danger, call.args, &self.root);
+        // git's files are never a tool's to write, and agent config is a person's, in every
+        // preset: that overrides the gate's "allow" (bypass, a rule, a grant).
+        let verdict = match write_guard(name, call.args, &self.root) {
+            Some(Guard::Never(reason)) => Verdict::Deny { reason },
+            Some(Guard::Person(reason)) if matches!(verdict, Verdict::Allow { .. }) => {
+                Verdict::Ask { reason }
+            }
+            _ => verdict,
+        };
+        (verdict, danger)
+    }
+}
+
+async fn sleep_or_forever(timeout: Option<Duration>) {
+    match timeout {
+        Some(t) => tokio::time::sleep(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests;
