@@ -68,9 +68,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
-use crate::model::{HttpSettings, Provider, RetryPolicy};
+use crate::model::{HttpSettings, ModelChoice, Provider, RetryPolicy, ToolChoiceMode};
 
 mod check;
 mod range;
@@ -79,7 +79,8 @@ pub use range::{RangeError, env_seconds, seconds};
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    pub model: Option<String>,
+    #[serde(default, deserialize_with = "model_choice")]
+    pub model: Option<ModelChoice>,
     pub max_steps: Option<u32>,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
@@ -93,7 +94,8 @@ pub struct Config {
     pub open_url_command: Option<String>,
     pub sandbox: Option<crate::sandbox::SandboxMode>,
     pub network: Option<crate::sandbox::NetworkMode>,
-    pub tool_choice: Option<String>,
+    #[serde(default, deserialize_with = "tool_choice")]
+    pub tool_choice: Option<ToolChoiceMode>,
     #[serde(default)]
     pub local: Local,
     #[serde(default)]
@@ -106,8 +108,47 @@ pub struct Config {
     pub retry: Retry,
     #[serde(default)]
     pub limits: Limits,
-    #[serde(default)]
-    pub providers: BTreeMap<String, ProviderConfig>,
+    #[serde(default, deserialize_with = "providers")]
+    pub providers: BTreeMap<Provider, ProviderConfig>,
+}
+
+/// The default model spec, parsed as it is read: a bad one names the specs corral takes.
+fn model_choice<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ModelChoice>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    text.parse().map(Some).map_err(serde::de::Error::custom)
+}
+
+fn tool_choice<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ToolChoiceMode>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    ToolChoiceMode::parse(&text).map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "tool_choice must be auto, required, none or first-required, got {text:?}"
+        ))
+    })
+}
+
+/// `[providers.<name>]` tables, by provider: a name corral does not know is an error listing
+/// the ones it does.
+fn providers<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<Provider, ProviderConfig>, D::Error> {
+    BTreeMap::<String, ProviderConfig>::deserialize(d)?
+        .into_iter()
+        .map(|(name, config)| {
+            let provider = Provider::ALL.into_iter().find(|p| p.prefix() == name);
+            provider.map(|p| (p, config)).ok_or_else(|| {
+                let known: Vec<&str> = Provider::ALL.iter().map(|p| p.prefix()).collect();
+                serde::de::Error::custom(format!(
+                    "unknown provider [providers.{name}]; known: {}",
+                    known.join(", ")
+                ))
+            })
+        })
+        .collect()
 }
 
 /// External agents.
@@ -250,10 +291,7 @@ impl Config {
     }
 
     pub fn provider(&self, provider: Provider) -> ProviderConfig {
-        self.providers
-            .get(provider.prefix())
-            .cloned()
-            .unwrap_or_default()
+        self.providers.get(&provider).cloned().unwrap_or_default()
     }
 
     pub fn http_settings(&self) -> HttpSettings {
@@ -346,11 +384,42 @@ mod tests {
         )
         .unwrap();
         let config = Config::load(&path).unwrap();
-        assert_eq!(config.model.as_deref(), Some("ollama:qwen3"));
+        assert_eq!(
+            config.model.as_ref().map(|m| m.to_string()).as_deref(),
+            Some("ollama:qwen3")
+        );
         assert_eq!(config.provider(Provider::Ollama).num_ctx, Some(4096));
         let http = config.http_settings();
         assert_eq!(http.idle_timeout, Duration::from_millis(2500));
         assert_eq!(http.retry.base_delay, Duration::from_millis(10));
+    }
+
+    #[test]
+    fn typed_keys_are_parsed_as_read_and_bad_values_name_the_key_and_the_choices() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(
+            &path,
+            "model = \"claude:sonnet\"\ntool_choice = \"first-required\"\n",
+        )
+        .unwrap();
+        let config = Config::load(&path).unwrap();
+        assert!(matches!(config.model, Some(ModelChoice::External(_))));
+        assert_eq!(config.tool_choice, Some(ToolChoiceMode::FirstRequired));
+        for (text, key, choices) in [
+            (
+                "tool_choice = \"sometimes\"\n",
+                "tool_choice",
+                "first-required",
+            ),
+            ("model = \"gpt4\"\n", "model", "ollama:<tag>"),
+            ("model = \"acp:zed\"\n", "model", "cmd=<command line>"),
+            ("[providers.olama]\n", "providers.olama", "llamacpp"),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let e = Config::load(&path).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(choices), "{text}: {e}");
+        }
     }
 
     #[test]

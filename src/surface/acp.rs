@@ -35,7 +35,7 @@ use super::run::{Exit, load_config};
 use crate::error::Error;
 use crate::event::{ResultData, Status, StopReason};
 use crate::host::manager::{SessionManager, TurnMode};
-use crate::host::open::{OpenSpec, agents_dir, user_policy_dir};
+use crate::host::open::{OpenSpec, agents_dir, permission, user_policy_dir};
 
 /// Closed sessions kept for `session/load` within one process.
 const KEEP_DEAD: usize = 50;
@@ -44,7 +44,7 @@ const OWNER: &str = "acp";
 /// What `corral acp` was started with: the defaults every session gets.
 #[derive(Debug, Clone, Default)]
 pub struct AcpArgs {
-    pub model: Option<String>,
+    pub model: Option<crate::model::ModelChoice>,
     pub base_url: Option<String>,
     pub permission: Option<String>,
     pub worktree: bool,
@@ -134,12 +134,7 @@ impl Acp {
         resume: Option<String>,
         cx: &Connection,
     ) -> Result<Arc<AcpSession>, AcpError> {
-        let mode = self
-            .args
-            .permission
-            .clone()
-            .or_else(|| self.manager.config().permission.clone())
-            .unwrap_or_else(|| "default".into());
+        let mode = permission(self.args.permission.as_ref(), self.manager.config());
         let (reads, writes) = *lock(&self.client_fs);
         let editor = (reads || writes).then(|| editor::AcpEditor::new(cx.clone(), reads, writes));
         let spec = OpenSpec {
