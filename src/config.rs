@@ -65,6 +65,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -120,6 +121,17 @@ fn model_choice<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ModelChoice>, 
     text.parse().map(Some).map_err(serde::de::Error::custom)
 }
 
+fn listen_address<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    text.parse().map(Some).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "server.listen must be an address such as 127.0.0.1:7777, got {text:?}: {e}"
+        ))
+    })
+}
+
 fn tool_choice<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ToolChoiceMode>, D::Error> {
     let Some(text) = Option::<String>::deserialize(d)? else {
         return Ok(None);
@@ -165,7 +177,8 @@ pub struct Agents {
 #[serde(deny_unknown_fields)]
 pub struct Server {
     /// Default `127.0.0.1:7777`.
-    pub listen: Option<String>,
+    #[serde(default, deserialize_with = "listen_address")]
+    pub listen: Option<SocketAddr>,
     /// HS256 secret; else `CORRAL_JWT_SECRET`, else a generated 0600 file.
     pub jwt_secret: Option<String>,
     /// Directories `user` tokens' sessions must lie in (absolute). Empty: the directory
@@ -415,6 +428,11 @@ mod tests {
             ("model = \"gpt4\"\n", "model", "ollama:<tag>"),
             ("model = \"acp:zed\"\n", "model", "cmd=<command line>"),
             ("[providers.olama]\n", "providers.olama", "llamacpp"),
+            (
+                "[server]\nlisten = \"lan:80\"\n",
+                "server.listen",
+                "127.0.0.1:7777",
+            ),
         ] {
             std::fs::write(&path, text).unwrap();
             let e = Config::load(&path).unwrap_err().to_string();
