@@ -5,12 +5,14 @@
 //! [`Opened::finish`] stops what the session owns.
 //!
 //! Submodules: `limits` (what a caller who is not the host's owner may open), `settings` (the
-//! request, the config and the defaults resolved once), `sandbox`, `secrets`, `tmpdir`.
+//! request, the config and the defaults resolved once), `start_agent` (an external agent for
+//! the session), `sandbox`, `secrets`, `tmpdir`.
 
 mod limits;
 mod sandbox;
 mod secrets;
 mod settings;
+mod start_agent;
 mod tmpdir;
 
 use std::path::{Path, PathBuf};
@@ -19,7 +21,6 @@ use std::time::Duration;
 
 use crate::agent::Agent;
 use crate::backend::Backend;
-use crate::backend::external::{Approver, ExternalContext};
 use crate::backend::native::{NativeBackend, model_client};
 use crate::config::Config;
 use crate::error::{Error, runtime, usage};
@@ -377,16 +378,8 @@ async fn finish_start(
     let (client, model) = match engine {
         Engine::Native { client, model } => (client, model),
         Engine::External(external) => {
-            return start_external(
-                spec,
-                external,
-                resumed,
-                policy,
-                tools,
-                root,
-                worktree,
-                session,
-                settings.project_settings,
+            return start_agent::start(
+                spec, &settings, external, resumed, policy, tools, root, worktree, session,
             )
             .await;
         }
@@ -473,83 +466,6 @@ fn save_meta(spec: &OpenSpec, session: &Session, meta: &SessionMeta) {
     {
         tracing::warn!(error = %e, "cannot save session metadata");
     }
-}
-
-/// Starts an external agent for the session: its process, handshake and session.
-#[allow(clippy::too_many_arguments)]
-async fn start_external(
-    spec: &OpenSpec,
-    external: ExternalSpec,
-    resumed: Option<SessionMeta>,
-    policy: Policy,
-    tools: ToolRegistry,
-    root: PathBuf,
-    worktree: Option<WorktreeMeta>,
-    session: &Arc<Session>,
-    project_settings: bool,
-) -> Result<(Box<dyn Backend>, SessionMeta, tmpdir::SessionTmp), Error> {
-    let tmpdir = tmpdir::SessionTmp::create(session.id())
-        .map_err(|e| runtime(format!("cannot create the session's temp dir: {e}")))?;
-    let log_dir = session
-        .log_path()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf);
-    let meta = match resumed {
-        Some(meta) => meta,
-        None => new_meta(
-            spec,
-            session,
-            &root,
-            external.to_string(),
-            String::new(),
-            worktree,
-        ),
-    };
-    save_meta(spec, session, &meta);
-    let record_external_id: Box<dyn Fn(&str) + Send + Sync> = {
-        let (meta, dir) = (meta.clone(), log_dir.clone());
-        Box::new(move |id: &str| {
-            let mut meta = meta.clone();
-            meta.external_id = Some(id.to_string());
-            if let Some(dir) = &dir
-                && let Err(e) = meta.save(dir)
-            {
-                tracing::warn!(error = %e, "cannot save the agent's session id");
-            }
-        })
-    };
-    let approver = Arc::new(Approver::new(
-        session.clone(),
-        policy.clone(),
-        tools,
-        root.clone(),
-        spec.attended,
-        spec.approval_timeout,
-    ));
-    let home = spec.hermetic.then(|| tmpdir.path().join("home"));
-    if let Some(home) = &home {
-        std::fs::create_dir_all(home)
-            .map_err(|e| runtime(format!("cannot create the agent's HOME: {e}")))?;
-    }
-    let context = ExternalContext {
-        session: session.clone(),
-        spec: external,
-        root,
-        policy,
-        approver,
-        resume: meta.external_id.clone(),
-        home,
-        stderr_log: log_dir.map(|d| d.join(format!("{}.stderr.log", session.id()))),
-        record_external_id,
-        project_settings,
-    };
-    let backend = crate::backend::start_external(context)
-        .await
-        .inspect_err(|e| {
-            session.emit_error(e.to_string(), serde_json::Value::Null);
-        })?;
-    session.transition(Status::Idle).map_err(runtime)?;
-    Ok((backend, meta, tmpdir))
 }
 
 impl Opened {
