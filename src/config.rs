@@ -196,6 +196,36 @@ pub struct Server {
     pub allowed_hosts: Vec<String>,
 }
 
+impl Server {
+    /// Live sessions one `user` owner may hold: the config's number, else 16.
+    pub fn max_sessions(&self) -> usize {
+        self.max_sessions_per_owner.unwrap_or(16)
+    }
+}
+
+/// Where `corral serve`'s JWT secret comes from when it is not the file `serve` generates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretSource {
+    /// `server.jwt_secret`.
+    Config,
+    /// `CORRAL_JWT_SECRET`.
+    Env,
+}
+
+/// The server's JWT secret in the documented order: the config's, else `CORRAL_JWT_SECRET`
+/// (`env` reads it); `None`: the generated file's. An empty value is no value.
+pub fn jwt_secret(
+    configured: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Option<(SecretSource, String)> {
+    match configured.filter(|s| !s.is_empty()) {
+        Some(secret) => Some((SecretSource::Config, secret.to_string())),
+        None => env("CORRAL_JWT_SECRET")
+            .filter(|s| !s.is_empty())
+            .map(|secret| (SecretSource::Env, secret)),
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Local {
@@ -438,6 +468,20 @@ mod tests {
             let e = Config::load(&path).unwrap_err().to_string();
             assert!(e.contains(key) && e.contains(choices), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn the_jwt_secret_comes_from_the_config_then_the_environment() {
+        let env = |name: &str| (name == "CORRAL_JWT_SECRET").then(|| "from-env".to_string());
+        assert_eq!(
+            jwt_secret(Some("from-file"), env),
+            Some((SecretSource::Config, "from-file".into()))
+        );
+        assert_eq!(
+            jwt_secret(Some(""), env),
+            Some((SecretSource::Env, "from-env".into()))
+        );
+        assert_eq!(jwt_secret(None, |_| Some(String::new())), None);
     }
 
     #[test]
