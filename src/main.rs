@@ -366,10 +366,13 @@ fn main() -> ExitCode {
                     Err(e) => return Err(e),
                 };
                 let args = corral::AcpArgs {
-                    model,
-                    base_url,
-                    permission,
-                    worktree,
+                    sessions: OpenSpec {
+                        model,
+                        base_url,
+                        permission,
+                        worktree,
+                        ..OpenSpec::default()
+                    },
                     config_path: config,
                 };
                 corral::acp(args).await

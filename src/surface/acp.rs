@@ -41,13 +41,12 @@ use crate::host::open::{OpenSpec, agents_dir, permission, user_policy_dir};
 const KEEP_DEAD: usize = 50;
 const OWNER: &str = "acp";
 
-/// What `corral acp` was started with: the defaults every session gets.
+/// What `corral acp` was started with.
 #[derive(Debug, Clone, Default)]
 pub struct AcpArgs {
-    pub model: Option<crate::model::ModelChoice>,
-    pub base_url: Option<String>,
-    pub permission: Option<String>,
-    pub worktree: bool,
+    /// What every new session is opened with (its model, base URL, preset, `--worktree`);
+    /// the client adds its directory.
+    pub sessions: OpenSpec,
     pub config_path: Option<std::path::PathBuf>,
 }
 
@@ -134,23 +133,20 @@ impl Acp {
         resume: Option<String>,
         cx: &Connection,
     ) -> Result<Arc<AcpSession>, AcpError> {
-        let mode = permission(self.args.permission.as_ref(), self.manager.config());
+        let defaults = &self.args.sessions;
+        let mode = permission(defaults.permission.as_ref(), self.manager.config());
         let (reads, writes) = *lock(&self.client_fs);
         let editor = (reads || writes).then(|| editor::AcpEditor::new(cx.clone(), reads, writes));
+        // A resumed session keeps its own model and gets no new worktree.
         let spec = OpenSpec {
             editor: editor.as_ref().map(editor::AcpEditor::link),
             cwd: cwd.map(Into::into),
             resume: resume.clone(),
-            model: if resume.is_some() {
-                None
-            } else {
-                self.args.model.clone()
-            },
-            base_url: self.args.base_url.clone(),
+            model: defaults.model.clone().filter(|_| resume.is_none()),
             permission: Some(mode.clone()),
-            worktree: self.args.worktree && resume.is_none(),
+            worktree: defaults.worktree && resume.is_none(),
             attended: true,
-            ..OpenSpec::default()
+            ..defaults.clone()
         };
         let handle = self.manager.open(spec, OWNER).await.map_err(internal)?;
         if let Some(editor) = &editor {
