@@ -396,18 +396,15 @@ async fn finish_start(
         }
     };
     session.transition(Status::Idle).map_err(runtime)?;
-    let meta = match resumed {
-        Some(meta) => meta,
-        None => new_meta(
-            spec,
-            session,
-            &root,
-            model.to_string(),
-            client.base_url().to_string(),
-            worktree,
-        ),
-    };
-    save_meta(spec, session, &meta);
+    let meta = session_meta(
+        spec,
+        session,
+        resumed,
+        &root,
+        model.to_string(),
+        client.base_url().to_string(),
+        worktree,
+    );
     // A private temp dir per session, exported to tools as TMPDIR.
     let tmpdir = tmpdir::SessionTmp::create(session.id())
         .map_err(|e| runtime(format!("cannot create the session's temp dir: {e}")))?;
@@ -436,16 +433,21 @@ async fn finish_start(
     Ok((Box::new(backend), meta, tmpdir))
 }
 
-/// A new session's metadata: what it was opened with, for `--resume` and listings.
-fn new_meta(
+/// The session's metadata: a resumed session's as it was recorded, else what a new one was
+/// opened with, saved for `--resume` and listings.
+fn session_meta(
     spec: &OpenSpec,
     session: &Session,
+    resumed: Option<SessionMeta>,
     root: &Path,
     model: String,
     base_url: String,
     worktree: Option<WorktreeMeta>,
 ) -> SessionMeta {
-    SessionMeta {
+    if let Some(meta) = resumed {
+        return meta;
+    }
+    let meta = SessionMeta {
         id: session.id().to_string(),
         model,
         base_url,
@@ -456,16 +458,13 @@ fn new_meta(
         external_id: None,
         owner: spec.owner.clone(),
         permission: spec.permission.clone(),
-    }
-}
-
-fn save_meta(spec: &OpenSpec, session: &Session, meta: &SessionMeta) {
-    if spec.resume.is_none()
-        && let Some(dir) = session.log_path().and_then(Path::parent)
+    };
+    if let Some(dir) = session.log_path().and_then(Path::parent)
         && let Err(e) = meta.save(dir)
     {
         tracing::warn!(error = %e, "cannot save session metadata");
     }
+    meta
 }
 
 impl Opened {

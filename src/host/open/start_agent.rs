@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::settings::Settings;
-use super::{OpenSpec, new_meta, save_meta, tmpdir};
+use super::{OpenSpec, session_meta, tmpdir};
 use crate::backend::Backend;
 use crate::backend::external::{Approver, ExternalContext};
 use crate::error::{Error, runtime};
@@ -34,18 +34,15 @@ pub(super) async fn start(
         .log_path()
         .and_then(Path::parent)
         .map(Path::to_path_buf);
-    let meta = match resumed {
-        Some(meta) => meta,
-        None => new_meta(
-            spec,
-            session,
-            &root,
-            external.to_string(),
-            String::new(),
-            worktree,
-        ),
-    };
-    save_meta(spec, session, &meta);
+    let meta = session_meta(
+        spec,
+        session,
+        resumed,
+        &root,
+        external.to_string(),
+        String::new(),
+        worktree,
+    );
     let record_external_id: Box<dyn Fn(&str) + Send + Sync> = {
         let (meta, dir) = (meta.clone(), log_dir.clone());
         Box::new(move |id: &str| {

@@ -62,24 +62,18 @@ pub(super) fn serve(report: &mut Report, config: &Config) {
 
 fn secret(report: &mut Report, config: &Config) {
     let configured = config.server.jwt_secret.as_deref();
-    match crate::config::jwt_secret(configured, |name| std::env::var(name).ok()) {
-        Some((SecretSource::Config, _)) => {
-            report.line(
-                State::Ok,
-                "serve: JWT secret",
-                "from the config (hidden from tools with the config directory, redacted from their output)",
-            );
-            return;
-        }
+    let held = match crate::config::jwt_secret(configured, |name| std::env::var(name).ok()) {
+        Some((SecretSource::Config, _)) => Some(
+            "from the config (hidden from tools with the config directory, redacted from their output)",
+        ),
         Some((SecretSource::Env, _)) => {
-            report.line(
-                State::Ok,
-                "serve: JWT secret",
-                "from CORRAL_JWT_SECRET (never passed to tools, redacted from their output)",
-            );
-            return;
+            Some("from CORRAL_JWT_SECRET (never passed to tools, redacted from their output)")
         }
-        None => {}
+        None => None,
+    };
+    if let Some(detail) = held {
+        report.line(State::Ok, "serve: JWT secret", detail);
+        return;
     }
     let Some(path) = Config::jwt_secret_path() else {
         report.line(
