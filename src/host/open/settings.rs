@@ -169,4 +169,25 @@ mod tests {
         assert_eq!(defaults.permission, "default");
         assert!(!defaults.project_settings);
     }
+
+    /// The config's model is taken like a request's: one naming an external agent plans that
+    /// agent (it used to be parsed as a native model spec and refused).
+    #[tokio::test]
+    async fn the_configured_model_may_name_an_external_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            model: Some("acp:cmd=true".parse().unwrap()),
+            ..Config::default()
+        };
+        let spec = OpenSpec {
+            cwd: Some(dir.path().to_path_buf()),
+            ..OpenSpec::default()
+        };
+        let progress: crate::model::Progress = std::sync::Arc::new(|_: &str| {});
+        let plan = super::super::plan(spec, config, progress).await.unwrap();
+        assert!(matches!(
+            &plan.engine,
+            super::super::Engine::External(spec) if spec.to_string() == "acp:cmd=true"
+        ));
+    }
 }
