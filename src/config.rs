@@ -65,12 +65,13 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
-use crate::model::{HttpSettings, Provider, RetryPolicy};
+use crate::model::{HttpSettings, ModelChoice, Provider, RetryPolicy, ToolChoiceMode};
 
 mod check;
 mod range;
@@ -79,7 +80,8 @@ pub use range::{RangeError, env_seconds, seconds};
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    pub model: Option<String>,
+    #[serde(default, deserialize_with = "model_choice")]
+    pub model: Option<ModelChoice>,
     pub max_steps: Option<u32>,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
@@ -93,7 +95,8 @@ pub struct Config {
     pub open_url_command: Option<String>,
     pub sandbox: Option<crate::sandbox::SandboxMode>,
     pub network: Option<crate::sandbox::NetworkMode>,
-    pub tool_choice: Option<String>,
+    #[serde(default, deserialize_with = "tool_choice")]
+    pub tool_choice: Option<ToolChoiceMode>,
     #[serde(default)]
     pub local: Local,
     #[serde(default)]
@@ -106,8 +109,58 @@ pub struct Config {
     pub retry: Retry,
     #[serde(default)]
     pub limits: Limits,
-    #[serde(default)]
-    pub providers: BTreeMap<String, ProviderConfig>,
+    #[serde(default, deserialize_with = "providers")]
+    pub providers: BTreeMap<Provider, ProviderConfig>,
+}
+
+/// The default model spec, parsed as it is read: a bad one names the specs corral takes.
+fn model_choice<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ModelChoice>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    text.parse().map(Some).map_err(serde::de::Error::custom)
+}
+
+fn listen_address<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    text.parse().map(Some).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "server.listen must be an address such as 127.0.0.1:7777, got {text:?}: {e}"
+        ))
+    })
+}
+
+fn tool_choice<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ToolChoiceMode>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    ToolChoiceMode::parse(&text).map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "tool_choice must be auto, required, none or first-required, got {text:?}"
+        ))
+    })
+}
+
+/// `[providers.<name>]` tables, by provider: a name corral does not know is an error listing
+/// the ones it does.
+fn providers<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<Provider, ProviderConfig>, D::Error> {
+    BTreeMap::<String, ProviderConfig>::deserialize(d)?
+        .into_iter()
+        .map(|(name, config)| {
+            let provider = Provider::ALL.into_iter().find(|p| p.prefix() == name);
+            provider.map(|p| (p, config)).ok_or_else(|| {
+                let known: Vec<&str> = Provider::ALL.iter().map(|p| p.prefix()).collect();
+                serde::de::Error::custom(format!(
+                    "unknown provider [providers.{name}]; known: {}",
+                    known.join(", ")
+                ))
+            })
+        })
+        .collect()
 }
 
 /// External agents.
@@ -124,7 +177,8 @@ pub struct Agents {
 #[serde(deny_unknown_fields)]
 pub struct Server {
     /// Default `127.0.0.1:7777`.
-    pub listen: Option<String>,
+    #[serde(default, deserialize_with = "listen_address")]
+    pub listen: Option<SocketAddr>,
     /// HS256 secret; else `CORRAL_JWT_SECRET`, else a generated 0600 file.
     pub jwt_secret: Option<String>,
     /// Directories `user` tokens' sessions must lie in (absolute). Empty: the directory
@@ -140,6 +194,36 @@ pub struct Server {
     /// `Host` names (`name` or `name:port`) accepted besides the listen address.
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
+}
+
+impl Server {
+    /// Live sessions one `user` owner may hold: the config's number, else 16.
+    pub fn max_sessions(&self) -> usize {
+        self.max_sessions_per_owner.unwrap_or(16)
+    }
+}
+
+/// Where `corral serve`'s JWT secret comes from when it is not the file `serve` generates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretSource {
+    /// `server.jwt_secret`.
+    Config,
+    /// `CORRAL_JWT_SECRET`.
+    Env,
+}
+
+/// The server's JWT secret in the documented order: the config's, else `CORRAL_JWT_SECRET`
+/// (`env` reads it); `None`: the generated file's. An empty value is no value.
+pub fn jwt_secret(
+    configured: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Option<(SecretSource, String)> {
+    match configured.filter(|s| !s.is_empty()) {
+        Some(secret) => Some((SecretSource::Config, secret.to_string())),
+        None => env("CORRAL_JWT_SECRET")
+            .filter(|s| !s.is_empty())
+            .map(|secret| (SecretSource::Env, secret)),
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -250,10 +334,7 @@ impl Config {
     }
 
     pub fn provider(&self, provider: Provider) -> ProviderConfig {
-        self.providers
-            .get(provider.prefix())
-            .cloned()
-            .unwrap_or_default()
+        self.providers.get(&provider).cloned().unwrap_or_default()
     }
 
     pub fn http_settings(&self) -> HttpSettings {
@@ -346,11 +427,61 @@ mod tests {
         )
         .unwrap();
         let config = Config::load(&path).unwrap();
-        assert_eq!(config.model.as_deref(), Some("ollama:qwen3"));
+        assert_eq!(
+            config.model.as_ref().map(|m| m.to_string()).as_deref(),
+            Some("ollama:qwen3")
+        );
         assert_eq!(config.provider(Provider::Ollama).num_ctx, Some(4096));
         let http = config.http_settings();
         assert_eq!(http.idle_timeout, Duration::from_millis(2500));
         assert_eq!(http.retry.base_delay, Duration::from_millis(10));
+    }
+
+    #[test]
+    fn typed_keys_are_parsed_as_read_and_bad_values_name_the_key_and_the_choices() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(
+            &path,
+            "model = \"claude:sonnet\"\ntool_choice = \"first-required\"\n",
+        )
+        .unwrap();
+        let config = Config::load(&path).unwrap();
+        assert!(matches!(config.model, Some(ModelChoice::External(_))));
+        assert_eq!(config.tool_choice, Some(ToolChoiceMode::FirstRequired));
+        for (text, key, choices) in [
+            (
+                "tool_choice = \"sometimes\"\n",
+                "tool_choice",
+                "first-required",
+            ),
+            ("model = \"gpt4\"\n", "model", "ollama:<tag>"),
+            ("model = \"acp:zed\"\n", "model", "cmd=<command line>"),
+            ("[providers.olama]\n", "providers.olama", "llamacpp"),
+            (
+                "[server]\nlisten = \"lan:80\"\n",
+                "server.listen",
+                "127.0.0.1:7777",
+            ),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let e = Config::load(&path).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(choices), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_jwt_secret_comes_from_the_config_then_the_environment() {
+        let env = |name: &str| (name == "CORRAL_JWT_SECRET").then(|| "from-env".to_string());
+        assert_eq!(
+            jwt_secret(Some("from-file"), env),
+            Some((SecretSource::Config, "from-file".into()))
+        );
+        assert_eq!(
+            jwt_secret(Some(""), env),
+            Some((SecretSource::Env, "from-env".into()))
+        );
+        assert_eq!(jwt_secret(None, |_| Some(String::new())), None);
     }
 
     #[test]

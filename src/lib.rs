@@ -24,10 +24,10 @@ pub use event::*;
 pub use host::manager::{SessionInfo, SessionManager, TurnMode};
 pub use host::open::OpenSpec;
 pub use model::{
-    BaseUrlSource, ChatRequest, HttpSettings, Image, Message, ModelClient, ModelError, ModelEvent,
-    ModelInfo, ModelSpec, OllamaClient, OpenAiClient, Provider, RetryPolicy, Role, SpecError,
-    TokenCounts, ToolCall, ToolChoice, ToolChoiceMode, ToolSchema, Wire, capabilities_of,
-    resolve_base_url,
+    BaseUrlSource, ChatRequest, ChoiceError, HttpSettings, Image, Message, ModelChoice,
+    ModelClient, ModelError, ModelEvent, ModelInfo, ModelSpec, OllamaClient, OpenAiClient,
+    Provider, RetryPolicy, Role, SpecError, TokenCounts, ToolCall, ToolChoice, ToolChoiceMode,
+    ToolSchema, Wire, capabilities_of, resolve_base_url,
 };
 pub use policy::{Decision, Policy, PolicyError, PolicyOverrides};
 pub use sandbox::{

@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use corral::{Danger, Exit, NetworkMode, RunArgs, SandboxMode, ToolChoice, ToolChoiceMode};
+use corral::{
+    Danger, Exit, ModelChoice, NetworkMode, OpenSpec, RunArgs, SandboxMode, ToolChoice,
+    ToolChoiceMode,
+};
 
 #[derive(Parser)]
 #[command(
@@ -334,7 +337,10 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         catch_file_size_signal();
         match cli.command {
-            Command::Run(run) => corral::run((*run).into()).await,
+            Command::Run(run) => match RunArgs::try_from(*run) {
+                Ok(args) => corral::run(args).await,
+                Err(e) => Err(e),
+            },
             Command::Serve {
                 listen,
                 allow_remote,
@@ -355,11 +361,18 @@ fn main() -> ExitCode {
                 worktree,
                 config,
             } => {
+                let model = match model_choice(model) {
+                    Ok(model) => model,
+                    Err(e) => return Err(e),
+                };
                 let args = corral::AcpArgs {
-                    model,
-                    base_url,
-                    permission,
-                    worktree,
+                    sessions: OpenSpec {
+                        model,
+                        base_url,
+                        permission,
+                        worktree,
+                        ..OpenSpec::default()
+                    },
                     config_path: config,
                 };
                 corral::acp(args).await
@@ -431,20 +444,25 @@ fn report(e: &anyhow::Error) {
     eprintln!("corral: {}", corral::escape_for_terminal(&format!("{e:#}")));
 }
 
-impl From<Run> for RunArgs {
-    fn from(run: Run) -> Self {
-        RunArgs {
-            prompt: run.prompt,
-            model: run.model,
-            base_url: run.base_url,
-            cwd: run.cwd,
-            json: run.json,
-            max_steps: run.max_steps,
-            interactive: run.interactive,
+/// A model spec as the command line gives it, parsed once here.
+fn model_choice(text: Option<String>) -> Result<Option<ModelChoice>, corral::Error> {
+    text.map(|text| {
+        text.parse()
+            .map_err(|e: corral::ChoiceError| corral::Error::Usage(e.to_string()))
+    })
+    .transpose()
+}
+
+impl TryFrom<Run> for RunArgs {
+    type Error = corral::Error;
+
+    fn try_from(run: Run) -> Result<Self, corral::Error> {
+        let open = OpenSpec {
             resume: run.resume,
+            cwd: run.cwd,
+            model: model_choice(run.model)?,
+            base_url: run.base_url,
             system: run.system,
-            config_path: run.config,
-            tool_choice: run.tool_choice.map(Into::into),
             permission: run.permission,
             auto_approve: run.auto_approve.map(|level| match level {
                 AutoApproveArg::Safe => Danger::Safe,
@@ -452,7 +470,8 @@ impl From<Run> for RunArgs {
             }),
             allow: run.allow,
             deny: run.deny,
-            approve_stdin: run.approve_stdin,
+            max_steps: run.max_steps,
+            tool_choice: run.tool_choice.map(Into::into),
             worktree: run.worktree,
             hermetic: run.hermetic,
             sandbox: run.sandbox.map(|mode| match mode {
@@ -464,7 +483,16 @@ impl From<Run> for RunArgs {
                 NetworkArg::On => NetworkMode::On,
                 NetworkArg::Off => NetworkMode::Off,
             }),
-        }
+            ..OpenSpec::default()
+        };
+        Ok(RunArgs {
+            prompt: run.prompt,
+            open,
+            json: run.json,
+            interactive: run.interactive,
+            config_path: run.config,
+            approve_stdin: run.approve_stdin,
+        })
     }
 }
 

@@ -88,8 +88,8 @@ pub async fn start_external(
     context: external::ExternalContext,
 ) -> Result<Box<dyn Backend>, crate::error::Error> {
     match context.spec.kind {
-        external::ExternalKind::Claude => claude::start(context).await,
-        external::ExternalKind::Acp => acp_client::start(context).await,
-        external::ExternalKind::Codex => codex::start(context).await,
+        crate::model::ExternalKind::Claude => claude::start(context).await,
+        crate::model::ExternalKind::Acp => acp_client::start(context).await,
+        crate::model::ExternalKind::Codex => codex::start(context).await,
     }
 }

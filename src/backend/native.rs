@@ -6,7 +6,6 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
-pub use connect::ModelChoice;
 pub(crate) use connect::model_client;
 
 mod connect;
@@ -40,15 +39,19 @@ impl NativeBackend {
     }
 
     async fn switch(&mut self, model_text: &str) -> Result<bool, String> {
-        let choice = ModelChoice {
-            model: Some(model_text),
-            base_url: self.base_url.as_deref(),
-        };
+        let model = model_text
+            .parse::<model::ModelSpec>()
+            .map_err(|e| e.to_string())?;
         let progress: model::Progress =
             Arc::new(|line: &str| tracing::info!(target: "corral::llama_server", "{line}"));
-        let (client, _) = model_client(choice, &self.config, None, progress)
-            .await
-            .map_err(|e: Error| e.to_string())?;
+        let (client, _) = model_client(
+            Some(model),
+            self.base_url.as_deref(),
+            &self.config,
+            progress,
+        )
+        .await
+        .map_err(|e: Error| e.to_string())?;
         let info = match client.prepare().await {
             Ok(info) => info,
             Err(e) => {

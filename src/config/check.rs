@@ -4,7 +4,6 @@ use std::path::Path;
 
 use super::range::{self, MAX_SECS, RangeError};
 use super::{Config, ConfigError};
-use crate::model::Provider;
 
 /// Seconds keys that are whole numbers: at least 1, at most 30 days.
 const MAX_SECS_INT: u64 = MAX_SECS as u64;
@@ -20,22 +19,6 @@ impl Config {
             path: path.to_path_buf(),
             message,
         };
-        for name in self.providers.keys() {
-            if !Provider::ALL.iter().any(|p| p.prefix() == name) {
-                let known: Vec<&str> = Provider::ALL.iter().map(|p| p.prefix()).collect();
-                return Err(invalid(format!(
-                    "unknown provider [providers.{name}]; known: {}",
-                    known.join(", ")
-                )));
-            }
-        }
-        if let Some(choice) = &self.tool_choice
-            && crate::model::ToolChoiceMode::parse(choice).is_none()
-        {
-            return Err(invalid(format!(
-                "tool_choice must be auto, required, none or first-required, got {choice:?}"
-            )));
-        }
         for (name, provider) in &self.providers {
             if let Some(url) = &provider.base_url {
                 crate::model::check_base_url(&format!("providers.{name}.base_url"), url)

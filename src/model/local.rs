@@ -24,6 +24,7 @@ use super::http::{HttpSettings, RetryObserver};
 use super::openai::OpenAiClient;
 use super::spec::{ModelSpec, Provider};
 use super::types::ChatRequest;
+use crate::sandbox::programs::{self, Program, Source};
 use crate::sandbox::reaper;
 
 const CHATML_TOOLS: &str = include_str!("../../templates/chatml-tools.jinja");
@@ -74,13 +75,13 @@ fn default_threads() -> u32 {
     if cores <= 2 { 1 } else { cores / 2 }
 }
 
-fn find_on_path(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join(program))
-            .find(|candidate| candidate.is_file())
-    })
-}
+/// llama.cpp's server: on PATH, else the copy `scripts/setup` installs.
+const LLAMA_SERVER: Program = Program {
+    name: "llama-server",
+    package: "llama.cpp",
+    override_var: None,
+    source: Source::LlamaCpp,
+};
 
 /// The program and its leading arguments.
 fn server_command(settings: &LocalSettings) -> Result<Vec<String>, ModelError> {
@@ -91,16 +92,9 @@ fn server_command(settings: &LocalSettings) -> Result<Vec<String>, ModelError> {
         }
         return Ok(words);
     }
-    let installed = dirs::data_dir().map(|d| d.join("corral/llama-server/bin/llama-server"));
-    find_on_path("llama-server")
-        .or(installed.filter(|p| p.is_file()))
+    programs::find_installed(LLAMA_SERVER)
         .map(|p| vec![p.display().to_string()])
-        .ok_or_else(|| {
-            start_error(
-                "no llama-server found: install llama.cpp's llama-server, run scripts/setup \
-                 (it installs one), or set local.server_command in the config",
-            )
-        })
+        .map_err(|e| start_error(e.to_string()))
 }
 
 /// The running server.

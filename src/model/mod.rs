@@ -1,5 +1,6 @@
 //! Model clients: one trait, one file per wire format.
 
+mod choice;
 mod client;
 mod error;
 mod gguf;
@@ -13,6 +14,7 @@ mod spec;
 mod sse;
 mod types;
 
+pub use choice::{ChoiceError, ExternalKind, ExternalSpec, ModelChoice};
 pub use client::{ModelClient, ModelInfo};
 pub use error::ModelError;
 pub use http::{HttpSettings, RetryNotice, RetryPolicy};

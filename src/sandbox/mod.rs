@@ -10,6 +10,7 @@ pub(crate) mod env;
 pub(crate) mod hidden;
 pub(crate) mod paths;
 pub(crate) mod process;
+pub(crate) mod programs;
 pub(crate) mod reaper;
 pub(crate) mod spec;
 pub(crate) mod support;

@@ -35,19 +35,18 @@ use super::run::{Exit, load_config};
 use crate::error::Error;
 use crate::event::{ResultData, Status, StopReason};
 use crate::host::manager::{SessionManager, TurnMode};
-use crate::host::open::{OpenSpec, agents_dir, user_policy_dir};
+use crate::host::open::{OpenSpec, agents_dir, permission, user_policy_dir};
 
 /// Closed sessions kept for `session/load` within one process.
 const KEEP_DEAD: usize = 50;
 const OWNER: &str = "acp";
 
-/// What `corral acp` was started with: the defaults every session gets.
+/// What `corral acp` was started with.
 #[derive(Debug, Clone, Default)]
 pub struct AcpArgs {
-    pub model: Option<String>,
-    pub base_url: Option<String>,
-    pub permission: Option<String>,
-    pub worktree: bool,
+    /// What every new session is opened with (its model, base URL, preset, `--worktree`);
+    /// the client adds its directory.
+    pub sessions: OpenSpec,
     pub config_path: Option<std::path::PathBuf>,
 }
 
@@ -134,28 +133,20 @@ impl Acp {
         resume: Option<String>,
         cx: &Connection,
     ) -> Result<Arc<AcpSession>, AcpError> {
-        let mode = self
-            .args
-            .permission
-            .clone()
-            .or_else(|| self.manager.config().permission.clone())
-            .unwrap_or_else(|| "default".into());
+        let defaults = &self.args.sessions;
+        let mode = permission(defaults.permission.as_ref(), self.manager.config());
         let (reads, writes) = *lock(&self.client_fs);
         let editor = (reads || writes).then(|| editor::AcpEditor::new(cx.clone(), reads, writes));
+        // A resumed session keeps its own model and gets no new worktree.
         let spec = OpenSpec {
             editor: editor.as_ref().map(editor::AcpEditor::link),
             cwd: cwd.map(Into::into),
             resume: resume.clone(),
-            model: if resume.is_some() {
-                None
-            } else {
-                self.args.model.clone()
-            },
-            base_url: self.args.base_url.clone(),
+            model: defaults.model.clone().filter(|_| resume.is_none()),
             permission: Some(mode.clone()),
-            worktree: self.args.worktree && resume.is_none(),
+            worktree: defaults.worktree && resume.is_none(),
             attended: true,
-            ..OpenSpec::default()
+            ..defaults.clone()
         };
         let handle = self.manager.open(spec, OWNER).await.map_err(internal)?;
         if let Some(editor) = &editor {

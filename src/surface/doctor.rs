@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::model::{self, ModelSpec, Provider};
+use crate::model::{self, ModelChoice, Provider};
 use crate::sandbox::{NetworkMode, SandboxMode, SandboxSpec, SandboxSupport};
 
 mod serve;
@@ -452,23 +452,26 @@ async fn models(report: &mut Report, config: &Config) {
         return;
     };
     let env = |name: &str| std::env::var(name).ok();
-    let configured = config.model.as_deref().map(str::parse::<ModelSpec>);
-    match configured {
+    match &config.model {
         None => report.line(
             State::Ok,
             "default model",
             "none configured (a tool-capable Ollama model is picked)",
         ),
-        Some(Err(e)) => report.line(State::Warn, "default model", e.to_string()),
+        Some(ModelChoice::External(spec)) => report.line(
+            State::Ok,
+            "default model",
+            format!("{spec} (an external agent)"),
+        ),
         // A gguf model's server is started by corral for each session.
-        Some(Ok(spec)) if spec.provider.prefix() == "gguf" => {
+        Some(ModelChoice::Native(spec)) if spec.provider == Provider::Gguf => {
             report.line(
                 State::Ok,
                 "default model",
                 format!("{spec} (served by corral)"),
             );
         }
-        Some(Ok(spec)) => {
+        Some(ModelChoice::Native(spec)) => {
             let provider_base = config.provider(spec.provider).base_url;
             let (base, _) =
                 model::resolve_base_url(spec.provider, None, provider_base.as_deref(), &env);

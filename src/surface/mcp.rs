@@ -33,7 +33,7 @@ use super::run::{Exit, load_config};
 use crate::error::Error;
 use crate::event::Payload;
 use crate::host::manager::{SessionManager, TurnMode};
-use crate::host::open::{OpenSpec, agents_dir};
+use crate::host::open::{OpenSpec, agents_dir, parse_model};
 use crate::policy::Decision;
 
 /// A permission request nobody answers is denied after this long: an MCP client may never
@@ -207,10 +207,15 @@ impl McpServer {
                 "effort {effort:?} is not applied: corral's sessions have no effort setting"
             ));
         }
+        let model = match p.model.as_deref().map(|text| parse_model(text, None)) {
+            Some(Err(e)) => return fail(e),
+            Some(Ok(model)) => Some(model),
+            None => None,
+        };
         let spec = OpenSpec {
             id: p.id,
             cwd: Some(cwd),
-            model: p.model,
+            model,
             base_url: p.base_url,
             system: p.system_prompt,
             permission: p.permission,

@@ -21,10 +21,7 @@ use crate::error::{Error, usage};
 use crate::event::StopReason;
 use crate::host::open::{self, OpenSpec};
 use crate::model::Progress;
-use crate::model::ToolChoiceMode;
-use crate::sandbox::{NetworkMode, SandboxMode};
 use crate::session::Session;
-use crate::tool::Danger;
 
 use super::approve;
 use super::safe_text::{self, SafeWriter};
@@ -32,36 +29,17 @@ use super::tty::{self, Style};
 
 pub use crate::host::open::user_policy_dir;
 
-/// `corral run`'s errors: usage (exit 2) or runtime (exit 1).
-
+/// `corral run`: the session it opens, and how the terminal takes part.
 #[derive(Debug, Clone, Default)]
 pub struct RunArgs {
     pub prompt: Option<String>,
-    pub model: Option<String>,
-    pub base_url: Option<String>,
-    pub cwd: Option<PathBuf>,
+    /// The session's flags: model, directory, preset, sandbox, `--worktree`, `--resume` …
+    pub open: OpenSpec,
     pub json: bool,
-    pub max_steps: Option<u32>,
     pub interactive: bool,
-    pub resume: Option<String>,
-    pub system: Option<String>,
     pub config_path: Option<PathBuf>,
-    pub tool_choice: Option<ToolChoiceMode>,
-    /// Preset name or path (`-p`).
-    pub permission: Option<String>,
-    pub auto_approve: Option<Danger>,
-    pub allow: Vec<String>,
-    pub deny: Vec<String>,
     /// Permission decisions arrive as NDJSON lines on stdin.
     pub approve_stdin: bool,
-    /// Run in a new git worktree of the cwd's repository (`--worktree`).
-    pub worktree: bool,
-    /// A private HOME for an external agent (`--hermetic`).
-    pub hermetic: bool,
-    /// `--sandbox`: how shell and python are confined (default: config, else best-effort).
-    pub sandbox: Option<SandboxMode>,
-    /// `--network`: whether shell and python may use the network.
-    pub network: Option<NetworkMode>,
 }
 
 /// How `corral run` ends, as a process exit code.
@@ -104,30 +82,11 @@ pub fn stderr_progress() -> Progress {
 }
 
 fn open_spec(args: &RunArgs) -> OpenSpec {
+    // Not a managed session (no owner): nobody else lists or reopens it. No limits: the
+    // person at the terminal is the host's owner.
     OpenSpec {
-        id: None,
-        resume: args.resume.clone(),
-        cwd: args.cwd.clone(),
-        model: args.model.clone(),
-        base_url: args.base_url.clone(),
-        system: args.system.clone(),
-        permission: args.permission.clone(),
-        auto_approve: args.auto_approve,
-        allow: args.allow.clone(),
-        deny: args.deny.clone(),
-        max_steps: args.max_steps,
-        tool_choice: args.tool_choice,
-        worktree: args.worktree,
-        hermetic: args.hermetic,
-        editor: None,
-        sandbox: args.sandbox,
-        network: args.network,
         attended: args.approve_stdin || (!args.json && approve::terminal_available()),
-        approval_timeout: None,
-        // Not a managed session: nobody else lists or reopens it.
-        owner: None,
-        // The person at the terminal is the host's owner.
-        limits: None,
+        ..args.open.clone()
     }
 }
 

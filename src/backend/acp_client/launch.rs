@@ -4,9 +4,11 @@
 use std::path::PathBuf;
 
 use crate::backend::agent_process::Launch;
-use crate::backend::external::{self, ExternalContext, ExternalSpec, Program};
+use crate::backend::external::ExternalContext;
 use crate::error::Error;
+use crate::model::ExternalSpec;
 use crate::policy::Policy;
+use crate::sandbox::programs::{self, Program, Source};
 
 /// The agent as messages name it: `gemini`, `claude-agent-acp`, or the command's program.
 pub(super) fn agent_name(spec: &ExternalSpec) -> String {
@@ -46,7 +48,7 @@ pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, Error> {
             let program = if program.contains('/') {
                 PathBuf::from(program)
             } else {
-                external::on_path(&program, |var| std::env::var(var).ok())
+                programs::on_path(&program, |var| std::env::var(var).ok())
                     .ok_or_else(|| usage(format!("acp:cmd=: {program} is not on PATH")))?
             };
             (program, words.collect())
@@ -117,9 +119,9 @@ fn find_program(name: &'static str, package: &'static str) -> Result<PathBuf, Er
         name,
         package,
         override_var: None,
+        source: Source::Npm,
     };
-    external::find_program(program, |var| std::env::var(var).ok())
-        .map_err(|e| Error::Usage(e.to_string()))
+    programs::find_installed(program).map_err(|e| Error::Usage(e.to_string()))
 }
 
 /// The tools an agent has of its own, in corral's names.

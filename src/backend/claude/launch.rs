@@ -28,8 +28,9 @@
 use std::path::PathBuf;
 
 use crate::backend::agent_process::Launch;
-use crate::backend::external::{ExternalContext, Program};
+use crate::backend::external::ExternalContext;
 use crate::policy::Policy;
+use crate::sandbox::programs::{Program, Source};
 use crate::tool::Danger;
 
 /// The environment variable naming the claude program to run.
@@ -57,6 +58,7 @@ pub const PROGRAM: Program = Program {
     name: "claude",
     package: "@anthropic-ai/claude-code",
     override_var: Some(PROGRAM_ENV),
+    source: Source::Npm,
 };
 
 /// claude's permission flags for a corral policy.

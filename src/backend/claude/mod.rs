@@ -36,7 +36,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::agent_process::AgentProcess;
-use super::external::{ExternalContext, find_program};
+use super::external::ExternalContext;
 use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
 use crate::error::Error;
 use crate::policy::Approver;
@@ -48,7 +48,7 @@ const CONTROL_TIMEOUT: Duration = Duration::from_secs(15);
 /// Starts claude for a session. Nothing is exchanged yet: claude prints nothing before its
 /// first user line.
 pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> {
-    let program = find_program(launch::PROGRAM, |name| std::env::var(name).ok())
+    let program = crate::sandbox::programs::find_installed(launch::PROGRAM)
         .map_err(|e| Error::Runtime(e.to_string()))?;
     start_program(context, program).await
 }

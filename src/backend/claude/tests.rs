@@ -5,9 +5,9 @@ use serde_json::{Value, json};
 use super::launch::{PROGRAM, map_tool, permission_flags};
 use super::stream::{End, TurnState};
 use super::turn::tool_ask;
-use crate::backend::external::{FindError, find_program};
 use crate::event::{Payload, StopReason};
 use crate::policy::{Policy, PolicyOverrides};
+use crate::sandbox::programs::{FindError, find_program};
 use crate::session::Session;
 
 fn policy(name: &str, allow: &[&str], deny: &[&str]) -> Policy {

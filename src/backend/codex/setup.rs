@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::backend::external::{self, ExternalKind, ExternalSpec, Program};
 use crate::error::Error;
+use crate::model::{ChoiceError, ExternalKind, ExternalSpec, ModelChoice};
 use crate::policy::Policy;
+use crate::sandbox::programs::{self, Program, Source};
 
 /// `$CORRAL_CODEX`, else `codex` on PATH, else the copy scripts/install-agent-clis installs.
 pub fn find_program() -> Result<PathBuf, Error> {
@@ -13,9 +14,9 @@ pub fn find_program() -> Result<PathBuf, Error> {
         name: "codex",
         package: "@openai/codex",
         override_var: Some("CORRAL_CODEX"),
+        source: Source::Npm,
     };
-    external::find_program(program, |name| std::env::var(name).ok())
-        .map_err(|e| Error::Runtime(e.to_string()))
+    programs::find_installed(program).map_err(|e| Error::Runtime(e.to_string()))
 }
 
 /// The environment for a private HOME: codex keeps its config, logins and threads under
@@ -59,26 +60,20 @@ pub fn codex_policy(policy: &Policy) -> (&'static str, &'static str) {
 /// names another agent or a model of corral's own, which a codex thread cannot switch to.
 pub fn codex_model(text: &str) -> Result<Option<String>, String> {
     let text = text.trim();
-    if ExternalSpec::is_external(text) {
-        return match text.parse::<ExternalSpec>() {
-            Ok(ExternalSpec {
-                kind: ExternalKind::Codex,
-                model: Some(model),
-                ..
-            }) => Ok(Some(model)),
-            Ok(ExternalSpec {
-                kind: ExternalKind::Codex,
-                ..
-            }) => Err("name the model to switch to: codex:<model>".into()),
-            Ok(_) => Ok(None),
-            Err(e) => Err(e),
-        };
+    let unnamed = || "name the model to switch to: codex:<model>".to_string();
+    match text.parse::<ModelChoice>() {
+        Ok(ModelChoice::External(ExternalSpec {
+            kind: ExternalKind::Codex,
+            model,
+            ..
+        })) => model.map(Some).ok_or_else(unnamed),
+        // Another agent, or a model corral would talk to itself (`ollama:…`, `openai:…`).
+        Ok(_) => Ok(None),
+        Err(ChoiceError::Agent(e)) => Err(e),
+        Err(ChoiceError::Model(_)) if text.is_empty() => Err(unnamed()),
+        // A bare name is codex's own model; anything else with a prefix is no model of codex.
+        Err(ChoiceError::Model(_)) => Ok((!text.contains(':')).then(|| text.to_string())),
     }
-    if text.is_empty() {
-        return Err("name the model to switch to: codex:<model>".into());
-    }
-    // `ollama:…`, `openai:…`: a model corral would talk to itself.
-    Ok((!text.contains(':')).then(|| text.to_string()))
 }
 
 #[cfg(test)]

@@ -9,41 +9,27 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::error::{Error, runtime, usage};
 use crate::model::{self, ModelClient, ModelSpec};
-use crate::session::SessionMeta;
 
-/// What a native session asks for: the model spec text and the base URL, each `None` when the
-/// request names none.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ModelChoice<'a> {
-    pub model: Option<&'a str>,
-    pub base_url: Option<&'a str>,
-}
-
-/// The client for the request's model (else the resumed one's, else the config's, else the
-/// first Ollama model that takes tools).
+/// The client for `model` at `requested_url` (each `None` when the session names none: the first
+/// Ollama model that takes tools, at the configured or default address).
 pub(crate) async fn model_client(
-    spec: ModelChoice<'_>,
+    model: Option<ModelSpec>,
+    requested_url: Option<&str>,
     config: &Config,
-    resumed: Option<&SessionMeta>,
     progress: model::Progress,
 ) -> Result<(Arc<dyn ModelClient>, ModelSpec), Error> {
     // Refused before anything is resolved or reached: a file: or unix: URL is never a model.
-    if let Some(raw) = spec.base_url {
+    if let Some(raw) = requested_url {
         model::check_base_url("base_url", raw).map_err(usage)?;
     }
     let env = |name: &str| std::env::var(name).ok();
     let settings = config.http_settings();
-    let spec_text = match spec
-        .model
-        .map(str::to_string)
-        .or_else(|| resumed.map(|m| m.model.clone()))
-        .or_else(|| config.model.clone())
-    {
-        Some(text) => text,
+    let model_spec = match model {
+        Some(model) => model,
         None => {
             let (base, _) = model::resolve_base_url(
                 model::Provider::Ollama,
-                spec.base_url,
+                requested_url,
                 config.provider(model::Provider::Ollama).base_url.as_deref(),
                 &env,
             );
@@ -51,13 +37,14 @@ pub(crate) async fn model_client(
                 .await
                 .map_err(usage)?;
             format!("ollama:{name}")
+                .parse::<ModelSpec>()
+                .map_err(usage)?
         }
     };
-    let model_spec: ModelSpec = spec_text.parse().map_err(usage)?;
     let provider_config = config.provider(model_spec.provider);
     let (base_url, _) = model::resolve_base_url(
         model_spec.provider,
-        spec.base_url,
+        requested_url,
         provider_config.base_url.as_deref(),
         &env,
     );
@@ -76,7 +63,7 @@ pub(crate) async fn model_client(
     let api_key = model::bound_api_key(key_var.as_deref().and_then(env), &key_base_url, &base_url);
     if model_spec.provider == model::Provider::OpenAi
         && api_key.is_none()
-        && spec.base_url.is_none()
+        && requested_url.is_none()
         && provider_config.base_url.is_none()
     {
         return Err(usage(format!(

@@ -15,10 +15,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{Handle, SessionInfo, SessionManager, lock};
-use crate::backend::external::{ExternalKind, ExternalSpec};
 use crate::error::Error;
 use crate::event::{Envelope, Payload, Status, Usage};
 use crate::host::open::{Limits, OpenSpec};
+use crate::model::{ChoiceError, ModelChoice};
 use crate::session::{SessionMeta, log_path};
 
 pub(super) struct Dormant {
@@ -77,13 +77,11 @@ fn last_envelope(path: &Path) -> Option<Envelope> {
 }
 
 fn backend_kind(model: &str) -> &'static str {
-    if !ExternalSpec::is_external(model) {
-        return "native";
-    }
-    match model.parse::<ExternalSpec>().map(|s| s.kind) {
-        Ok(ExternalKind::Claude) => "claude",
-        Ok(ExternalKind::Codex) => "codex",
-        Ok(ExternalKind::Acp) | Err(_) => "acp",
+    match model.parse::<ModelChoice>() {
+        Ok(ModelChoice::External(spec)) => spec.kind.name(),
+        // Recorded as an agent, but no longer one corral knows.
+        Err(ChoiceError::Agent(_)) => "acp",
+        Ok(ModelChoice::Native(_)) | Err(ChoiceError::Model(_)) => "native",
     }
 }
 

@@ -18,9 +18,9 @@
 use std::path::{Path, PathBuf};
 
 use super::{Error, OpenSpec};
-use crate::backend::external::{ExternalKind, ExternalSpec};
 use crate::config::Config;
-use crate::model::{ModelSpec, Provider};
+use crate::error::usage;
+use crate::model::{ChoiceError, ExternalKind, ExternalSpec, ModelChoice, Provider};
 use crate::policy::Policy;
 
 /// The bounds of one caller.
@@ -34,6 +34,13 @@ pub struct Limits {
 
 fn forbidden(message: impl Into<String>) -> Error {
     Error::Forbidden(message.into())
+}
+
+fn refuse_backend(name: &str) -> Error {
+    forbidden(format!(
+        "the external backend {name:?} runs a program on the server: it is for admin tokens \
+         unless [server] user_backends lists it"
+    ))
 }
 
 /// The name `[server] user_backends` lists an external backend by: `claude`, `codex`,
@@ -67,8 +74,8 @@ impl Limits {
         if spec.resume.is_some() && spec.owner.is_none() {
             return Err(forbidden("resuming a session by id is for admin tokens"));
         }
-        if let Some(text) = spec.model.as_deref().or(config.model.as_deref()) {
-            self.check_model(text)?;
+        if let Some(model) = spec.model.as_ref().or(config.model.as_ref()) {
+            self.check_model(model)?;
         }
         if let Some(preset) = &spec.permission
             && !plain_name(preset)
@@ -93,29 +100,34 @@ impl Limits {
                 meta.id
             )));
         }
-        self.check_model(&meta.model)
+        self.check_model(&self.parse_model(&meta.model)?)
     }
 
-    fn check_model(&self, text: &str) -> Result<(), Error> {
-        if ExternalSpec::is_external(text) {
-            // A spec that does not parse is refused as it is, never started.
-            let name = text
-                .parse::<ExternalSpec>()
-                .map(|s| backend_name(&s))
-                .unwrap_or_else(|_| text.to_string());
-            if !self.backends.contains(&name) {
-                return Err(forbidden(format!(
-                    "the external backend {name:?} runs a program on the server: it is for \
-                     admin tokens unless [server] user_backends lists it"
-                )));
+    /// A model spec from this caller, parsed: text that names an agent but does not parse is
+    /// refused like an agent `[server] user_backends` does not list, never started.
+    pub fn parse_model(&self, text: &str) -> Result<ModelChoice, Error> {
+        text.parse().map_err(|e| match e {
+            ChoiceError::Agent(_) if !self.backends.iter().any(|b| b == text) => {
+                refuse_backend(text)
             }
-        } else if text
-            .parse::<ModelSpec>()
-            .is_ok_and(|m| m.provider == Provider::Gguf)
-        {
-            return Err(forbidden(
-                "gguf: names a model file on the server: it is for admin tokens",
-            ));
+            e => usage(e),
+        })
+    }
+
+    fn check_model(&self, model: &ModelChoice) -> Result<(), Error> {
+        match model {
+            ModelChoice::External(spec) => {
+                let name = backend_name(spec);
+                if !self.backends.contains(&name) {
+                    return Err(refuse_backend(&name));
+                }
+            }
+            ModelChoice::Native(spec) if spec.provider == Provider::Gguf => {
+                return Err(forbidden(
+                    "gguf: names a model file on the server: it is for admin tokens",
+                ));
+            }
+            ModelChoice::Native(_) => {}
         }
         Ok(())
     }
@@ -201,7 +213,7 @@ mod tests {
         let config = Config::default();
         let check = |model: Option<&str>, permission: Option<&str>| {
             let spec = OpenSpec {
-                model: model.map(str::to_string),
+                model: model.map(|text| limits.parse_model(text)).transpose()?,
                 permission: permission.map(str::to_string),
                 ..OpenSpec::default()
             };

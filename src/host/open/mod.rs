@@ -4,34 +4,40 @@
 //! the session, its worktree, checks the model, sets up the sandbox and builds the agent;
 //! [`Opened::finish`] stops what the session owns.
 //!
-//! Submodules: `limits` (what a caller who is not the host's owner may open), `client` (the
-//! model client, and the rule that binds an API key to its base URL), `sandbox`, `worktree`.
+//! Submodules: `limits` (what a caller who is not the host's owner may open), `settings` (the
+//! request, the config and the defaults resolved once), `start_agent` (an external agent for
+//! the session), `sandbox`, `secrets`, `tmpdir`.
 
 mod limits;
 mod sandbox;
 mod secrets;
+mod settings;
+mod start_agent;
 mod tmpdir;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::agent::{Agent, AgentConfig};
+use crate::agent::Agent;
 use crate::backend::Backend;
-use crate::backend::external::{ExternalContext, ExternalSpec};
-use crate::backend::native::{ModelChoice, NativeBackend, model_client};
+use crate::backend::native::{NativeBackend, model_client};
 use crate::config::Config;
 use crate::error::{Error, runtime, usage};
 use crate::event::{Envelope, Status};
-use crate::model::{self, ModelClient, ModelError, ModelSpec, ToolChoiceMode};
-use crate::policy::{Approver, Policy, PolicyOverrides};
+use crate::model::{
+    self, ExternalSpec, ModelChoice, ModelClient, ModelError, ModelSpec, ToolChoiceMode,
+};
+use crate::policy::{Policy, PolicyOverrides};
 use crate::sandbox::{NetworkMode, SandboxMode};
 use crate::session::{Session, SessionMeta, WorktreeMeta};
-use crate::tool::{Danger, ToolRegistry, ToolSettings};
+use crate::tool::{Danger, ToolRegistry};
 
 pub use crate::worktree::RunWorktree;
 use crate::worktree::session as worktree;
 pub use limits::Limits;
+use settings::Settings;
+pub(crate) use settings::permission;
 
 /// A session that cannot be created or resumed: held by another process, or the request.
 fn session_error(e: crate::session::SessionError) -> Error {
@@ -41,7 +47,8 @@ fn session_error(e: crate::session::SessionError) -> Error {
     }
 }
 
-/// What a session is opened with. Unset fields fall back to the config, then to defaults.
+/// What a session is opened with, whoever asks: `corral run`'s flags, a REST, MCP or ACP
+/// request. Unset fields fall back to the config, then to defaults ([`Settings`]).
 #[derive(Debug, Clone, Default)]
 pub struct OpenSpec {
     /// A caller-chosen id (the server uses UUIDs); `None`: a fresh short id.
@@ -49,7 +56,7 @@ pub struct OpenSpec {
     /// Continue the session with this id from its event log.
     pub resume: Option<String>,
     pub cwd: Option<PathBuf>,
-    pub model: Option<String>,
+    pub model: Option<ModelChoice>,
     pub base_url: Option<String>,
     pub system: Option<String>,
     pub permission: Option<String>,
@@ -80,6 +87,7 @@ pub struct OpenSpec {
 pub struct Plan {
     spec: OpenSpec,
     config: Config,
+    settings: Settings,
     engine: Engine,
     root: PathBuf,
     resumed: Option<SessionMeta>,
@@ -116,7 +124,20 @@ pub fn user_policy_dir() -> Option<PathBuf> {
     dirs::config_dir().map(|d| d.join("corral").join("policies"))
 }
 
-fn load_policy(spec: &OpenSpec, config: &Config, tools: &ToolRegistry) -> Result<Policy, Error> {
+/// The model text of a request, parsed where it comes in: a usage error, or for a bounded
+/// caller a refusal when it names an agent (see [`Limits::parse_model`]).
+pub fn parse_model(text: &str, limits: Option<&Limits>) -> Result<ModelChoice, Error> {
+    match limits {
+        Some(limits) => limits.parse_model(text),
+        None => text.parse().map_err(usage),
+    }
+}
+
+fn load_policy(
+    spec: &OpenSpec,
+    settings: &Settings,
+    tools: &ToolRegistry,
+) -> Result<Policy, Error> {
     for name in spec.allow.iter().chain(&spec.deny) {
         if tools.get(name).is_none() {
             let known: Vec<&str> = tools.names().collect();
@@ -126,17 +147,17 @@ fn load_policy(spec: &OpenSpec, config: &Config, tools: &ToolRegistry) -> Result
             )));
         }
     }
-    let preset = spec
-        .permission
-        .clone()
-        .or_else(|| config.permission.clone())
-        .unwrap_or_else(|| "default".to_string());
     let overrides = PolicyOverrides {
         auto_approve: spec.auto_approve,
         allow: spec.allow.clone(),
         deny: spec.deny.clone(),
     };
-    Policy::load(&preset, user_policy_dir().as_deref(), &overrides).map_err(usage)
+    Policy::load(
+        &settings.permission,
+        user_policy_dir().as_deref(),
+        &overrides,
+    )
+    .map_err(usage)
 }
 
 fn canonical_dir(path: &Path) -> Result<PathBuf, Error> {
@@ -190,31 +211,30 @@ pub async fn plan(
         Some(limits) => Some(limits.check_root(&cwd)?),
         None => None,
     };
-    let model_text = spec
-        .model
-        .clone()
-        .or_else(|| resumed.as_ref().map(|m| m.model.clone()));
-    let engine = match model_text.filter(|t| ExternalSpec::is_external(t)) {
-        Some(text) => Engine::External(text.parse().map_err(usage)?),
-        None => {
-            let choice = ModelChoice {
-                model: spec.model.as_deref(),
-                base_url: spec.base_url.as_deref(),
-            };
-            let (client, model) = model_client(choice, &config, resumed.as_ref(), progress).await?;
-            Engine::Native { client, model }
+    // The request's model, else the resumed session's, else the config's.
+    let model = match (&spec.model, &resumed) {
+        (Some(model), _) => Some(model.clone()),
+        (None, Some(meta)) => Some(meta.model.parse().map_err(usage)?),
+        (None, None) => config.model.clone(),
+    };
+    let engine = match model {
+        Some(ModelChoice::External(external)) => Engine::External(external),
+        Some(ModelChoice::Native(model)) => {
+            native_engine(Some(model), &spec, &config, progress).await?
         }
+        None => native_engine(None, &spec, &config, progress).await?,
     };
     let root = match bounded_root {
         Some(root) => root,
         None => canonical_dir(&cwd)?,
     };
+    let settings = Settings::resolve(&spec, &config);
     let tools = ToolRegistry::builtin().map_err(runtime)?;
-    let policy = load_policy(&spec, &config, &tools)?;
+    let policy = load_policy(&spec, &settings, &tools)?;
     if let Some(limits) = &spec.limits {
         limits.check_policy(&policy)?;
     }
-    let sandbox = sandbox::modes(spec.sandbox, spec.network, &config, &policy)?;
+    let sandbox = sandbox::modes(settings.sandbox, settings.network, &policy)?;
     let worktree = worktree::plan_for_run(spec.worktree, resumed.is_some(), &root)?;
     if let (Some(limits), Some((plan, _))) = (&spec.limits, &worktree) {
         limits.check_repository(&plan.repo)?;
@@ -222,6 +242,7 @@ pub async fn plan(
     Ok(Plan {
         spec,
         config,
+        settings,
         engine,
         root,
         resumed,
@@ -230,6 +251,16 @@ pub async fn plan(
         sandbox,
         worktree,
     })
+}
+
+async fn native_engine(
+    model: Option<ModelSpec>,
+    spec: &OpenSpec,
+    config: &Config,
+    progress: model::Progress,
+) -> Result<Engine, Error> {
+    let (client, model) = model_client(model, spec.base_url.as_deref(), config, progress).await?;
+    Ok(Engine::Native { client, model })
 }
 
 /// A session that is ready for turns.
@@ -302,6 +333,7 @@ pub async fn start(
     match finish_start(
         &plan.spec,
         plan.config,
+        plan.settings,
         plan.engine,
         plan.resumed,
         plan.policy,
@@ -332,6 +364,7 @@ pub async fn start(
 async fn finish_start(
     spec: &OpenSpec,
     config: Config,
+    settings: Settings,
     engine: Engine,
     resumed: Option<SessionMeta>,
     policy: Policy,
@@ -345,17 +378,8 @@ async fn finish_start(
     let (client, model) = match engine {
         Engine::Native { client, model } => (client, model),
         Engine::External(external) => {
-            let project_settings = config.agents.project_settings == Some(true);
-            return start_external(
-                spec,
-                external,
-                resumed,
-                policy,
-                tools,
-                root,
-                worktree,
-                session,
-                project_settings,
+            return start_agent::start(
+                spec, &settings, external, resumed, policy, tools, root, worktree, session,
             )
             .await;
         }
@@ -372,28 +396,23 @@ async fn finish_start(
         }
     };
     session.transition(Status::Idle).map_err(runtime)?;
-    let meta = match resumed {
-        Some(meta) => meta,
-        None => new_meta(
-            spec,
-            session,
-            &root,
-            model.to_string(),
-            client.base_url().to_string(),
-            worktree,
-        ),
-    };
-    save_meta(spec, session, &meta);
-    let mut agent_config = agent_config(spec, &config);
-    agent_config.attended = spec.attended;
+    let meta = session_meta(
+        spec,
+        session,
+        resumed,
+        &root,
+        model.to_string(),
+        client.base_url().to_string(),
+        worktree,
+    );
     // A private temp dir per session, exported to tools as TMPDIR.
     let tmpdir = tmpdir::SessionTmp::create(session.id())
         .map_err(|e| runtime(format!("cannot create the session's temp dir: {e}")))?;
-    let mut settings = tool_settings(&config, &policy, tmpdir.path());
-    settings.editor = spec.editor.clone();
-    settings.sandbox = sandbox::start(modes, &policy, &root, tmpdir.path(), session).await?;
+    let mut tool_settings = settings.tools(&config, &policy, tmpdir.path());
+    tool_settings.editor = spec.editor.clone();
+    tool_settings.sandbox = sandbox::start(modes, &policy, &root, tmpdir.path(), session).await?;
     // The session's own directory is hidden from tools: they cannot put quarantined config back.
-    settings.quarantine = session
+    tool_settings.quarantine = session
         .log_path()
         .and_then(Path::parent)
         .map(|dir| dir.join("quarantine").join(session.id()));
@@ -403,10 +422,10 @@ async fn finish_start(
         tools,
         policy,
         root,
-        agent_config,
+        settings.agent,
         info.context_window,
     );
-    agent.set_tool_settings(settings);
+    agent.set_tool_settings(tool_settings);
     if !history.is_empty() {
         agent.restore(history);
     }
@@ -414,16 +433,21 @@ async fn finish_start(
     Ok((Box::new(backend), meta, tmpdir))
 }
 
-/// A new session's metadata: what it was opened with, for `--resume` and listings.
-fn new_meta(
+/// The session's metadata: a resumed session's as it was recorded, else what a new one was
+/// opened with, saved for `--resume` and listings.
+fn session_meta(
     spec: &OpenSpec,
     session: &Session,
+    resumed: Option<SessionMeta>,
     root: &Path,
     model: String,
     base_url: String,
     worktree: Option<WorktreeMeta>,
 ) -> SessionMeta {
-    SessionMeta {
+    if let Some(meta) = resumed {
+        return meta;
+    }
+    let meta = SessionMeta {
         id: session.id().to_string(),
         model,
         base_url,
@@ -434,93 +458,13 @@ fn new_meta(
         external_id: None,
         owner: spec.owner.clone(),
         permission: spec.permission.clone(),
-    }
-}
-
-fn save_meta(spec: &OpenSpec, session: &Session, meta: &SessionMeta) {
-    if spec.resume.is_none()
-        && let Some(dir) = session.log_path().and_then(Path::parent)
+    };
+    if let Some(dir) = session.log_path().and_then(Path::parent)
         && let Err(e) = meta.save(dir)
     {
         tracing::warn!(error = %e, "cannot save session metadata");
     }
-}
-
-/// Starts an external agent for the session: its process, handshake and session.
-#[allow(clippy::too_many_arguments)]
-async fn start_external(
-    spec: &OpenSpec,
-    external: ExternalSpec,
-    resumed: Option<SessionMeta>,
-    policy: Policy,
-    tools: ToolRegistry,
-    root: PathBuf,
-    worktree: Option<WorktreeMeta>,
-    session: &Arc<Session>,
-    project_settings: bool,
-) -> Result<(Box<dyn Backend>, SessionMeta, tmpdir::SessionTmp), Error> {
-    let tmpdir = tmpdir::SessionTmp::create(session.id())
-        .map_err(|e| runtime(format!("cannot create the session's temp dir: {e}")))?;
-    let log_dir = session
-        .log_path()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf);
-    let meta = match resumed {
-        Some(meta) => meta,
-        None => new_meta(
-            spec,
-            session,
-            &root,
-            external.to_string(),
-            String::new(),
-            worktree,
-        ),
-    };
-    save_meta(spec, session, &meta);
-    let record_external_id: Box<dyn Fn(&str) + Send + Sync> = {
-        let (meta, dir) = (meta.clone(), log_dir.clone());
-        Box::new(move |id: &str| {
-            let mut meta = meta.clone();
-            meta.external_id = Some(id.to_string());
-            if let Some(dir) = &dir
-                && let Err(e) = meta.save(dir)
-            {
-                tracing::warn!(error = %e, "cannot save the agent's session id");
-            }
-        })
-    };
-    let approver = Arc::new(Approver::new(
-        policy.clone(),
-        tools,
-        root.clone(),
-        spec.attended,
-        spec.approval_timeout,
-        session.clone(),
-    ));
-    let home = spec.hermetic.then(|| tmpdir.path().join("home"));
-    if let Some(home) = &home {
-        std::fs::create_dir_all(home)
-            .map_err(|e| runtime(format!("cannot create the agent's HOME: {e}")))?;
-    }
-    let context = ExternalContext {
-        session: session.clone(),
-        spec: external,
-        root,
-        policy,
-        approver,
-        resume: meta.external_id.clone(),
-        home,
-        stderr_log: log_dir.map(|d| d.join(format!("{}.stderr.log", session.id()))),
-        record_external_id,
-        project_settings,
-    };
-    let backend = crate::backend::start_external(context)
-        .await
-        .inspect_err(|e| {
-            session.emit_error(e.to_string(), serde_json::Value::Null);
-        })?;
-    session.transition(Status::Idle).map_err(runtime)?;
-    Ok((backend, meta, tmpdir))
+    meta
 }
 
 impl Opened {
@@ -542,63 +486,4 @@ pub(crate) fn held_secrets(config: &Config) -> Vec<(String, String)> {
         |name| std::env::var(name).ok(),
         Config::jwt_secret_path().as_deref(),
     )
-}
-
-/// Tool settings for a session: limits from config and policy, the scrubbed environment with
-/// the session's private temp dir, and the secrets to redact (those of the environment and
-/// those corral holds).
-fn tool_settings(config: &Config, policy: &Policy, tmpdir: &Path) -> ToolSettings {
-    let defaults = ToolSettings::default();
-    let runtime_env: Vec<(String, String)> = std::env::vars().collect();
-    let max_timeout = policy
-        .max_timeout_secs
-        .map_or(defaults.max_timeout, Duration::from_secs);
-    ToolSettings {
-        default_timeout: config
-            .shell_timeout_secs
-            .map_or(defaults.default_timeout, Duration::from_secs)
-            .min(max_timeout),
-        max_timeout,
-        screenshot_max_long_edge: config
-            .screenshot_max_long_edge
-            .unwrap_or(defaults.screenshot_max_long_edge),
-        open_url_command: config.open_url_command.clone(),
-        url_schemes: policy
-            .url_schemes
-            .clone()
-            .unwrap_or(defaults.url_schemes.clone()),
-        env: crate::sandbox::env::tool_env(runtime_env.clone(), &policy.env, Some(tmpdir)),
-        redactor: crate::sandbox::env::Redactor::from_env(runtime_env, held_secrets(config)),
-        ..defaults
-    }
-}
-
-fn agent_config(spec: &OpenSpec, config: &Config) -> AgentConfig {
-    let defaults = AgentConfig::default();
-    AgentConfig {
-        max_steps: spec
-            .max_steps
-            .or(config.max_steps)
-            .unwrap_or(defaults.max_steps),
-        max_tokens: config.max_tokens.unwrap_or(defaults.max_tokens),
-        temperature: config.temperature,
-        tool_choice: spec
-            .tool_choice
-            .or_else(|| {
-                config
-                    .tool_choice
-                    .as_deref()
-                    .and_then(ToolChoiceMode::parse)
-            })
-            .unwrap_or(defaults.tool_choice),
-        compaction_threshold: config
-            .compaction_threshold
-            .unwrap_or(defaults.compaction_threshold),
-        system: spec.system.clone().or_else(|| config.system.clone()),
-        tool_output_cap: config.tool_output_cap,
-        approval_timeout: spec
-            .approval_timeout
-            .or(config.approval_timeout_secs.map(Duration::from_secs)),
-        ..defaults
-    }
 }

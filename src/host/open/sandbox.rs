@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::Config;
+use super::settings::Chosen;
 use crate::policy::Policy;
 use crate::sandbox::{NetworkMode, SandboxMode, SandboxSpec, SandboxSupport};
 use crate::session::Session;
@@ -12,35 +12,34 @@ use crate::session::Session;
 use crate::error::Error;
 
 /// Mode and network for the session. A preset's `sandbox` is a floor and its `network = "off"`
-/// is final: the config is raised to them, an explicit flag asking for less is an error.
+/// is final: the config's choice is raised to them, a request asking for less is an error.
 pub(crate) fn modes(
-    flag_mode: Option<SandboxMode>,
-    flag_network: Option<NetworkMode>,
-    config: &Config,
+    mode: Chosen<SandboxMode>,
+    network: Chosen<NetworkMode>,
     policy: &Policy,
 ) -> Result<(SandboxMode, NetworkMode), Error> {
     let usage = |text: String| Error::Usage(text);
     let floor = policy.sandbox.unwrap_or(SandboxMode::Off);
-    let mode = match flag_mode {
-        Some(mode) if mode < floor => {
+    let mode = match mode {
+        Chosen::Requested(mode) if mode < floor => {
             return Err(usage(format!(
                 "the {} preset requires --sandbox {floor} (got --sandbox {mode})",
                 policy.name
             )));
         }
-        Some(mode) => mode,
-        None => config.sandbox.unwrap_or_default().max(floor),
+        Chosen::Requested(mode) => mode,
+        Chosen::Configured(mode) => mode.max(floor),
     };
-    let network = match (flag_network, policy.network) {
-        (Some(NetworkMode::On), Some(NetworkMode::Off)) => {
+    let network = match (network, policy.network) {
+        (Chosen::Requested(NetworkMode::On), Some(NetworkMode::Off)) => {
             return Err(usage(format!(
                 "the {} preset turns the network off for tools: --network on is not allowed",
                 policy.name
             )));
         }
-        (Some(network), _) => network,
-        (None, Some(NetworkMode::Off)) => NetworkMode::Off,
-        (None, _) => config.network.unwrap_or_default(),
+        (Chosen::Requested(network), _) => network,
+        (Chosen::Configured(_), Some(NetworkMode::Off)) => NetworkMode::Off,
+        (Chosen::Configured(network), _) => network,
     };
     if mode == SandboxMode::Off && network == NetworkMode::Off {
         return Err(usage(
@@ -153,7 +152,26 @@ fn expand(path: &str, root: &Path, home: Option<&Path>) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::host::open::OpenSpec;
+    use crate::host::open::settings::Settings;
     use crate::policy::PolicyOverrides;
+
+    /// The modes for a request's flags and a config, resolved as `plan` resolves them.
+    fn modes_for(
+        sandbox: Option<SandboxMode>,
+        network: Option<NetworkMode>,
+        config: &Config,
+        policy: &Policy,
+    ) -> Result<(SandboxMode, NetworkMode), Error> {
+        let spec = OpenSpec {
+            sandbox,
+            network,
+            ..OpenSpec::default()
+        };
+        let settings = Settings::resolve(&spec, config);
+        modes(settings.sandbox, settings.network, policy)
+    }
 
     fn policy(extra: &str) -> Policy {
         let text = format!("description = \"d\"\n{extra}");
@@ -165,22 +183,22 @@ mod tests {
         let config = Config::default();
         let plain = policy("");
         assert_eq!(
-            modes(None, None, &config, &plain).unwrap(),
+            modes_for(None, None, &config, &plain).unwrap(),
             (SandboxMode::BestEffort, NetworkMode::On)
         );
         let strict = policy("sandbox = \"strict\"\nnetwork = \"off\"\n");
         assert_eq!(
-            modes(None, None, &config, &strict).unwrap(),
+            modes_for(None, None, &config, &strict).unwrap(),
             (SandboxMode::Strict, NetworkMode::Off)
         );
-        let below = modes(Some(SandboxMode::BestEffort), None, &config, &strict).unwrap_err();
+        let below = modes_for(Some(SandboxMode::BestEffort), None, &config, &strict).unwrap_err();
         assert!(
             below.to_string().contains("requires --sandbox strict"),
             "{below}"
         );
-        let net = modes(None, Some(NetworkMode::On), &config, &strict).unwrap_err();
+        let net = modes_for(None, Some(NetworkMode::On), &config, &strict).unwrap_err();
         assert!(net.to_string().contains("--network on"), "{net}");
-        let off = modes(
+        let off = modes_for(
             Some(SandboxMode::Off),
             Some(NetworkMode::Off),
             &config,
@@ -192,7 +210,7 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(
-            modes(None, None, &config, &plain).unwrap().0,
+            modes_for(None, None, &config, &plain).unwrap().0,
             SandboxMode::Off
         );
     }

@@ -5,10 +5,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
 use super::{Report, State};
-use crate::config::Config;
-
-/// The default of `[server] max_sessions_per_owner`.
-const DEFAULT_SESSIONS_PER_OWNER: usize = 16;
+use crate::config::{Config, SecretSource};
 
 pub(super) fn serve(report: &mut Report, config: &Config) {
     let server = &config.server;
@@ -57,34 +54,25 @@ pub(super) fn serve(report: &mut Report, config: &Config) {
             "external backends: {backends}; bypass, preset and model files, resuming logs: \
              admin only; at most {} live sessions per owner; other owners' sessions answer \
              404; Host and Origin checked, strict CSP",
-            server
-                .max_sessions_per_owner
-                .unwrap_or(DEFAULT_SESSIONS_PER_OWNER)
+            server.max_sessions()
         ),
     );
     secret(report, config);
 }
 
 fn secret(report: &mut Report, config: &Config) {
-    if config
-        .server
-        .jwt_secret
-        .as_deref()
-        .is_some_and(|s| !s.is_empty())
-    {
-        report.line(
-            State::Ok,
-            "serve: JWT secret",
+    let configured = config.server.jwt_secret.as_deref();
+    let held = match crate::config::jwt_secret(configured, |name| std::env::var(name).ok()) {
+        Some((SecretSource::Config, _)) => Some(
             "from the config (hidden from tools with the config directory, redacted from their output)",
-        );
-        return;
-    }
-    if std::env::var_os("CORRAL_JWT_SECRET").is_some_and(|s| !s.is_empty()) {
-        report.line(
-            State::Ok,
-            "serve: JWT secret",
-            "from CORRAL_JWT_SECRET (never passed to tools, redacted from their output)",
-        );
+        ),
+        Some((SecretSource::Env, _)) => {
+            Some("from CORRAL_JWT_SECRET (never passed to tools, redacted from their output)")
+        }
+        None => None,
+    };
+    if let Some(detail) = held {
+        report.line(State::Ok, "serve: JWT secret", detail);
         return;
     }
     let Some(path) = Config::jwt_secret_path() else {

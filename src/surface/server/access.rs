@@ -23,9 +23,6 @@ use crate::event::Status;
 use crate::host::manager::{Handle, SessionManager};
 use crate::host::open::Limits;
 
-/// Live sessions a user owner may hold unless the config says otherwise.
-pub const DEFAULT_MAX_SESSIONS: usize = 16;
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -79,9 +76,7 @@ impl Access {
                 backends: config.user_backends.clone(),
                 roots,
             },
-            max_sessions: config
-                .max_sessions_per_owner
-                .unwrap_or(DEFAULT_MAX_SESSIONS),
+            max_sessions: config.max_sessions(),
             opening: Arc::default(),
         }
     }

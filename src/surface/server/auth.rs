@@ -75,12 +75,8 @@ pub fn default_secret_path() -> Option<PathBuf> {
 
 /// The secret in the documented order; generates the file when nothing else gives one.
 pub fn load_secret(configured: Option<&str>, file: &Path) -> Result<Vec<u8>, AuthError> {
-    if let Some(secret) = configured.filter(|s| !s.is_empty()) {
-        return Ok(secret.as_bytes().to_vec());
-    }
-    if let Some(secret) = std::env::var("CORRAL_JWT_SECRET")
-        .ok()
-        .filter(|s| !s.is_empty())
+    if let Some((_, secret)) =
+        crate::config::jwt_secret(configured, |name| std::env::var(name).ok())
     {
         return Ok(secret.into_bytes());
     }

@@ -190,14 +190,15 @@ pub struct ServeArgs {
 /// child process with it) before returning. What crashed runtimes left is reaped at start.
 pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, Error> {
     let config = load_config(args.config_path.as_ref())?;
-    let listen = args
-        .listen
-        .clone()
-        .or_else(|| config.server.listen.clone())
-        .unwrap_or_else(|| "127.0.0.1:7777".to_string());
-    let addr: SocketAddr = listen
-        .parse()
-        .map_err(|e| usage(format!("--listen {listen:?} is not an address: {e}")))?;
+    let addr: SocketAddr = match &args.listen {
+        Some(listen) => listen
+            .parse()
+            .map_err(|e| usage(format!("--listen {listen:?} is not an address: {e}")))?,
+        None => config
+            .server
+            .listen
+            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7777))),
+    };
     if !addr.ip().is_loopback() && !args.allow_remote {
         return Err(usage(format!(
             "refusing to listen on {addr}: it is not a loopback address; pass --allow-remote \

@@ -26,7 +26,7 @@ use super::{ApiError, Shared, access};
 use crate::error::Error;
 use crate::event::Status;
 use crate::host::manager::{Handle, SendError, TurnMode};
-use crate::host::open::OpenSpec;
+use crate::host::open::{OpenSpec, parse_model};
 use crate::policy::Decision;
 use crate::session::ids::uuid_v4;
 
@@ -255,16 +255,22 @@ async fn create_session(
         )));
     }
     let _place = state.access.reserve(&state.manager, &claims)?;
+    let limits = state.access.limits_for(&claims);
+    let model = body
+        .model
+        .map(|text| parse_model(&text, limits.as_ref()))
+        .transpose()
+        .map_err(open_error)?;
     let spec = OpenSpec {
         id: Some(uuid_v4()),
         cwd: Some(body.cwd),
-        model: body.model,
+        model,
         base_url: body.base_url,
         system: body.system_prompt,
         permission: body.permission,
         worktree: body.worktree,
         attended: true,
-        limits: state.access.limits_for(&claims),
+        limits,
         ..OpenSpec::default()
     };
     let handle = state

@@ -141,6 +141,35 @@ async fn a_bash_call_denied_through_corrals_gate_does_not_run_and_claude_is_told
     );
 }
 
+/// The config's `approval_timeout_secs` holds for an external agent's questions as for the
+/// native loop's: nobody answers, the call is denied, claude is told why.
+#[tokio::test]
+async fn an_unanswered_claude_request_is_denied_after_the_configured_timeout() {
+    let h = Harness::new();
+    h.write_config("approval_timeout_secs = 1\n");
+    let server = FakeModel::start().await;
+    scripted_tool_call(&server, "touch made-by-claude.txt");
+    // stdin stays open and silent: a person who could answer and does not.
+    let running = claude_run(&h, &server, &["--approve-stdin", "make the file"])
+        .live_stdin()
+        .spawn()
+        .await;
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let resolved = out
+        .of_kind("permission")
+        .into_iter()
+        .find(|e| e["data"]["resolved"] == true)
+        .unwrap_or_else(|| panic!("never resolved: {out:?}"));
+    assert_eq!(resolved["data"]["decision"], "deny", "{resolved}");
+    assert_eq!(
+        resolved["data"]["note"], "nobody answered within 1 s; denied",
+        "{resolved}"
+    );
+    assert!(!h.work().join("made-by-claude.txt").exists());
+    assert_eq!(tool_result_sent(&server)["is_error"], true);
+}
+
 #[tokio::test]
 async fn a_read_only_command_claude_would_run_unasked_still_goes_through_the_gate() {
     // corral's default preset asks before any shell command; claude on its own would not ask

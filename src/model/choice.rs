@@ -1,0 +1,183 @@
+//! What runs a session's turns, parsed once where the text comes in (a flag, a request, the
+//! config, a session's metadata): a model corral talks to itself, or an external agent
+//! program (`claude[:<model>]`, `acp:<agent>[:<model>]`, `acp:cmd=<command line>`,
+//! `codex[:<model>]`). Everything after the edge carries the [`ModelChoice`], never the text.
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::spec::{ModelSpec, SpecError};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelChoice {
+    Native(ModelSpec),
+    External(ExternalSpec),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExternalKind {
+    Claude,
+    Acp,
+    Codex,
+}
+
+impl ExternalKind {
+    /// The spec's first word, which is also the backend's name in listings.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExternalKind::Claude => "claude",
+            ExternalKind::Acp => "acp",
+            ExternalKind::Codex => "codex",
+        }
+    }
+
+    fn from_head(head: &str) -> Option<ExternalKind> {
+        [ExternalKind::Claude, ExternalKind::Acp, ExternalKind::Codex]
+            .into_iter()
+            .find(|kind| kind.name() == head)
+    }
+}
+
+/// A parsed external agent spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalSpec {
+    pub kind: ExternalKind,
+    /// For `acp:`: `opencode`, `gemini`, `claude` (claude-agent-acp), or `cmd=<command line>`.
+    pub agent: Option<String>,
+    pub model: Option<String>,
+}
+
+/// A spec that does not parse. Which half it failed in matters to a bounded caller: text that
+/// names an agent is refused as an agent, whatever follows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChoiceError {
+    #[error("{0}")]
+    Agent(String),
+    #[error(transparent)]
+    Model(#[from] SpecError),
+}
+
+impl FromStr for ModelChoice {
+    type Err = ChoiceError;
+
+    fn from_str(text: &str) -> Result<Self, ChoiceError> {
+        let head = text.split(':').next().unwrap_or_default();
+        if ExternalKind::from_head(head).is_some() {
+            text.parse()
+                .map(ModelChoice::External)
+                .map_err(ChoiceError::Agent)
+        } else {
+            Ok(ModelChoice::Native(text.parse()?))
+        }
+    }
+}
+
+impl fmt::Display for ModelChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelChoice::Native(spec) => spec.fmt(f),
+            ModelChoice::External(spec) => spec.fmt(f),
+        }
+    }
+}
+
+impl fmt::Display for ExternalSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.kind.name())?;
+        if let Some(agent) = &self.agent {
+            write!(f, ":{agent}")?;
+        }
+        if let Some(model) = &self.model {
+            write!(f, ":{model}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for ExternalSpec {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (head, rest) = text.split_once(':').unwrap_or((text, ""));
+        let model = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        match ExternalKind::from_head(head) {
+            Some(kind @ (ExternalKind::Claude | ExternalKind::Codex)) => Ok(ExternalSpec {
+                kind,
+                agent: None,
+                model: model(rest),
+            }),
+            Some(ExternalKind::Acp) => {
+                if let Some(command) = rest.strip_prefix("cmd=") {
+                    if command.trim().is_empty() {
+                        return Err("acp:cmd= needs a command line".into());
+                    }
+                    return Ok(ExternalSpec {
+                        kind: ExternalKind::Acp,
+                        agent: Some(format!("cmd={command}")),
+                        model: None,
+                    });
+                }
+                let (agent, model_name) = rest.split_once(':').unwrap_or((rest, ""));
+                match agent {
+                    "opencode" | "gemini" | "claude" => Ok(ExternalSpec {
+                        kind: ExternalKind::Acp,
+                        agent: Some(agent.to_string()),
+                        model: model(model_name),
+                    }),
+                    "" => Err(
+                        "acp: needs an agent: acp:opencode, acp:gemini, acp:claude or \
+                               acp:cmd=<command line>"
+                            .into(),
+                    ),
+                    other => Err(format!(
+                        "unknown ACP agent {other:?}: use opencode, gemini, claude or \
+                         cmd=<command line>"
+                    )),
+                }
+            }
+            None => Err(format!("{head:?} is not an external agent")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_and_print_back() {
+        for text in [
+            "claude",
+            "claude:sonnet",
+            "codex",
+            "codex:gpt-5",
+            "acp:opencode",
+            "acp:gemini:gemini-2.5-flash",
+            "acp:claude",
+            "acp:cmd=corral acp -m openai:x",
+        ] {
+            let spec: ExternalSpec = text.parse().unwrap();
+            assert_eq!(spec.to_string(), text);
+            assert!(matches!(text.parse(), Ok(ModelChoice::External(s)) if s == spec));
+        }
+        assert!("acp:".parse::<ExternalSpec>().is_err());
+        assert!("acp:zed".parse::<ExternalSpec>().is_err());
+        assert!("acp:cmd=".parse::<ExternalSpec>().is_err());
+        assert!(matches!(
+            "ollama:qwen3".parse(),
+            Ok(ModelChoice::Native(ModelSpec { model, .. })) if model == "qwen3"
+        ));
+    }
+
+    #[test]
+    fn a_failed_parse_says_whether_the_text_named_an_agent() {
+        for text in ["acp:zed", "acp:", "acp:cmd= "] {
+            let e = text.parse::<ModelChoice>().unwrap_err();
+            assert!(matches!(e, ChoiceError::Agent(_)), "{text}: {e:?}");
+        }
+        for text in ["gpt4", "bogus:x", "ollama:", "claudex"] {
+            let e = text.parse::<ModelChoice>().unwrap_err();
+            assert!(matches!(e, ChoiceError::Model(_)), "{text}: {e:?}");
+        }
+    }
+}
