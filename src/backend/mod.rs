@@ -16,7 +16,7 @@ use std::pin::Pin;
 
 use tokio_util::sync::CancellationToken;
 
-pub use crate::agent::TurnOutcome;
+use crate::session::TurnOutcome;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

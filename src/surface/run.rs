@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::TurnOutcome;
 use crate::backend::Backend;
 use crate::config::Config;
 use crate::error::{Error, usage};
@@ -24,6 +23,7 @@ use crate::model::Progress;
 use crate::model::ToolChoiceMode;
 use crate::sandbox::{NetworkMode, SandboxMode};
 use crate::session::Session;
+use crate::session::TurnOutcome;
 use crate::tool::Danger;
 
 use super::approve;

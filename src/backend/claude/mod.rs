@@ -37,9 +37,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::agent_process::AgentProcess;
 use super::external::{Approver, ExternalContext, find_program};
-use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
+use super::{Backend, BackendInfo, BoxFuture};
 use crate::error::Error;
-use crate::session::Session;
+use crate::session::{Session, TurnOutcome};
 
 /// How long a `set_model` control request may take.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(15);
