@@ -1,4 +1,5 @@
-//! A session: its identity, status machine, event stream and event log.
+//! A session: its identity, status machine, event stream and event log, and the lifecycle of
+//! one turn ([`Turn`], in `turn`).
 //!
 //! Every envelope goes through [`Session::emit`], which stamps `seq` and `ts`, serializes once,
 //! and hands the same `Arc` to the replay ring, live subscribers and the log writer. The lock
