@@ -1,6 +1,6 @@
 use super::*;
 use crate::event::SharedEvent;
-use crate::session::LogFailure;
+use crate::session::tests::fill_the_disk;
 
 fn idle_session() -> Arc<Session> {
     let session = Session::create(None).unwrap();
@@ -137,13 +137,7 @@ async fn a_turn_whose_log_failed_ends_in_error_whatever_its_end() {
     let session = Session::create(Some(dir.path())).unwrap();
     session.transition(Status::Idle).unwrap();
     let turn = Turn::begin(&session, "a", &[]).unwrap();
-    let failure = LogFailure {
-        path: session.log_path().unwrap().to_path_buf(),
-        reason: "No space left on device (os error 28)".into(),
-        kept_bytes: 0,
-        repaired: Ok(()),
-    };
-    session.log_failed(failure.clone());
+    let failure = fill_the_disk(&session, 0);
     let outcome = turn
         .finish(TurnEnd::Stop(StopReason::EndTurn), usage(1), String::new())
         .await;
