@@ -85,33 +85,27 @@ async fn a_turn_announces_its_prompt_and_images_and_ends_idle_with_its_result() 
     assert!(!session.turn_in_progress());
 }
 
+/// One turn of `session` finished with `end`: its outcome, and the events after its prompt.
+async fn finished(session: &Arc<Session>, end: TurnEnd) -> (TurnOutcome, Vec<String>) {
+    let mut events = session.tap(session.last_seq());
+    let turn = Turn::begin(session, "a", &[]).unwrap();
+    let outcome = turn.finish(end, usage(1), String::new()).await;
+    (outcome, kinds(&mut events).split_off(3))
+}
+
 #[tokio::test]
 async fn an_error_end_is_said_once_and_a_reported_one_not_again() {
     let session = idle_session();
-    let mut events = session.tap(session.last_seq());
-    let turn = Turn::begin(&session, "a", &[]).unwrap();
-    let outcome = turn
-        .finish(TurnEnd::Error("it broke".into()), usage(1), String::new())
-        .await;
+    let (outcome, events) = finished(&session, TurnEnd::Error("it broke".into())).await;
     assert_eq!(outcome.error.as_deref(), Some("it broke"));
     assert_eq!(
-        kinds(&mut events)[3..],
+        events,
         ["error it broke", "result \"error\" it broke", "status idle"]
     );
 
-    let turn = Turn::begin(&session, "b", &[]).unwrap();
-    let outcome = turn
-        .finish(
-            TurnEnd::ErrorReported("said already".into()),
-            usage(1),
-            String::new(),
-        )
-        .await;
+    let (outcome, events) = finished(&session, TurnEnd::ErrorReported("said already".into())).await;
     assert_eq!(outcome.stop_reason, StopReason::Error);
-    assert_eq!(
-        kinds(&mut events)[3..],
-        ["result \"error\" said already", "status idle"]
-    );
+    assert_eq!(events, ["result \"error\" said already", "status idle"]);
 }
 
 #[tokio::test]
