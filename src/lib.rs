@@ -17,7 +17,7 @@ mod surface;
 mod tool;
 mod worktree;
 
-pub use agent::{Agent, AgentConfig, TurnOutcome};
+pub use agent::{Agent, AgentConfig};
 pub use config::{Config, ConfigError};
 pub use error::Error;
 pub use event::*;
@@ -34,7 +34,9 @@ pub use sandbox::{
     HELPER_COMMAND as SANDBOX_HELPER_COMMAND, NetworkMode, SandboxMode, SandboxSpec,
     SandboxSupport, close_inherited_fds, end_own_children, sandbox_exec_main,
 };
-pub use session::{Session, SessionError, SessionMeta, Subscription, log_path, read_log};
+pub use session::{
+    Session, SessionError, SessionMeta, Subscription, TurnOutcome, log_path, read_log,
+};
 pub use surface::acp::{AcpArgs, acp};
 pub use surface::doctor::doctor;
 pub use surface::mcp::{DEFAULT_APPROVAL_TIMEOUT, mcp};

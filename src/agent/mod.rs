@@ -3,7 +3,9 @@
 //! A turn: the user's text joins the history; then, step by step, the model is streamed
 //! (events go out as they arrive), its tool calls are validated and run, their results join
 //! the history, until a reply without tool calls, the step limit, a cancel, or an error.
-//! Every turn ends with exactly one `result` envelope and the session back at `idle`.
+//! The turn's lifecycle (`turn_started` … `result`, back to `idle`) is the session's
+//! [`Turn`]; the loop adds the gate's per-turn reset and reports a turn whose every tool call
+//! the sandbox stopped as an error.
 
 mod compaction;
 mod execute;
@@ -19,14 +21,13 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::{
-    CompactionData, ContentBlock, Envelope, Payload, ResultData, Status, StopReason, TextData,
-    Usage, UsageData, UserTextData,
+    CompactionData, ContentBlock, Envelope, Payload, StopReason, TextData, Usage, UsageData,
 };
 use crate::model::{
     ChatRequest, Message, ModelClient, TokenCounts, ToolCall, ToolChoiceMode, ToolSchema,
 };
 use crate::policy::{Approval, Approver, Policy};
-use crate::session::Session;
+use crate::session::{Session, Turn, TurnEnd, TurnOutcome};
 use crate::tool::{ToolRegistry, ToolSettings};
 use step::{StepEnd, StepOutput};
 
@@ -72,15 +73,6 @@ impl Default for AgentConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnOutcome {
-    pub stop_reason: StopReason,
-    pub usage: Usage,
-    pub error: Option<String>,
-    /// The final assistant text of the turn.
-    pub text: String,
-}
-
 pub struct Agent {
     session: Arc<Session>,
     client: Arc<dyn ModelClient>,
@@ -107,11 +99,6 @@ struct Tally {
     executed: u32,
     blocked: u32,
     last_block: Option<String>,
-}
-
-enum Ended {
-    Stop(StopReason),
-    Error(String),
 }
 
 impl Agent {
@@ -237,68 +224,25 @@ impl Agent {
         images: Vec<crate::model::Image>,
         cancel: CancellationToken,
     ) -> TurnOutcome {
-        if let Err(e) = self.session.begin_turn() {
-            return TurnOutcome {
-                stop_reason: StopReason::Error,
-                usage: Usage::default(),
-                error: Some(format!("cannot start a turn: {e}")),
-                text: String::new(),
-            };
-        }
+        let turn = match Turn::begin(&self.session, prompt, &images) {
+            Ok(turn) => turn,
+            Err(refused) => return refused,
+        };
         self.approver.begin_turn();
         self.tally = Tally::default();
-        self.session.emit(Payload::TurnStarted(Default::default()));
-        self.session.emit(Payload::UserText(UserTextData {
-            content: ContentBlock::text(prompt),
-        }));
-        for image in &images {
-            self.session.emit(Payload::UserText(UserTextData {
-                content: ContentBlock::Image {
-                    data: image.data_base64.clone(),
-                    mime_type: image.mime_type.clone(),
-                },
-            }));
-        }
         let mut usage = Usage::default();
         let mut text = String::new();
-        let mut ended = self
+        let mut end = self
             .turn_body(prompt, images, &cancel, &mut usage, &mut text)
             .await;
         if matches!(
-            ended,
-            Ended::Stop(StopReason::EndTurn | StopReason::MaxSteps)
+            end,
+            TurnEnd::Stop(StopReason::EndTurn | StopReason::MaxSteps)
         ) && let Some(message) = self.all_blocked()
         {
-            ended = Ended::Error(message);
+            end = TurnEnd::Error(message);
         }
-        let (stop_reason, error) = match ended {
-            Ended::Stop(reason) => (reason, None),
-            Ended::Error(message) => {
-                self.session
-                    .emit_error(message.clone(), serde_json::Value::Null);
-                (StopReason::Error, Some(message))
-            }
-        };
-        // A turn whose events are not all on disk did not end well, whatever the model did;
-        // the session has said why already (an `error` that could not be logged).
-        let (stop_reason, error) = match self.session.flush_log().await {
-            Ok(()) => (stop_reason, error),
-            Err(failure) => (StopReason::Error, Some(failure.to_string())),
-        };
-        self.session.emit(Payload::Result(ResultData {
-            stop_reason,
-            usage,
-            error: error.clone(),
-        }));
-        if let Err(e) = self.session.transition(Status::Idle) {
-            tracing::error!(error = %e, "ending a turn");
-        }
-        TurnOutcome {
-            stop_reason,
-            usage,
-            error,
-            text,
-        }
+        turn.finish(end, usage, text).await
     }
 
     async fn turn_body(
@@ -308,10 +252,10 @@ impl Agent {
         cancel: &CancellationToken,
         usage: &mut Usage,
         final_text: &mut String,
-    ) -> Ended {
+    ) -> TurnEnd {
         let needed = self.history[0].estimated_tokens() + Message::user(prompt).estimated_tokens();
         if needed > self.context_window {
-            return Ended::Error(format!(
+            return TurnEnd::Error(format!(
                 "the prompt is about {needed} tokens with the system prompt, more than the \
                  model's context window of {} tokens; shorten it or raise the window \
                  (num_ctx / context_window in the config)",
@@ -324,7 +268,7 @@ impl Agent {
         let mut malformed_streak = 0;
         for step in 0..self.config.max_steps {
             if cancel.is_cancelled() {
-                return Ended::Stop(StopReason::Cancelled);
+                return TurnEnd::Stop(StopReason::Cancelled);
             }
             self.maybe_compact(cancel, usage).await;
             let output = self.stream_step(step, cancel).await;
@@ -337,12 +281,12 @@ impl Agent {
                 StepEnd::Finished => {}
                 StepEnd::Cancelled => {
                     self.keep_partial(&output);
-                    return Ended::Stop(StopReason::Cancelled);
+                    return TurnEnd::Stop(StopReason::Cancelled);
                 }
                 StepEnd::Failed(e) => {
                     let message = e.to_string();
                     self.keep_partial(&output);
-                    return Ended::Error(message);
+                    return TurnEnd::Error(message);
                 }
             }
             let Some((text, raw_calls)) = calls else {
@@ -350,21 +294,21 @@ impl Agent {
                 message.thinking = non_empty(&output.thinking);
                 self.history.push(message);
                 *final_text = output.text;
-                return Ended::Stop(StopReason::EndTurn);
+                return TurnEnd::Stop(StopReason::EndTurn);
             };
             *final_text = text.clone();
             let ran = self.run_calls(text, &output, raw_calls, cancel, &mut malformed_streak);
-            if let CallsEnd::Cancelled = ran.await {
-                return Ended::Stop(StopReason::Cancelled);
+            if let BatchEnd::Cancelled = ran.await {
+                return TurnEnd::Stop(StopReason::Cancelled);
             }
             if malformed_streak >= self.config.max_malformed_calls {
-                return Ended::Error(format!(
+                return TurnEnd::Error(format!(
                     "the model made {malformed_streak} malformed tool calls in a row; ending \
                      the turn (try a larger model, or a lower temperature)"
                 ));
             }
         }
-        Ended::Stop(StopReason::MaxSteps)
+        TurnEnd::Stop(StopReason::MaxSteps)
     }
 
     async fn stream_step(&self, step: u32, cancel: &CancellationToken) -> StepOutput {
@@ -470,7 +414,7 @@ impl Agent {
         raw_calls: Vec<step::RawCall>,
         cancel: &CancellationToken,
         malformed_streak: &mut u32,
-    ) -> CallsEnd {
+    ) -> BatchEnd {
         let mut prepared = Vec::with_capacity(raw_calls.len());
         let mut assistant = Message::assistant(text);
         assistant.thinking = non_empty(&output.thinking);
@@ -560,9 +504,9 @@ impl Agent {
             self.history.push(finished.message);
         }
         if cancelled {
-            CallsEnd::Cancelled
+            BatchEnd::Cancelled
         } else {
-            CallsEnd::Continue
+            BatchEnd::Continue
         }
     }
 
@@ -648,7 +592,8 @@ impl Agent {
     }
 }
 
-enum CallsEnd {
+/// How a batch of one reply's tool calls ended: the loop goes on, or the turn was cancelled.
+enum BatchEnd {
     Continue,
     Cancelled,
 }

@@ -1,8 +1,11 @@
 //! What runs a session's turns: corral's own loop ([`native`]) or an external agent process
 //! (claude, an ACP agent, codex). Every backend writes the same envelopes into its
-//! [`Session`](crate::session::Session) — `turn_started`, text, tool calls, permission
-//! requests answered through the session's approvals, `result` — and leaves the session idle
-//! when a turn ends, so every surface drives all of them alike.
+//! [`Session`](crate::session::Session), so every surface drives all of them alike. A turn's
+//! frame is the session's [`Turn`](crate::session::Turn): `Turn::begin` (`turn_started`, the
+//! prompt as `user_text`), then the backend's own events (text, tool calls, permission
+//! requests answered through the session's approvals), then `Turn::finish` with a
+//! [`TurnEnd`](crate::session::TurnEnd) (`result`, the session idle) or `Turn::crashed` when
+//! the agent's process died (`result`, the session dead).
 
 mod acp_client;
 pub mod agent_process;
@@ -17,7 +20,7 @@ use std::pin::Pin;
 
 use tokio_util::sync::CancellationToken;
 
-pub use crate::agent::TurnOutcome;
+use crate::session::TurnOutcome;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -30,8 +33,9 @@ pub struct BackendInfo {
     pub queues_prompts: bool,
 }
 
-/// One session's turn runner. A turn emits `turn_started` … `result` on the session and ends
-/// with the session idle (or dead, when the backend's process died).
+/// One session's turn runner. Each turn is a [`Turn`](crate::session::Turn): it emits
+/// `turn_started` … `result` on the session and ends with the session idle (or dead, when the
+/// backend's process died).
 pub trait Backend: Send {
     fn run_turn<'a>(
         &'a mut self,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
+use super::{Backend, BackendInfo, BoxFuture};
 pub(crate) use connect::model_client;
 
 mod connect;
@@ -13,6 +13,7 @@ use crate::agent::Agent;
 use crate::config::Config;
 use crate::error::Error;
 use crate::model::{self, ModelClient};
+use crate::session::TurnOutcome;
 
 pub struct NativeBackend {
     agent: Agent,

@@ -1,4 +1,5 @@
-//! A session: its identity, status machine, event stream and event log.
+//! A session: its identity, status machine, event stream and event log, and the lifecycle of
+//! one turn ([`Turn`], in `turn`).
 //!
 //! Every envelope goes through [`Session::emit`], which stamps `seq` and `ts`, serializes once,
 //! and hands the same `Arc` to the replay ring, live subscribers and the log writer. The lock
@@ -18,6 +19,7 @@ mod lock;
 mod log;
 mod meta;
 mod status;
+mod turn;
 
 pub use approvals::AnswerError;
 pub use bus::Subscription;
@@ -25,6 +27,7 @@ pub use lock::{LockError, is_held};
 pub use log::{LogFailure, log_path, read_log};
 pub use meta::{SessionMeta, WorktreeMeta};
 pub use status::{IllegalTransition, Snapshot, check_transition};
+pub use turn::{Turn, TurnEnd, TurnOutcome};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
@@ -341,8 +344,9 @@ impl Session {
     }
 
     /// Starts the next turn: bumps the turn counter and moves idle → working. Refused once
-    /// the log has failed.
-    pub fn begin_turn(&self) -> Result<u32, TurnRefused> {
+    /// the log has failed. Backends begin turns through [`Turn::begin`], which owns the rest
+    /// of the lifecycle.
+    fn begin_turn(&self) -> Result<u32, TurnRefused> {
         if let Some(failure) = self.log_failure() {
             return Err(TurnRefused::LogFailed(failure.clone()));
         }

@@ -148,19 +148,25 @@ async fn a_failed_write_is_reported_once_and_flushes_still_return() {
     assert!(failures.try_recv().is_err(), "reported once");
 }
 
+/// Reports a full disk to `session`'s log, as its writer would.
+pub(super) fn fill_the_disk(session: &Session, kept_bytes: u64) -> LogFailure {
+    let failure = LogFailure {
+        path: session.log_path().unwrap().to_path_buf(),
+        reason: "No space left on device (os error 28)".into(),
+        kept_bytes,
+        repaired: Ok(()),
+    };
+    session.log_failed(failure.clone());
+    failure
+}
+
 #[tokio::test]
 async fn a_session_whose_log_failed_takes_no_turn_and_halts() {
     let dir = tempfile::tempdir().unwrap();
     let session = Session::create(Some(dir.path())).unwrap();
     session.transition(Status::Idle).unwrap();
     let mut live = session.tap(0);
-    let failure = LogFailure {
-        path: session.log_path().unwrap().to_path_buf(),
-        reason: "No space left on device (os error 28)".into(),
-        kept_bytes: 10,
-        repaired: Ok(()),
-    };
-    session.log_failed(failure.clone());
+    let failure = fill_the_disk(&session, 10);
     assert!(session.halted().is_cancelled());
     assert_eq!(session.flush_log().await, Err(failure.clone()));
     assert_eq!(

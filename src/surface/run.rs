@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::TurnOutcome;
 use crate::backend::Backend;
 use crate::config::Config;
 use crate::error::{Error, usage};
@@ -22,6 +21,7 @@ use crate::event::StopReason;
 use crate::host::open::{self, OpenSpec};
 use crate::model::Progress;
 use crate::session::Session;
+use crate::session::TurnOutcome;
 
 use super::approve;
 use super::safe_text::{self, SafeWriter};

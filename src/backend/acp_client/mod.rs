@@ -27,9 +27,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::agent_process::AgentProcess;
 use super::external::ExternalContext;
-use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
+use super::{Backend, BackendInfo, BoxFuture};
 use crate::error::Error;
-use crate::session::Session;
+use crate::session::{Session, TurnOutcome};
 use callbacks::Shared;
 use rpc::{Incoming, Rpc, RpcError};
 

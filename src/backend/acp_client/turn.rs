@@ -9,11 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::AcpBackend;
 use super::rpc::RpcError;
-use crate::backend::TurnOutcome;
-use crate::event::{
-    ContentBlock, Payload, PlanData, ResultData, Status, StopReason, TextData, Usage, UsageData,
-    UserTextData,
-};
+use crate::event::{ContentBlock, Payload, PlanData, StopReason, TextData, Usage, UsageData};
+use crate::session::{Turn, TurnEnd, TurnOutcome};
 
 /// How long an agent has to answer the prompt after `session/cancel` before corral stops
 /// waiting and reports the turn cancelled anyway.
@@ -32,7 +29,8 @@ struct Pending {
     usage: Usage,
 }
 
-enum Ended {
+/// How waiting for the answer to `session/prompt` ended.
+enum PromptReply {
     Answered(Result<Value, RpcError>),
     /// The pipe closed: the agent is gone.
     Crashed,
@@ -42,40 +40,26 @@ enum Ended {
 
 impl AcpBackend {
     pub(super) async fn turn(&mut self, prompt: &str, cancel: CancellationToken) -> TurnOutcome {
-        let session = self.session.clone();
         if self.dead {
-            return TurnOutcome {
-                stop_reason: StopReason::Error,
-                usage: Usage::default(),
-                error: Some("the ACP agent is no longer running".into()),
-                text: String::new(),
-            };
+            return TurnOutcome::refused("the ACP agent is no longer running");
         }
-        if let Err(e) = session.begin_turn() {
-            return TurnOutcome {
-                stop_reason: StopReason::Error,
-                usage: Usage::default(),
-                error: Some(format!("cannot start a turn: {e}")),
-                text: String::new(),
-            };
-        }
+        let turn = match Turn::begin(&self.session, prompt, &[]) {
+            Ok(turn) => turn,
+            Err(refused) => return refused,
+        };
         if self.process.try_status().is_some() {
             // It died between turns: the turn ends as a crash.
-            return self.crashed(Pending::default()).await;
+            return self.crashed(turn, Pending::default()).await;
         }
         let turn_cancel = cancel.child_token();
         self.shared.begin_turn(turn_cancel.clone());
-        session.emit(Payload::TurnStarted(Default::default()));
-        session.emit(Payload::UserText(UserTextData {
-            content: ContentBlock::text(prompt),
-        }));
         let mut reply = self.shared.rpc.start_request(
             "session/prompt",
             json!({"sessionId": self.session_id, "prompt": [{"type": "text", "text": prompt}]}),
         );
         let mut pending = Pending::default();
         let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
-        let ended = loop {
+        let replied = loop {
             tokio::select! {
                 biased;
                 update = self.updates.recv() => match update {
@@ -83,8 +67,8 @@ impl AcpBackend {
                     // The reader settles every request before it lets go of the updates, so
                     // an answer sent just before the agent exited is already here.
                     None => break match reply.try_recv() {
-                        Ok(Err(RpcError::Closed)) | Err(_) => Ended::Crashed,
-                        Ok(answer) => Ended::Answered(answer),
+                        Ok(Err(RpcError::Closed)) | Err(_) => PromptReply::Crashed,
+                        Ok(answer) => PromptReply::Answered(answer),
                     },
                 },
                 answer = &mut reply => {
@@ -93,8 +77,8 @@ impl AcpBackend {
                         self.apply(&update, &mut pending);
                     }
                     break match answer {
-                        Ok(Err(RpcError::Closed)) | Err(_) => Ended::Crashed,
-                        Ok(answer) => Ended::Answered(answer),
+                        Ok(Err(RpcError::Closed)) | Err(_) => PromptReply::Crashed,
+                        Ok(answer) => PromptReply::Answered(answer),
                     };
                 }
                 () = turn_cancel.cancelled(), if grace.is_none() => {
@@ -102,104 +86,79 @@ impl AcpBackend {
                     grace = Some(Box::pin(tokio::time::sleep(CANCEL_GRACE)));
                 }
                 () = async { if let Some(g) = grace.as_mut() { g.await } }, if grace.is_some() => {
-                    break Ended::CancelIgnored;
+                    break PromptReply::CancelIgnored;
                 }
             }
         };
         self.flush(&mut pending);
         let cancelled = turn_cancel.is_cancelled();
-        let (stop_reason, error) = match ended {
-            Ended::Crashed => return self.crashed(pending).await,
-            Ended::CancelIgnored => {
+        let end = match replied {
+            PromptReply::Crashed => return self.crashed(turn, pending).await,
+            PromptReply::CancelIgnored => {
                 tracing::warn!("the ACP agent did not answer session/cancel");
-                (StopReason::Cancelled, None)
+                TurnEnd::Stop(StopReason::Cancelled)
             }
-            Ended::Answered(Err(RpcError::Remote { code, .. }))
+            PromptReply::Answered(Err(RpcError::Remote { code, .. }))
                 if cancelled || code == REQUEST_CANCELLED =>
             {
-                (StopReason::Cancelled, None)
+                TurnEnd::Stop(StopReason::Cancelled)
             }
-            Ended::Answered(Err(e)) => {
-                let message = format!("the agent failed the turn: {e}");
-                session.emit_error(message.clone(), Value::Null);
-                (StopReason::Error, Some(message))
+            PromptReply::Answered(Err(e)) => {
+                TurnEnd::Error(format!("the agent failed the turn: {e}"))
             }
-            Ended::Answered(Ok(answer)) => {
+            PromptReply::Answered(Ok(answer)) => {
                 add_usage(&answer["usage"], &mut pending.usage);
                 self.stop_reason(&answer, cancelled)
             }
         };
         if pending.usage != Usage::default() {
-            session.emit(Payload::Usage(UsageData {
+            self.session.emit(Payload::Usage(UsageData {
                 usage: pending.usage,
                 context_tokens: None,
                 context_window: None,
             }));
         }
-        session.emit(Payload::Result(ResultData {
-            stop_reason,
-            usage: pending.usage,
-            error: error.clone(),
-        }));
-        if let Err(e) = session.transition(Status::Idle) {
-            tracing::error!(error = %e, "ending an ACP turn");
-        }
-        TurnOutcome {
-            stop_reason,
-            usage: pending.usage,
-            error,
-            text: pending.last_text,
-        }
+        turn.finish(end, pending.usage, pending.last_text).await
     }
 
-    fn stop_reason(&self, answer: &Value, cancelled: bool) -> (StopReason, Option<String>) {
+    fn stop_reason(&self, answer: &Value, cancelled: bool) -> TurnEnd {
         match answer["stopReason"].as_str().unwrap_or("end_turn") {
-            "cancelled" => (StopReason::Cancelled, None),
-            _ if cancelled => (StopReason::Cancelled, None),
-            "end_turn" => (StopReason::EndTurn, None),
-            "max_turn_requests" => (StopReason::MaxSteps, None),
+            "cancelled" => TurnEnd::Stop(StopReason::Cancelled),
+            _ if cancelled => TurnEnd::Stop(StopReason::Cancelled),
+            "end_turn" => TurnEnd::Stop(StopReason::EndTurn),
+            "max_turn_requests" => TurnEnd::Stop(StopReason::MaxSteps),
             "max_tokens" => {
                 // The text so far stands; the cut is worth saying, not failing the turn for.
                 self.session.emit_error(
                     "the agent's reply was cut at its output token limit (max_tokens)",
                     json!({"stopReason": "max_tokens"}),
                 );
-                (StopReason::EndTurn, None)
+                TurnEnd::Stop(StopReason::EndTurn)
             }
             "refusal" => {
                 let message = "the agent's model refused to continue (refusal)".to_owned();
                 self.session
                     .emit_error(message.clone(), json!({"stopReason": "refusal"}));
-                (StopReason::Error, Some(message))
+                TurnEnd::ErrorReported(message)
             }
             other => {
                 tracing::warn!(stop_reason = other, "an unknown ACP stopReason");
-                (StopReason::EndTurn, None)
+                TurnEnd::Stop(StopReason::EndTurn)
             }
         }
     }
 
     /// The agent died mid-turn: say how, end the turn, and close the session.
-    async fn crashed(&mut self, pending: Pending) -> TurnOutcome {
+    async fn crashed(&mut self, turn: Turn, pending: Pending) -> TurnOutcome {
         // A question still open for a person is moot: withdraw it before the session dies.
         self.shared.cancel_turn();
         let report = self.process.crash_report().await;
         let message = format!("the ACP agent stopped mid-turn: {report}");
         self.session
             .emit_error(message.clone(), json!({"agent": self.agent_name}));
-        self.session.emit(Payload::Result(ResultData {
-            stop_reason: StopReason::Error,
-            usage: pending.usage,
-            error: Some(message.clone()),
-        }));
         self.dead = true;
-        self.session.close();
-        TurnOutcome {
-            stop_reason: StopReason::Error,
-            usage: pending.usage,
-            error: Some(message),
-            text: pending.last_text,
-        }
+        turn.crashed(message, pending.usage, pending.last_text)
+            .await
     }
 
     fn apply(&mut self, update: &Value, pending: &mut Pending) {

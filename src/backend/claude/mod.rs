@@ -37,10 +37,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::agent_process::AgentProcess;
 use super::external::ExternalContext;
-use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
+use super::{Backend, BackendInfo, BoxFuture};
 use crate::error::Error;
 use crate::policy::Approver;
-use crate::session::Session;
+use crate::session::{Session, TurnOutcome};
 
 /// How long a `set_model` control request may take.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(15);

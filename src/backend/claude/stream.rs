@@ -12,7 +12,7 @@ use crate::event::{
     ContentBlock, Payload, StopReason, TextData, ToolCallInfo, ToolCallStatus, ToolInputDeltaData,
     ToolResultData, ToolUseData, Usage, UsageData,
 };
-use crate::session::Session;
+use crate::session::{Session, TurnEnd};
 
 /// What a turn has seen so far.
 #[derive(Default)]
@@ -44,16 +44,11 @@ enum Block {
     Other,
 }
 
-/// How a turn ended.
-pub(super) enum End {
-    Result {
-        stop_reason: StopReason,
-        usage: Usage,
-        error: Option<String>,
-        text: String,
-    },
-    /// The process died (or would not stop): the report.
-    Died(String),
+/// claude's `result` line, read: how the turn ended, its usage and its answer.
+pub(super) struct ResultLine {
+    pub end: TurnEnd,
+    pub usage: Usage,
+    pub text: String,
 }
 
 /// Sub-agent traffic (`parent_tool_use_id` set) stays inside claude's own tool call.
@@ -230,7 +225,7 @@ impl TurnState {
 
     /// The turn's end: usage (as a `usage` event too) and the stop reason. `is_error` wins
     /// over a `success` subtype: claude reports API failures that way.
-    pub(super) fn on_result(&mut self, session: &Session, value: &Value) -> End {
+    pub(super) fn on_result(&mut self, session: &Session, value: &Value) -> ResultLine {
         let raw = &value["usage"];
         let count = |key: &str| raw[key].as_u64().unwrap_or_default();
         let usage = Usage {
@@ -257,37 +252,31 @@ impl TurnState {
         let is_error = value["is_error"] == true;
         let subtype = value["subtype"].as_str().unwrap_or_default();
         let result_text = value["result"].as_str().unwrap_or_default().to_string();
-        let (stop_reason, error) = if self.interrupted.is_some() {
-            (StopReason::Cancelled, None)
+        let end = if self.interrupted.is_some() {
+            TurnEnd::Stop(StopReason::Cancelled)
         } else if subtype == "error_max_turns" {
-            (StopReason::MaxSteps, None)
+            TurnEnd::Stop(StopReason::MaxSteps)
         } else if is_error || subtype.starts_with("error") {
             let errors: Vec<&str> = value["errors"]
                 .as_array()
                 .map(|e| e.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
-            let message = if !result_text.is_empty() {
+            TurnEnd::Error(if !result_text.is_empty() {
                 result_text.clone()
             } else if !errors.is_empty() {
                 errors.join("; ")
             } else {
                 format!("claude ended the turn with {subtype:?}")
-            };
-            (StopReason::Error, Some(message))
+            })
         } else {
-            (StopReason::EndTurn, None)
+            TurnEnd::Stop(StopReason::EndTurn)
         };
-        let text = if stop_reason == StopReason::EndTurn && !result_text.is_empty() {
+        let text = if end == TurnEnd::Stop(StopReason::EndTurn) && !result_text.is_empty() {
             result_text
         } else {
             std::mem::take(&mut self.text)
         };
-        End::Result {
-            stop_reason,
-            usage,
-            error,
-            text,
-        }
+        ResultLine { end, usage, text }
     }
 }
 

@@ -3,7 +3,7 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::launch::{PROGRAM, map_tool, permission_flags};
-use super::stream::{End, TurnState};
+use super::stream::TurnState;
 use super::turn::tool_ask;
 use crate::event::{Payload, StopReason};
 use crate::policy::{Policy, PolicyOverrides};
@@ -174,15 +174,12 @@ fn result(
     session: &Session,
     line: Value,
 ) -> (StopReason, Option<String>, f64) {
-    match state.on_result(session, &line) {
-        End::Result {
-            stop_reason,
-            error,
-            usage,
-            ..
-        } => (stop_reason, error, usage.cost_usd),
-        End::Died(report) => panic!("died: {report}"),
-    }
+    let line = state.on_result(session, &line);
+    (
+        line.end.stop_reason(),
+        line.end.error().map(str::to_string),
+        line.usage.cost_usd,
+    )
 }
 
 #[test]

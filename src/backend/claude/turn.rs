@@ -6,15 +6,18 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::stream::{End, TurnState};
+use super::stream::{ResultLine, TurnState};
 use super::{ClaudeBackend, Line, Phase, launch};
-use crate::backend::TurnOutcome;
 use crate::backend::external::ToolAsk;
-use crate::event::{ContentBlock, Payload, ResultData, Status, StopReason, Usage, UserTextData};
+use crate::event::{ContentBlock, Payload, Usage, UserTextData};
 use crate::policy::{Approval, Decision};
+use crate::session::{Turn, TurnOutcome};
 
 /// How long claude may take to end a turn after an interrupt before it is stopped.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(20);
+
+/// claude died (or would not stop) during the turn: the report.
+struct Died(String);
 
 enum Next {
     Line(Line),
@@ -35,67 +38,31 @@ struct Steering {
 
 impl ClaudeBackend {
     pub(super) async fn turn(&mut self, prompt: &str, cancel: CancellationToken) -> TurnOutcome {
-        let refused = |error: String| TurnOutcome {
-            stop_reason: StopReason::Error,
-            usage: Usage::default(),
-            error: Some(error),
-            text: String::new(),
-        };
         {
             let mut phase = self.shared.phase();
             if *phase != Phase::Idle {
-                return refused(format!("claude cannot start a turn: it is {phase:?}"));
+                return TurnOutcome::refused(format!(
+                    "claude cannot start a turn: it is {phase:?}"
+                ));
             }
             *phase = Phase::Busy;
         }
-        if let Err(e) = self.session().begin_turn() {
-            self.set_idle();
-            return refused(format!("cannot start a turn: {e}"));
-        }
-        self.approver.begin_turn();
-        let session = self.session().clone();
-        session.emit(Payload::TurnStarted(Default::default()));
-        session.emit(Payload::UserText(UserTextData {
-            content: ContentBlock::text(prompt),
-        }));
-        let end = self.turn_body(prompt, &cancel).await;
-        let (stop_reason, usage, error, text) = match end {
-            End::Result {
-                stop_reason,
-                usage,
-                error,
-                text,
-            } => {
-                if let Some(message) = &error {
-                    session.emit_error(message.clone(), Value::Null);
-                }
-                (stop_reason, usage, error, text)
+        let turn = match Turn::begin(self.session(), prompt, &[]) {
+            Ok(turn) => turn,
+            Err(refused) => {
+                self.set_idle();
+                return refused;
             }
-            End::Died(report) => (
-                StopReason::Error,
-                Usage::default(),
-                Some(report),
-                String::new(),
-            ),
         };
-        session.emit(Payload::Result(ResultData {
-            stop_reason,
-            usage,
-            error: error.clone(),
-        }));
-        if *self.shared.phase() == Phase::Dead {
-            session.close();
-        } else {
-            if let Err(e) = session.transition(Status::Idle) {
-                tracing::error!(error = %e, "ending a claude turn");
+        self.approver.begin_turn();
+        match self.turn_body(prompt, &cancel).await {
+            Ok(line) => {
+                let outcome = turn.finish(line.end, line.usage, line.text).await;
+                self.set_idle();
+                outcome
             }
-            self.set_idle();
-        }
-        TurnOutcome {
-            stop_reason,
-            usage,
-            error,
-            text,
+            // `report_crash` has said how claude died.
+            Err(Died(report)) => turn.crashed(report, Usage::default(), String::new()).await,
         }
     }
 
@@ -106,7 +73,11 @@ impl ClaudeBackend {
         }
     }
 
-    async fn turn_body(&mut self, prompt: &str, cancel: &CancellationToken) -> End {
+    async fn turn_body(
+        &mut self,
+        prompt: &str,
+        cancel: &CancellationToken,
+    ) -> Result<ResultLine, Died> {
         // Lines left from an earlier turn (a late control response) mean nothing now.
         let stale: Vec<Line> = self.held.drain(..).collect();
         for line in stale
@@ -114,12 +85,12 @@ impl ClaudeBackend {
             .chain(std::iter::from_fn(|| self.lines.try_recv().ok()))
         {
             if matches!(line, Line::Eof) {
-                return End::Died(self.shared.report_crash().await);
+                return Err(Died(self.shared.report_crash().await));
             }
         }
         if let Err(e) = self.write_user(prompt).await {
             tracing::debug!(error = %e, "writing the prompt to claude");
-            return End::Died(self.shared.report_crash().await);
+            return Err(Died(self.shared.report_crash().await));
         }
         // Messages that came in just as the last turn ended belong to this one.
         let mut steering = Steering::default();
@@ -134,7 +105,7 @@ impl ClaudeBackend {
                 && let Err(e) = self.flush_steering(&mut steering).await
             {
                 tracing::debug!(error = %e, "writing a steering message to claude");
-                return End::Died(self.shared.report_crash().await);
+                return Err(Died(self.shared.report_crash().await));
             }
             let next = match self.held.pop_front() {
                 Some(line) => Next::Line(line),
@@ -169,13 +140,13 @@ impl ClaudeBackend {
                         .stop(self.stdin.take())
                         .await;
                     let report = self.shared.report_crash().await;
-                    return End::Died(format!(
+                    return Err(Died(format!(
                         "claude did not end the turn within {} s of the interrupt; stopped it. \
                          {report}",
                         INTERRUPT_GRACE.as_secs()
-                    ));
+                    )));
                 }
-                Next::Line(Line::Eof) => return End::Died(self.shared.report_crash().await),
+                Next::Line(Line::Eof) => return Err(Died(self.shared.report_crash().await)),
                 Next::Line(Line::Malformed(text)) => {
                     let shown: String = text.chars().take(500).collect();
                     self.session().emit_error(
@@ -195,7 +166,7 @@ impl ClaudeBackend {
                 "control_request" => self.on_control_request(&value, cancel, &mut state).await,
                 "result" => {
                     self.record_session_id(&value);
-                    let end = state.on_result(&session, &value);
+                    let mut line = state.on_result(&session, &value);
                     self.cost_so_far = state.cost_total.unwrap_or(self.cost_so_far);
                     // A result is a safe boundary: what is still held goes now.
                     while let Ok(text) = self.steer_rx.try_recv() {
@@ -203,33 +174,18 @@ impl ClaudeBackend {
                     }
                     let more = steering.awaiting > 0
                         || (!steering.pending.is_empty() && state.interrupted.is_none());
-                    match end {
-                        End::Result { usage, .. } if more => {
-                            steering.awaiting = steering.awaiting.saturating_sub(1);
-                            steering.usage.add(&usage);
-                            let interrupted = state.interrupted;
-                            state = TurnState::new(self.cost_so_far);
-                            state.interrupted = interrupted;
-                            if interrupted.is_some() {
-                                // A message written before the cancel runs next: stop it too.
-                                self.interrupt(&mut state).await;
-                            }
-                        }
-                        End::Result {
-                            stop_reason,
-                            mut usage,
-                            error,
-                            text,
-                        } => {
-                            usage.add(&steering.usage);
-                            return End::Result {
-                                stop_reason,
-                                usage,
-                                error,
-                                text,
-                            };
-                        }
-                        died => return died,
+                    if !more {
+                        line.usage.add(&steering.usage);
+                        return Ok(line);
+                    }
+                    steering.awaiting = steering.awaiting.saturating_sub(1);
+                    steering.usage.add(&line.usage);
+                    let interrupted = state.interrupted;
+                    state = TurnState::new(self.cost_so_far);
+                    state.interrupted = interrupted;
+                    if interrupted.is_some() {
+                        // A message written before the cancel runs next: stop it too.
+                        self.interrupt(&mut state).await;
                     }
                 }
                 // control_response to an interrupt, status, rate limits, hooks, and

@@ -19,14 +19,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::agent_process::{AgentProcess, Launch};
 use super::external::ExternalContext;
-use super::{Backend, BackendInfo, BoxFuture, TurnOutcome};
+use super::{Backend, BackendInfo, BoxFuture};
 use crate::error::Error;
-use crate::event::{ContentBlock, Payload, ResultData, Status, StopReason, Usage, UserTextData};
+use crate::event::{ContentBlock, Payload, StopReason, Usage, UserTextData};
 use crate::policy::{Approval, Approver, Decision};
-use crate::session::Session;
+use crate::session::{Session, Turn, TurnEnd, TurnOutcome};
 use rpc::{Incoming, Rpc, RpcError};
 use setup::{codex_model, codex_policy, find_program, private_home};
-use turn::{Ended, TurnState};
+use turn::TurnState;
 
 /// Each handshake request; codex answers in well under a second.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -105,7 +105,7 @@ struct CodexBackend {
 
 /// How driving a turn ended.
 enum Drive {
-    Ended(Ended),
+    Ended(TurnEnd),
     /// codex is gone (its output closed, it exited, or it stopped reading).
     Crashed,
 }
@@ -162,30 +162,19 @@ impl CodexBackend {
     }
 
     async fn turn(&mut self, prompt: &str, cancel: CancellationToken) -> TurnOutcome {
-        if let Err(e) = self.session.begin_turn() {
-            return TurnOutcome {
-                stop_reason: StopReason::Error,
-                usage: Usage::default(),
-                error: Some(format!("cannot start a turn: {e}")),
-                text: String::new(),
-            };
-        }
+        let turn = match Turn::begin(&self.session, prompt, &[]) {
+            Ok(turn) => turn,
+            Err(refused) => return refused,
+        };
         self.approver.begin_turn();
         let session = self.session.clone();
-        session.emit(Payload::TurnStarted(Default::default()));
-        session.emit(Payload::UserText(UserTextData {
-            content: ContentBlock::text(prompt),
-        }));
         let root = self.root.clone();
         let mut state = TurnState::new(&session, &root, self.thread_total);
         let drive = self.drive(prompt, &cancel, &mut state).await;
         self.thread_total = state.thread_total;
-        let (stop_reason, error, crashed) = match drive {
-            Drive::Ended(Ended::Stop(reason)) => (reason, None, false),
-            Drive::Ended(Ended::Error(message)) => {
-                session.emit_error(message.clone(), Value::Null);
-                (StopReason::Error, Some(message), false)
-            }
+        let (usage, text) = (state.usage, std::mem::take(&mut state.text));
+        match drive {
+            Drive::Ended(end) => turn.finish(end, usage, text).await,
             Drive::Crashed => {
                 // A question codex can no longer take an answer to is closed first.
                 for request in session.pending_permissions() {
@@ -201,26 +190,10 @@ impl CodexBackend {
                     report.clone(),
                     json!({"exitStatus": status, "stderr": self.process.stderr_tail()}),
                 );
-                (StopReason::Error, Some(report), true)
+                self.rpc.close();
+                self.process.stop(None).await;
+                turn.crashed(report, usage, text).await
             }
-        };
-        session.emit(Payload::Result(ResultData {
-            stop_reason,
-            usage: state.usage,
-            error: error.clone(),
-        }));
-        if crashed {
-            self.rpc.close();
-            self.process.stop(None).await;
-            session.close();
-        } else if let Err(e) = session.transition(Status::Idle) {
-            tracing::error!(error = %e, "ending a codex turn");
-        }
-        TurnOutcome {
-            stop_reason,
-            usage: state.usage,
-            error,
-            text: state.text,
         }
     }
 
@@ -294,7 +267,7 @@ impl CodexBackend {
                     }
                     if interrupted.is_some_and(|at| at.elapsed() > INTERRUPT_GRACE) {
                         tracing::warn!("codex did not confirm the interrupt; ending the turn");
-                        return Drive::Ended(Ended::Stop(StopReason::Cancelled));
+                        return Drive::Ended(TurnEnd::Stop(StopReason::Cancelled));
                     }
                     continue;
                 }
@@ -320,7 +293,7 @@ impl CodexBackend {
                         }
                     }
                     Err(e) => {
-                        return Drive::Ended(Ended::Error(format!(
+                        return Drive::Ended(TurnEnd::Error(format!(
                             "codex refused the turn: {} (code {})",
                             e.message, e.code
                         )));

@@ -10,14 +10,7 @@ use crate::event::{
     ContentBlock, OutputStream, Payload, PlanData, StopReason, TextData, ToolCallInfo,
     ToolCallStatus, ToolOutputData, ToolResultData, ToolUseData, Usage, UsageData,
 };
-use crate::session::Session;
-
-/// How a turn ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Ended {
-    Stop(StopReason),
-    Error(String),
-}
+use crate::session::{Session, TurnEnd};
 
 /// What one turn has seen so far.
 pub struct TurnState<'a> {
@@ -57,7 +50,7 @@ impl<'a> TurnState<'a> {
     }
 
     /// Handles one notification; `Some` when it ended the turn.
-    pub fn notification(&mut self, method: &str, params: &Value) -> Option<Ended> {
+    pub fn notification(&mut self, method: &str, params: &Value) -> Option<TurnEnd> {
         match method {
             "turn/started" => {
                 if self.turn_id.is_none() {
@@ -337,7 +330,7 @@ impl<'a> TurnState<'a> {
         }));
     }
 
-    fn completed(&mut self, turn: &Value) -> Option<Ended> {
+    fn completed(&mut self, turn: &Value) -> Option<TurnEnd> {
         if let (Some(ours), Some(theirs)) = (&self.turn_id, turn["id"].as_str())
             && ours != theirs
         {
@@ -345,9 +338,9 @@ impl<'a> TurnState<'a> {
             return None;
         }
         Some(match turn["status"].as_str() {
-            Some("completed") => Ended::Stop(StopReason::EndTurn),
-            Some("interrupted") => Ended::Stop(StopReason::Cancelled),
-            _ => Ended::Error(
+            Some("completed") => TurnEnd::Stop(StopReason::EndTurn),
+            Some("interrupted") => TurnEnd::Stop(StopReason::Cancelled),
+            _ => TurnEnd::Error(
                 turn["error"]["message"]
                     .as_str()
                     .map(str::to_string)

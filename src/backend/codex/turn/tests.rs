@@ -110,12 +110,12 @@ fn the_turn_ends_with_its_own_completion() {
     let failed = json!({"turn": {"id": "t2", "status": "failed", "error": null}});
     assert_eq!(
         turn.notification("turn/completed", &failed),
-        Some(Ended::Error("model said no".into()))
+        Some(TurnEnd::Error("model said no".into()))
     );
     let interrupted = json!({"turn": {"id": "t2", "status": "interrupted"}});
     assert_eq!(
         turn.notification("turn/completed", &interrupted),
-        Some(Ended::Stop(StopReason::Cancelled))
+        Some(TurnEnd::Stop(StopReason::Cancelled))
     );
 }
 
