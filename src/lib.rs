@@ -3,12 +3,12 @@
 //! Modules are private; this file is the crate's public face.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-mod agent;
 mod backend;
 mod config;
 mod error;
 mod event;
 mod host;
+mod llm_loop;
 mod model;
 mod policy;
 mod sandbox;
@@ -17,12 +17,12 @@ mod surface;
 mod tool;
 mod worktree;
 
-pub use agent::{Agent, AgentConfig};
 pub use config::{Config, ConfigError};
 pub use error::Error;
 pub use event::*;
 pub use host::manager::{SessionInfo, SessionManager, TurnMode};
 pub use host::open::OpenSpec;
+pub use llm_loop::{LlmLoop, LoopConfig};
 pub use model::{
     BaseUrlSource, ChatRequest, ChoiceError, HttpSettings, Image, Message, ModelChoice,
     ModelClient, ModelError, ModelEvent, ModelInfo, ModelSpec, OllamaClient, OpenAiClient,

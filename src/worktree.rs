@@ -147,7 +147,7 @@ fn discover(dir: &Path) -> Result<Repository, WorktreeError> {
 /// What a new worktree will start from; checked before the session exists so that usage
 /// problems end the run before anything is created.
 #[derive(Debug, Clone)]
-pub(crate) struct Plan {
+pub(crate) struct StartPoint {
     /// The original working tree (canonical).
     pub repo: PathBuf,
     /// Where the session started, relative to `repo`.
@@ -161,7 +161,7 @@ pub(crate) struct Plan {
     pub submodules: Vec<String>,
 }
 
-pub(crate) fn plan(cwd: &Path) -> Result<Plan, WorktreeError> {
+pub(crate) fn plan(cwd: &Path) -> Result<StartPoint, WorktreeError> {
     let repo = discover(cwd)?;
     let Some(workdir) = repo.workdir().filter(|_| !repo.is_bare()) else {
         return Err(WorktreeError::Bare(repo.path().to_path_buf()));
@@ -194,7 +194,7 @@ pub(crate) fn plan(cwd: &Path) -> Result<Plan, WorktreeError> {
         .iter()
         .map(|s| s.path().display().to_string())
         .collect();
-    Ok(Plan {
+    Ok(StartPoint {
         repo: workdir,
         subdir,
         base,
@@ -214,7 +214,7 @@ pub(crate) struct Created {
     pub made_subdir: bool,
 }
 
-impl Plan {
+impl StartPoint {
     pub(crate) fn create(&self, session: &str, store: &Store) -> Result<Created, WorktreeError> {
         validate_id(session)?;
         let repo = Repository::open(&self.repo)?;

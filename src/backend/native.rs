@@ -9,14 +9,14 @@ use super::{Backend, BackendInfo, BoxFuture};
 pub(crate) use connect::model_client;
 
 mod connect;
-use crate::agent::Agent;
 use crate::config::Config;
 use crate::error::Error;
+use crate::llm_loop::LlmLoop;
 use crate::model::{self, ModelClient};
 use crate::session::TurnOutcome;
 
 pub struct NativeBackend {
-    agent: Agent,
+    llm_loop: LlmLoop,
     client: Arc<dyn ModelClient>,
     /// The base URL the session was opened with: a new model resolves its URL and key the
     /// same way.
@@ -26,13 +26,13 @@ pub struct NativeBackend {
 
 impl NativeBackend {
     pub fn new(
-        agent: Agent,
+        llm_loop: LlmLoop,
         client: Arc<dyn ModelClient>,
         base_url: Option<String>,
         config: Config,
     ) -> NativeBackend {
         NativeBackend {
-            agent,
+            llm_loop,
             client,
             base_url,
             config,
@@ -61,7 +61,7 @@ impl NativeBackend {
             }
         };
         let old = std::mem::replace(&mut self.client, client.clone());
-        self.agent.switch_model(client, info.context_window);
+        self.llm_loop.switch_model(client, info.context_window);
         if let Err(e) = old.shutdown().await {
             tracing::warn!(error = %e, "stopping the previous model server");
         }
@@ -75,7 +75,7 @@ impl Backend for NativeBackend {
         prompt: &'a str,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, TurnOutcome> {
-        Box::pin(self.agent.run_turn(prompt, cancel))
+        Box::pin(self.llm_loop.run_turn(prompt, cancel))
     }
 
     fn run_turn_with_images<'a>(
@@ -84,7 +84,7 @@ impl Backend for NativeBackend {
         images: Vec<crate::model::Image>,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, TurnOutcome> {
-        Box::pin(self.agent.run_turn_with_images(prompt, images, cancel))
+        Box::pin(self.llm_loop.run_turn_with_images(prompt, images, cancel))
     }
 
     fn set_model<'a>(&'a mut self, model: &'a str) -> BoxFuture<'a, Result<bool, String>> {
@@ -92,7 +92,7 @@ impl Backend for NativeBackend {
     }
 
     fn set_policy(&mut self, policy: crate::policy::Policy) -> BoxFuture<'_, Result<bool, String>> {
-        self.agent.set_policy(policy);
+        self.llm_loop.set_policy(policy);
         Box::pin(async { Ok(true) })
     }
 

@@ -550,7 +550,7 @@ fn log_notes(notes: &[u8]) {
 
 /// The session's own task: turns one at a time until closed.
 async fn run_session(
-    mut opened: open::Opened,
+    mut opened: open::OpenedSession,
     mut commands: mpsc::UnboundedReceiver<Command>,
     handle: std::sync::Weak<Handle>,
 ) {

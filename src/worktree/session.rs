@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::{Ending, Plan, Record, Store, WorktreeError};
+use super::{Ending, Record, StartPoint, Store, WorktreeError};
 use crate::error::Error;
 use crate::session::WorktreeMeta;
 
@@ -41,7 +41,7 @@ pub(crate) fn plan_for_run(
     enabled: bool,
     resuming: bool,
     root: &Path,
-) -> Result<Option<(Plan, Store)>, Error> {
+) -> Result<Option<(StartPoint, Store)>, Error> {
     if !enabled {
         return Ok(None);
     }
@@ -58,7 +58,7 @@ pub(crate) fn plan_for_run(
 /// Creates the session's worktree and says where it is (the first line on `err`), plus what
 /// it does not contain.
 pub(crate) fn start_for_run(
-    plan: Option<(Plan, Store)>,
+    plan: Option<(StartPoint, Store)>,
     session: &str,
     err: &mut (impl Write + ?Sized),
 ) -> Result<Option<RunWorktree>, Error> {

@@ -178,7 +178,7 @@ fn no_module_imports_a_layer_above_it() {
 #[test]
 fn the_layer_reader_sees_imports_in_every_form() {
     let text = "use crate::host::open::OpenSpec;\nlet x = crate::model::connect();\n\
-                use crate::{agent, backend::native};\n// see crate::surface\n";
+                use crate::{llm_loop, backend::native};\n// see crate::surface\n";
     let names: Vec<(usize, String)> = crate_paths(text);
     let names: Vec<(usize, &str)> = names.iter().map(|(l, n)| (*l, n.as_str())).collect();
     assert_eq!(
@@ -186,7 +186,7 @@ fn the_layer_reader_sees_imports_in_every_form() {
         [
             (1, "host"),
             (2, "model"),
-            (3, "agent"),
+            (3, "llm_loop"),
             (3, "backend"),
             (4, "surface")
         ]

@@ -2,7 +2,7 @@
 //! [`plan`] resolves everything that can be wrong with the request before anything starts
 //! (usage errors: model spec, directory, preset, sandbox modes, worktree); [`start`] creates
 //! the session, its worktree, checks the model, sets up the sandbox and builds the agent;
-//! [`Opened::finish`] stops what the session owns.
+//! [`OpenedSession::finish`] stops what the session owns.
 //!
 //! Submodules: `limits` (what a caller who is not the host's owner may open), `settings` (the
 //! request, the config and the defaults resolved once), `start_agent` (an external agent for
@@ -19,12 +19,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::agent::Agent;
 use crate::backend::Backend;
 use crate::backend::native::{NativeBackend, model_client};
 use crate::config::Config;
 use crate::error::{Error, runtime, usage};
 use crate::event::{Envelope, Status};
+use crate::llm_loop::LlmLoop;
 use crate::model::{
     self, ExternalSpec, ModelChoice, ModelClient, ModelError, ModelSpec, ToolChoiceMode,
 };
@@ -48,7 +48,7 @@ fn session_error(e: crate::session::SessionError) -> Error {
 }
 
 /// What a session is opened with, whoever asks: `corral run`'s flags, a REST, MCP or ACP
-/// request. Unset fields fall back to the config, then to defaults ([`Settings`]).
+/// request. Unset fields fall back to the config, then to defaults (resolved once into `Settings`).
 #[derive(Debug, Clone, Default)]
 pub struct OpenSpec {
     /// A caller-chosen id (the server uses UUIDs); `None`: a fresh short id.
@@ -84,7 +84,7 @@ pub struct OpenSpec {
 }
 
 /// Everything resolved, nothing started.
-pub struct Plan {
+pub struct OpenPlan {
     spec: OpenSpec,
     config: Config,
     settings: Settings,
@@ -94,10 +94,10 @@ pub struct Plan {
     policy: Policy,
     tools: ToolRegistry,
     sandbox: (SandboxMode, NetworkMode),
-    worktree: Option<(crate::worktree::Plan, crate::worktree::Store)>,
+    worktree: Option<(crate::worktree::StartPoint, crate::worktree::Store)>,
 }
 
-impl Plan {
+impl OpenPlan {
     pub fn policy(&self) -> &Policy {
         &self.policy
     }
@@ -181,7 +181,7 @@ pub async fn plan(
     spec: OpenSpec,
     config: Config,
     progress: model::Progress,
-) -> Result<Plan, Error> {
+) -> Result<OpenPlan, Error> {
     // A bounded caller is judged before anything is read, contacted or started.
     if let Some(limits) = &spec.limits {
         limits.check_request(&spec, &config)?;
@@ -239,7 +239,7 @@ pub async fn plan(
     if let (Some(limits), Some((plan, _))) = (&spec.limits, &worktree) {
         limits.check_repository(&plan.repo)?;
     }
-    Ok(Plan {
+    Ok(OpenPlan {
         spec,
         config,
         settings,
@@ -264,7 +264,7 @@ async fn native_engine(
 }
 
 /// A session that is ready for turns.
-pub struct Opened {
+pub struct OpenedSession {
     pub session: Arc<Session>,
     pub backend: Box<dyn Backend>,
     pub worktree: Option<RunWorktree>,
@@ -275,14 +275,14 @@ pub struct Opened {
 
 /// Opening failed after the session existed: its events (an error among them) are still
 /// there for the caller to show.
-pub struct Failed {
+pub struct OpenFailure {
     pub error: Error,
     pub session: Option<Arc<Session>>,
 }
 
-impl From<Error> for Failed {
+impl From<Error> for OpenFailure {
     fn from(error: Error) -> Self {
-        Failed {
+        OpenFailure {
             error,
             session: None,
         }
@@ -302,10 +302,10 @@ pub(crate) fn clean_up_after_crashes(log_dir: &Path) {
 
 /// Starts a planned session. `notes` gets the human lines about a worktree.
 pub async fn start(
-    plan: Plan,
+    plan: OpenPlan,
     log_dir: &Path,
     notes: &mut (dyn std::io::Write + Send),
-) -> Result<Opened, Failed> {
+) -> Result<OpenedSession, OpenFailure> {
     clean_up_after_crashes(log_dir);
     let (session, history) = match (&plan.spec.resume, &plan.spec.id) {
         (Some(id), _) => Session::resume(id, log_dir).map_err(session_error)?,
@@ -317,7 +317,7 @@ pub async fn start(
     };
     let fail = |error: Error, session: &Arc<Session>| {
         session.close();
-        Failed {
+        OpenFailure {
             error,
             session: Some(session.clone()),
         }
@@ -346,7 +346,7 @@ pub async fn start(
     )
     .await
     {
-        Ok((backend, meta, tmpdir)) => Ok(Opened {
+        Ok((backend, meta, tmpdir)) => Ok(OpenedSession {
             session,
             backend,
             worktree,
@@ -416,13 +416,13 @@ async fn finish_start(
         .log_path()
         .and_then(Path::parent)
         .map(|dir| dir.join("quarantine").join(session.id()));
-    let mut agent = Agent::new(
+    let mut agent = LlmLoop::new(
         session.clone(),
         client.clone(),
         tools,
         policy,
         root,
-        settings.agent,
+        settings.loop_config,
         info.context_window,
     );
     agent.set_tool_settings(tool_settings);
@@ -467,7 +467,7 @@ fn session_meta(
     meta
 }
 
-impl Opened {
+impl OpenedSession {
     /// Stops what the session owns (a local model server), closes it (status dead, log
     /// flushed), and keeps or removes its worktree (a line about it goes to `notes`).
     pub async fn finish(mut self, notes: &mut (dyn std::io::Write + Send)) {

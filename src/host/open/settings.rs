@@ -8,8 +8,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::OpenSpec;
-use crate::agent::AgentConfig;
 use crate::config::Config;
+use crate::llm_loop::LoopConfig;
 use crate::policy::Policy;
 use crate::sandbox::{NetworkMode, SandboxMode};
 use crate::tool::ToolSettings;
@@ -35,7 +35,7 @@ impl<T: Copy> Chosen<T> {
 pub(crate) struct Settings {
     /// The permission preset, by name or path.
     pub permission: String,
-    pub agent: AgentConfig,
+    pub loop_config: LoopConfig,
     pub sandbox: Chosen<SandboxMode>,
     pub network: Chosen<NetworkMode>,
     /// shell/python timeout when a call names none, before a preset's ceiling.
@@ -56,31 +56,31 @@ pub(crate) fn permission(requested: Option<&String>, config: &Config) -> String 
 
 impl Settings {
     pub(crate) fn resolve(spec: &OpenSpec, config: &Config) -> Settings {
-        let agent = AgentConfig::default();
+        let loop_defaults = LoopConfig::default();
         let tools = ToolSettings::default();
         Settings {
             permission: permission(spec.permission.as_ref(), config),
-            agent: AgentConfig {
+            loop_config: LoopConfig {
                 max_steps: spec
                     .max_steps
                     .or(config.max_steps)
-                    .unwrap_or(agent.max_steps),
-                max_tokens: config.max_tokens.unwrap_or(agent.max_tokens),
+                    .unwrap_or(loop_defaults.max_steps),
+                max_tokens: config.max_tokens.unwrap_or(loop_defaults.max_tokens),
                 temperature: config.temperature,
                 tool_choice: spec
                     .tool_choice
                     .or(config.tool_choice)
-                    .unwrap_or(agent.tool_choice),
+                    .unwrap_or(loop_defaults.tool_choice),
                 compaction_threshold: config
                     .compaction_threshold
-                    .unwrap_or(agent.compaction_threshold),
+                    .unwrap_or(loop_defaults.compaction_threshold),
                 system: spec.system.clone().or_else(|| config.system.clone()),
                 tool_output_cap: config.tool_output_cap,
                 attended: spec.attended,
                 approval_timeout: spec
                     .approval_timeout
                     .or(config.approval_timeout_secs.map(Duration::from_secs)),
-                ..agent
+                ..loop_defaults
             },
             sandbox: Chosen::resolve(spec.sandbox, config.sandbox, SandboxMode::default()),
             network: Chosen::resolve(spec.network, config.network, NetworkMode::default()),
@@ -139,8 +139,11 @@ mod tests {
             ..Config::default()
         };
         let from_file = Settings::resolve(&OpenSpec::default(), &config);
-        assert_eq!(from_file.agent.max_steps, 7);
-        assert_eq!(from_file.agent.tool_choice, ToolChoiceMode::FirstRequired);
+        assert_eq!(from_file.loop_config.max_steps, 7);
+        assert_eq!(
+            from_file.loop_config.tool_choice,
+            ToolChoiceMode::FirstRequired
+        );
         assert_eq!(from_file.permission, "readonly");
         assert_eq!(from_file.sandbox, Chosen::Configured(SandboxMode::Strict));
         assert_eq!(
@@ -156,16 +159,19 @@ mod tests {
             ..OpenSpec::default()
         };
         let requested = Settings::resolve(&request, &config);
-        assert_eq!(requested.agent.max_steps, 3);
+        assert_eq!(requested.loop_config.max_steps, 3);
         assert_eq!(
-            requested.agent.tool_choice,
+            requested.loop_config.tool_choice,
             ToolChoiceMode::Fixed(ToolChoice::None)
         );
         assert_eq!(requested.permission, "auto");
         assert_eq!(requested.sandbox, Chosen::Requested(SandboxMode::Off));
-        assert_eq!(requested.agent.system.as_deref(), Some("from the request"));
+        assert_eq!(
+            requested.loop_config.system.as_deref(),
+            Some("from the request")
+        );
         let defaults = Settings::resolve(&OpenSpec::default(), &Config::default());
-        assert_eq!(defaults.agent, AgentConfig::default());
+        assert_eq!(defaults.loop_config, LoopConfig::default());
         assert_eq!(defaults.permission, "default");
         assert!(!defaults.project_settings);
     }

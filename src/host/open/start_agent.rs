@@ -60,9 +60,9 @@ pub(super) async fn start(
         policy.clone(),
         tools,
         root.clone(),
-        settings.agent.attended,
+        settings.loop_config.attended,
         // The request's, else the config's `approval_timeout_secs`, as for the native loop.
-        settings.agent.approval_timeout,
+        settings.loop_config.approval_timeout,
         session.clone(),
     ));
     let home = spec.hermetic.then(|| tmpdir.path().join("home"));

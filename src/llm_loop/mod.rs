@@ -1,4 +1,4 @@
-//! The native agent loop.
+//! corral's own LLM loop (the native backend's engine).
 //!
 //! A turn: the user's text joins the history; then, step by step, the model is streamed
 //! (events go out as they arrive), its tool calls are validated and run, their results join
@@ -7,6 +7,7 @@
 //! [`Turn`]; the loop adds the gate's per-turn reset and reports a turn whose every tool call
 //! the sandbox stopped as an error.
 
+mod batch;
 mod compaction;
 mod execute;
 pub(crate) mod hermes;
@@ -23,16 +24,15 @@ use tokio_util::sync::CancellationToken;
 use crate::event::{
     CompactionData, ContentBlock, Envelope, Payload, StopReason, TextData, Usage, UsageData,
 };
-use crate::model::{
-    ChatRequest, Message, ModelClient, TokenCounts, ToolCall, ToolChoiceMode, ToolSchema,
-};
-use crate::policy::{Approval, Approver, Policy};
+use crate::model::{ChatRequest, Message, ModelClient, TokenCounts, ToolChoiceMode, ToolSchema};
+use crate::policy::{Approver, Policy};
 use crate::session::{Session, Turn, TurnEnd, TurnOutcome};
 use crate::tool::{ToolRegistry, ToolSettings};
+use batch::BatchEnd;
 use step::{StepEnd, StepOutput};
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct AgentConfig {
+pub struct LoopConfig {
     pub max_steps: u32,
     /// Output token limit per model reply (sent explicitly: mlx defaults to 512).
     pub max_tokens: u32,
@@ -55,9 +55,9 @@ pub struct AgentConfig {
     pub approval_timeout: Option<std::time::Duration>,
 }
 
-impl Default for AgentConfig {
+impl Default for LoopConfig {
     fn default() -> Self {
-        AgentConfig {
+        LoopConfig {
             max_steps: 50,
             max_tokens: 8192,
             temperature: None,
@@ -73,14 +73,14 @@ impl Default for AgentConfig {
     }
 }
 
-pub struct Agent {
+pub struct LlmLoop {
     session: Arc<Session>,
     client: Arc<dyn ModelClient>,
     tools: ToolRegistry,
     schemas: Vec<ToolSchema>,
     approver: Approver,
     root: PathBuf,
-    config: AgentConfig,
+    config: LoopConfig,
     tool_settings: Arc<ToolSettings>,
     base_system: String,
     summary: Option<String>,
@@ -101,7 +101,7 @@ struct Tally {
     last_block: Option<String>,
 }
 
-impl Agent {
+impl LlmLoop {
     /// `root` must be canonical. `context_window` comes from the model's `prepare`.
     pub fn new(
         session: Arc<Session>,
@@ -109,9 +109,9 @@ impl Agent {
         tools: ToolRegistry,
         policy: Policy,
         root: PathBuf,
-        config: AgentConfig,
+        config: LoopConfig,
         context_window: u64,
-    ) -> Agent {
+    ) -> LlmLoop {
         let approver = Approver::new(
             policy,
             tools.clone(),
@@ -123,7 +123,7 @@ impl Agent {
         let names: Vec<&str> = tools.names().filter(|n| approver.offers(n)).collect();
         let base_system = prompt::system_prompt(&root, &names, config.system.as_deref());
         let schemas = tools.schemas();
-        Agent {
+        LlmLoop {
             history: vec![Message::system(base_system.clone())],
             session,
             client,
@@ -407,109 +407,6 @@ impl Agent {
         }
     }
 
-    async fn run_calls(
-        &mut self,
-        text: String,
-        output: &StepOutput,
-        raw_calls: Vec<step::RawCall>,
-        cancel: &CancellationToken,
-        malformed_streak: &mut u32,
-    ) -> BatchEnd {
-        let mut prepared = Vec::with_capacity(raw_calls.len());
-        let mut assistant = Message::assistant(text);
-        assistant.thinking = non_empty(&output.thinking);
-        for raw in &raw_calls {
-            let checked = execute::validate(&self.tools, raw);
-            let arguments = match &checked {
-                Ok(valid) => valid.call.arguments.clone(),
-                Err(_) => execute::raw_arguments(raw),
-            };
-            execute::emit_authoritative_use(
-                &self.session,
-                &self.tools,
-                raw,
-                &arguments,
-                &self.root,
-            );
-            assistant.tool_calls.push(ToolCall {
-                id: raw.id.clone(),
-                name: raw.name.clone(),
-                arguments: if arguments.is_object() {
-                    arguments
-                } else {
-                    serde_json::json!({})
-                },
-            });
-            prepared.push(checked);
-        }
-        self.history.push(assistant);
-
-        let mut cancelled = false;
-        for (raw, checked) in raw_calls.iter().zip(prepared) {
-            let stub = ToolCall {
-                id: raw.id.clone(),
-                name: raw.name.clone(),
-                arguments: serde_json::json!({}),
-            };
-            let finished = if cancelled || cancel.is_cancelled() {
-                cancelled = true;
-                execute::reject(&self.session, &stub, "cancelled before it ran".into())
-            } else {
-                match checked {
-                    // The streak counts calls, in order: one well-formed call ends it,
-                    // whether in the same reply or a later one.
-                    Err(message) => {
-                        *malformed_streak += 1;
-                        execute::reject(&self.session, &stub, message)
-                    }
-                    Ok(valid) => {
-                        *malformed_streak = 0;
-                        let approval = self.approver.decide(valid.to_approve(), cancel).await;
-                        match approval {
-                            Approval::Allow { by_person, .. } => {
-                                execute::execute(
-                                    &self.session,
-                                    valid,
-                                    &self.root,
-                                    &self.tool_settings,
-                                    self.config.tool_output_cap,
-                                    cancel,
-                                    by_person,
-                                )
-                                .await
-                            }
-                            Approval::Deny { message } => {
-                                execute::reject(&self.session, &stub, message)
-                            }
-                            Approval::Cancel => {
-                                cancelled = true;
-                                execute::reject(
-                                    &self.session,
-                                    &stub,
-                                    "the user cancelled the turn".into(),
-                                )
-                            }
-                        }
-                    }
-                }
-            };
-            cancelled |= finished.cancelled;
-            if finished.executed {
-                self.tally.executed += 1;
-                if let Some(reason) = finished.blocked {
-                    self.tally.blocked += 1;
-                    self.tally.last_block = Some(reason);
-                }
-            }
-            self.history.push(finished.message);
-        }
-        if cancelled {
-            BatchEnd::Cancelled
-        } else {
-            BatchEnd::Continue
-        }
-    }
-
     async fn maybe_compact(&mut self, cancel: &CancellationToken, usage: &mut Usage) {
         let used = self
             .last_prompt_tokens
@@ -563,39 +460,6 @@ impl Agent {
             ),
         }
     }
-}
-
-impl Agent {
-    /// A turn whose tool calls all ran into the sandbox did not do its work, whatever the model
-    /// says at the end: it is reported as an error that says how to widen the policy.
-    fn all_blocked(&self) -> Option<String> {
-        let tally = &self.tally;
-        if tally.executed == 0 || tally.blocked < tally.executed {
-            return None;
-        }
-        let last = tally.last_block.as_deref().unwrap_or_default();
-        let last: String = last
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .chars()
-            .take(300)
-            .collect();
-        Some(format!(
-            "the sandbox blocked every tool call of this turn ({} of {}); the last: {last}. \
-             Tools may write only under the session root and $TMPDIR: widen the preset with \
-             `writable = [\"…\"]`, allow the network with --network on, or run with \
-             --sandbox off (git's own files and agent config stay out of reach in every \
-             preset and sandbox mode)",
-            tally.blocked, tally.executed
-        ))
-    }
-}
-
-/// How a batch of one reply's tool calls ended: the loop goes on, or the turn was cancelled.
-enum BatchEnd {
-    Continue,
-    Cancelled,
 }
 
 fn non_empty(text: &str) -> Option<String> {
