@@ -344,7 +344,10 @@ impl McpServer {
         let Some(buffer) = self.buffers.get(&p.agent_id) else {
             return fail(format!("agent {} was not opened here", p.agent_id));
         };
-        match buffer.render(&p, handle.session.status(), handle.info().usage) {
+        // The status is read first: the output then holds at least what led up to it.
+        let status = handle.session.status();
+        buffer.caught_up(handle.session.last_seq()).await;
+        match buffer.render(&p, status, handle.info().usage) {
             Ok(value) => ok(value),
             Err(message) => fail(message),
         }

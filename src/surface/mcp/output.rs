@@ -2,6 +2,7 @@
 //! client can dispatch a turn and poll instead of blocking on `agent_run`.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -28,10 +29,18 @@ pub struct OutputRequest {
     pub max_chars: Option<usize>,
 }
 
+/// How long a read waits for the buffer to hold what the session had emitted when it was
+/// asked: the tap task is microseconds behind, a loaded machine more.
+const CATCH_UP: Duration = Duration::from_secs(2);
+
 /// Every envelope of one session but the token-by-token tool input, in order. Text deltas
 /// are kept so a turn still streaming shows its partial message.
 #[derive(Default)]
-pub struct Buffer(Mutex<Vec<Envelope>>);
+pub struct Buffer {
+    events: Mutex<Vec<Envelope>>,
+    /// The last seq pushed (kept or not), so a read can wait until it has all up to a point.
+    seen: tokio::sync::watch::Sender<u64>,
+}
 
 enum Which {
     LastMessage,
@@ -41,13 +50,20 @@ enum Which {
 
 impl Buffer {
     pub fn push(&self, envelope: &Envelope) {
-        if matches!(envelope.payload, Payload::ToolInputDelta(_)) {
-            return;
+        if !matches!(envelope.payload, Payload::ToolInputDelta(_)) {
+            self.events
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(envelope.clone());
         }
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(envelope.clone());
+        self.seen.send_replace(envelope.seq);
+    }
+
+    /// Waits (a bounded while) until every envelope up to `seq` is in: a status read after the
+    /// session died must not show an output missing the error that came before it.
+    pub async fn caught_up(&self, seq: u64) {
+        let mut seen = self.seen.subscribe();
+        let _ = tokio::time::timeout(CATCH_UP, seen.wait_for(|last| *last >= seq)).await;
     }
 
     pub fn render(
@@ -67,7 +83,7 @@ impl Buffer {
             }
         };
         let tools = request.include_tools.unwrap_or(false);
-        let events = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let events = self.events.lock().unwrap_or_else(|p| p.into_inner());
         let latest = events.iter().map(|e| e.turn).max().unwrap_or(0);
         let turn = request.turn.unwrap_or(latest);
         if turn > latest {
@@ -229,5 +245,26 @@ mod tests {
         assert_eq!(keep_tail("héllo", 3), ("llo".to_string(), 2));
         assert_eq!(keep_tail("abc", 3), ("abc".to_string(), 0));
         assert_eq!(keep_head("héllo", 2), ("hé".to_string(), 3));
+    }
+
+    #[tokio::test]
+    async fn a_read_waits_for_what_the_session_had_emitted() {
+        let buffer = std::sync::Arc::new(Buffer::default());
+        let tap = buffer.clone();
+        // The tap task runs only once the reader yields: a read that did not wait sees nothing.
+        tokio::spawn(async move {
+            tap.push(&Envelope {
+                seq: 7,
+                ts: crate::event::Timestamp::now(),
+                session: "a".into(),
+                turn: 1,
+                payload: Payload::Error(crate::event::ErrorData {
+                    message: "codex stopped between turns".into(),
+                    data: Value::Null,
+                }),
+            });
+        });
+        buffer.caught_up(7).await;
+        assert_eq!(buffer.events.lock().unwrap().len(), 1);
     }
 }
