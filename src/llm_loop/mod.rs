@@ -375,7 +375,7 @@ impl LlmLoop {
                     .map(|c| {
                         let raw = step::RawCall {
                             id: step::new_call_id(),
-                            name: c.name,
+                            name: self.tools.canonical_name(&c.name),
                             arguments_text: String::new(),
                             arguments_value: Some(c.arguments),
                         };

@@ -201,7 +201,7 @@ fn start_call(
     let id = id.unwrap_or_else(new_call_id);
     let call = RawCall {
         id,
-        name,
+        name: tools.canonical_name(&name),
         ..RawCall::default()
     };
     session.emit(Payload::ToolUse(ToolUseData::new(

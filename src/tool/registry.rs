@@ -26,6 +26,9 @@ pub enum RegistryError {
     MissingManifest(&'static str),
 }
 
+/// Prefixes models trained on other runtimes write before a tool's name.
+const NAMESPACES: &[&str] = &["functions.", "tools.", "default_api."];
+
 impl ToolRegistry {
     /// Every built-in tool this build implements.
     pub fn builtin() -> Result<Self, RegistryError> {
@@ -58,6 +61,21 @@ impl ToolRegistry {
         self.tools.get(name)
     }
 
+    /// The registered name a model meant: its own, or with the namespace some models put in
+    /// front (`functions.read_file`, `tools.…`, `default_api.…`) left off. A name that is not a
+    /// tool either way comes back as it was, so it is refused as unknown.
+    pub fn canonical_name(&self, name: &str) -> String {
+        if self.tools.contains_key(name) {
+            return name.to_string();
+        }
+        NAMESPACES
+            .iter()
+            .filter_map(|prefix| name.strip_prefix(prefix))
+            .find(|bare| self.tools.contains_key(*bare))
+            .unwrap_or(name)
+            .to_string()
+    }
+
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.tools.keys().map(String::as_str)
     }
@@ -68,5 +86,33 @@ impl ToolRegistry {
 
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_namespaced_name_means_the_tool_and_an_unknown_one_stays_unknown() {
+        let tools = ToolRegistry::builtin().unwrap();
+        for name in [
+            "read_file",
+            "functions.read_file",
+            "tools.read_file",
+            "default_api.read_file",
+        ] {
+            assert_eq!(tools.canonical_name(name), "read_file", "{name}");
+        }
+        // Only a whole known prefix comes off, and only when a tool is left.
+        for name in [
+            "functions.nope",
+            "fn.read_file",
+            "functions.functions.read_file",
+            "",
+        ] {
+            assert_eq!(tools.canonical_name(name), name, "{name}");
+            assert!(tools.get(&tools.canonical_name(name)).is_none(), "{name}");
+        }
     }
 }

@@ -152,6 +152,48 @@ async fn split_tool_call_is_assembled_run_and_answered() {
     assert!(tool["content"].as_str().unwrap().contains("hello from a"));
 }
 
+/// Issue 17: a native call named with another runtime's namespace (`functions.read_file`)
+/// runs the tool it names; a namespaced name that is no tool is refused as unknown.
+#[tokio::test]
+async fn a_namespaced_tool_name_runs_the_tool_it_names_and_no_other() {
+    let h = Harness::new();
+    std::fs::write(h.work().join("a.txt"), "hello from a\n").unwrap();
+    let server = FakeModel::start().await;
+    server.push(
+        Reply::new()
+            .tool_call("call_1", "functions.read_file", r#"{"path": "a.txt"}"#)
+            .tool_call("call_2", "functions.format_disk", r#"{}"#)
+            .finish("tool_calls"),
+    );
+    server.push(Reply::new().text("Done."));
+    let out = openai_run(&h, &server, "read a.txt").run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_well_formed(&out);
+    let results = out.of_kind("tool_result");
+    assert_eq!(results.len(), 2, "{out:?}");
+    let read = &results[0]["data"]["result"];
+    assert_eq!(read["tool"], "read_file", "{read}");
+    assert_eq!(read["success"], true, "{read}");
+    assert!(read["output"].as_str().unwrap().contains("hello from a"));
+    let unknown = &results[1]["data"]["result"];
+    assert_eq!(unknown["success"], false, "{unknown}");
+    assert!(
+        unknown["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown tool \"functions.format_disk\""),
+        "{unknown}"
+    );
+    // The history the model sees next names the tool as corral ran it.
+    let second = messages(&server, 1);
+    let assistant = second
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "assistant")
+        .unwrap();
+    assert_eq!(assistant["tool_calls"][0]["function"]["name"], "read_file");
+}
+
 #[tokio::test]
 async fn eof_without_finish_or_done_is_a_truncated_reply() {
     let h = Harness::new();
