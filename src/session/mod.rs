@@ -414,6 +414,14 @@ impl Session {
         }
     }
 
+    /// Closes every open request with `decision` and the same note: nobody is left to act
+    /// on an answer (the turn or the agent process ended).
+    pub fn resolve_all_permissions(&self, decision: Decision, note: &str) {
+        for request in self.pending_permissions() {
+            self.resolve_permission(&request.request_id, decision, Some(note.to_string()));
+        }
+    }
+
     /// The permission requests waiting for an answer.
     pub fn pending_permissions(&self) -> Vec<PermissionRequest> {
         self.approvals.open_requests()

@@ -177,13 +177,8 @@ impl Drop for Turn {
             "a turn was dropped before its result"
         );
         // Nobody is left to act on an answer; `idle` cannot be reached from waiting_approval.
-        for request in self.session.pending_permissions() {
-            self.session.resolve_permission(
-                &request.request_id,
-                Decision::Cancel,
-                Some(UNFINISHED.to_string()),
-            );
-        }
+        self.session
+            .resolve_all_permissions(Decision::Cancel, UNFINISHED);
         self.session.emit_error(UNFINISHED, serde_json::Value::Null);
         self.publish(StopReason::Error, Usage::default(), Some(UNFINISHED.into()));
         if self.session.status() == Status::Working {

@@ -247,13 +247,7 @@ impl ClaudeBackend {
             }
         }
         let session = self.session().clone();
-        for open in session.pending_permissions() {
-            session.resolve_permission(
-                &open.request_id,
-                Decision::Deny,
-                Some("the agent process ended before an answer".into()),
-            );
-        }
+        session.resolve_all_permissions(Decision::Deny, "the agent process ended before an answer");
         None
     }
 

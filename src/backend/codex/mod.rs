@@ -177,13 +177,7 @@ impl CodexBackend {
             Drive::Ended(end) => turn.finish(end, usage, text).await,
             Drive::Crashed => {
                 // A question codex can no longer take an answer to is closed first.
-                for request in session.pending_permissions() {
-                    session.resolve_permission(
-                        &request.request_id,
-                        Decision::Cancel,
-                        Some("codex exited before the answer".into()),
-                    );
-                }
+                session.resolve_all_permissions(Decision::Cancel, "codex exited before the answer");
                 let report = self.process.crash_report().await;
                 let status = self.process.try_status().map(|s| s.to_string());
                 session.emit_error(
