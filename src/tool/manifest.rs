@@ -38,6 +38,9 @@ pub struct ToolManifest {
     pub danger: Danger,
     /// What the model is told about the tool.
     pub description: String,
+    /// The description the compact prompt uses (small context windows): one or two sentences.
+    #[serde(default)]
+    pub short: Option<String>,
     /// Output handed back to the model is cut head+tail beyond this many bytes.
     #[serde(default = "default_max_output_bytes")]
     pub max_output_bytes: usize,
