@@ -2,10 +2,11 @@
 //!
 //!     cargo bench --bench corral_bench            # everything
 //!     cargo bench --bench corral_bench -- stream  # one section:
-//!                                                 # stream|startup|loop|memory|search|resume|hostile
+//!                                                 # stream|startup|loop|memory|search|resume|hostile|local
 //!
 //! Each figure is measured in this run against the fake model server on 127.0.0.1 (the same
-//! one the tests use), with the release-built `corral` binary.
+//! one the tests use), with the release-built `corral` binary; the `local` section runs the
+//! README's main job with the real llama-server and SmolLM2 that `scripts/setup` installs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -14,6 +15,8 @@ mod support;
 
 #[path = "corral_bench/hostile.rs"]
 mod hostile;
+#[path = "corral_bench/local.rs"]
+mod local;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -652,6 +655,9 @@ async fn bench_main() {
     }
     if wants("hostile") {
         hostile::hostile(&mut rows).await;
+    }
+    if wants("local") {
+        local::local(&mut rows).await;
     }
     println!("corral benchmarks — {}", support::host::machine());
     println!("binary: {CORRAL}");

@@ -15,6 +15,7 @@
 //! open_url_command = "firefox %s"  # how open_url opens a URL (default: xdg-open)
 //! sandbox = "best-effort"          # shell/python confinement: strict | best-effort | off
 //! network = "on"                   # network for shell/python: on | off
+//! prompt = "auto"                  # compact | full | auto (compact for windows ≤ 8192 tokens)
 //!
 //! [timeouts]
 //! connect_secs = 10
@@ -48,8 +49,8 @@
 //! [local]                          # gguf: models corral serves itself
 //! server_command = "llama-server"  # default: llama-server on PATH, else the one setup installs
 //! context_size = 8192
-//! threads = 1                      # default: 1 on ≤ 2 cores, else half the cores
-//! parallel = 2                     # concurrent requests (slots)
+//! threads = 2                      # default: every core corral may use
+//! parallel = 1                     # concurrent requests (slots); each gets context_size / parallel
 //! startup_timeout_secs = 120
 //! chat_template_file = "/path/to/template.jinja"
 //! extra_args = ["--flash-attn", "on"]
@@ -97,6 +98,8 @@ pub struct Config {
     pub network: Option<crate::sandbox::NetworkMode>,
     #[serde(default, deserialize_with = "tool_choice")]
     pub tool_choice: Option<ToolChoiceMode>,
+    /// `compact`, `full` or `auto` (compact for windows of 8192 tokens or less).
+    pub prompt: Option<crate::llm_loop::PromptMode>,
     #[serde(default)]
     pub local: Local,
     #[serde(default)]

@@ -22,7 +22,7 @@ pub use error::Error;
 pub use event::*;
 pub use host::manager::{SessionInfo, SessionManager, TurnMode};
 pub use host::open::OpenSpec;
-pub use llm_loop::{LlmLoop, LoopConfig};
+pub use llm_loop::{LlmLoop, LoopConfig, PromptMode};
 pub use model::{
     BaseUrlSource, ChatRequest, ChoiceError, HttpSettings, Image, Message, ModelChoice,
     ModelClient, ModelError, ModelEvent, ModelInfo, ModelSpec, OllamaClient, OpenAiClient,
@@ -39,6 +39,7 @@ pub use session::{
 };
 pub use surface::acp::{AcpArgs, acp};
 pub use surface::doctor::doctor;
+pub use surface::eval::{EvalArgs, TaskResult, eval};
 pub use surface::mcp::{DEFAULT_APPROVAL_TIMEOUT, mcp};
 pub use surface::policies::{list_policies, show_policy};
 pub use surface::run::load_config;

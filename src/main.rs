@@ -74,6 +74,9 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// Run the coding tasks of evals/ (or --tasks DIR) with a model, each in a fresh
+    /// repository, and print a table of what passed (JSON in --out).
+    Eval(Box<EvalCli>),
     /// Mint a bearer token (HS256 JWT) for corral serve.
     Token {
         /// The owner the token speaks for.
@@ -98,6 +101,38 @@ enum Command {
     /// Internal: the clipboard tools' helper process (`read`, or `own` to serve a value).
     #[command(name = "__clipboard", hide = true)]
     Clipboard { mode: String },
+}
+
+#[derive(clap::Args)]
+struct EvalCli {
+    /// Model spec (as for `corral run -m`).
+    #[arg(short, long, value_name = "SPEC")]
+    model: String,
+    /// Base URL of the model server (wins over config and environment).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// Directory of tasks (default: ./evals, else the evals/ corral was built with).
+    #[arg(long, value_name = "DIR")]
+    tasks: Option<PathBuf>,
+    /// Run only the tasks whose name contains this (repeatable).
+    #[arg(long = "task", value_name = "NAME")]
+    only: Vec<String>,
+    /// Step limit for every task (default: the task's, else 20).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    max_steps: Option<u32>,
+    /// Permission preset of the runs; each works in a throwaway repository, sandboxed with
+    /// the network off.
+    #[arg(short, long, value_name = "PRESET", default_value = "bypass")]
+    permission: String,
+    /// Where the results go as JSON.
+    #[arg(long, value_name = "PATH", default_value = "corral-eval.json")]
+    out: PathBuf,
+    /// Keep each task's working copy (its path is in the JSON).
+    #[arg(long)]
+    keep: bool,
+    /// Config file for the runs (default: $XDG_CONFIG_HOME/corral/config.toml).
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -186,6 +221,11 @@ struct Run {
     /// Tool choice sent to servers that take it.
     #[arg(long, value_enum)]
     tool_choice: Option<ToolChoiceArg>,
+    /// System prompt and tool descriptions: compact (short, for small windows), full, or auto
+    /// (compact when the model's window is 8192 tokens or less). Default: config `prompt`, else
+    /// auto.
+    #[arg(long = "prompt", value_name = "compact|full|auto")]
+    prompt_mode: Option<corral::PromptMode>,
     /// Permission preset (default, readonly, auto, specialist, bypass, or your own) or a path
     /// to a preset file.
     #[arg(short = 'p', long = "permission", value_name = "PRESET|PATH")]
@@ -377,6 +417,23 @@ fn main() -> ExitCode {
                 };
                 corral::acp(args).await
             }
+            Command::Eval(cli) => match cli.model.parse::<ModelChoice>() {
+                Ok(_) => {
+                    corral::eval(corral::EvalArgs {
+                        model: cli.model,
+                        base_url: cli.base_url,
+                        tasks: cli.tasks,
+                        only: cli.only,
+                        max_steps: cli.max_steps,
+                        permission: cli.permission,
+                        config_path: cli.config,
+                        out: cli.out,
+                        keep: cli.keep,
+                    })
+                    .await
+                }
+                Err(e) => Err(corral::Error::Usage(e.to_string())),
+            },
             Command::Doctor { config } => {
                 use std::io::Write;
                 let text = corral::doctor(config).await;
@@ -472,6 +529,7 @@ impl TryFrom<Run> for RunArgs {
             deny: run.deny,
             max_steps: run.max_steps,
             tool_choice: run.tool_choice.map(Into::into),
+            prompt: run.prompt_mode,
             worktree: run.worktree,
             hermetic: run.hermetic,
             sandbox: run.sandbox.map(|mode| match mode {

@@ -13,6 +13,7 @@ mod execute;
 pub(crate) mod hermes;
 mod history;
 mod prompt;
+pub use prompt::PromptMode;
 pub(crate) mod repair;
 mod step;
 
@@ -53,6 +54,8 @@ pub struct LoopConfig {
     pub attended: bool,
     /// A request nobody answers within this time is denied.
     pub approval_timeout: Option<std::time::Duration>,
+    /// The full prompt, or the compact one for small windows.
+    pub prompt: PromptMode,
 }
 
 impl Default for LoopConfig {
@@ -69,6 +72,7 @@ impl Default for LoopConfig {
             tool_output_cap: None,
             attended: false,
             approval_timeout: None,
+            prompt: PromptMode::default(),
         }
     }
 }
@@ -120,27 +124,46 @@ impl LlmLoop {
             config.approval_timeout,
             session.clone(),
         );
-        let names: Vec<&str> = tools.names().filter(|n| approver.offers(n)).collect();
-        let base_system = prompt::system_prompt(&root, &names, config.system.as_deref());
-        let schemas = tools.schemas();
-        LlmLoop {
-            history: vec![Message::system(base_system.clone())],
+        let mut llm_loop = LlmLoop {
+            history: vec![Message::system(String::new())],
             session,
             client,
             tools,
-            schemas,
+            schemas: Vec::new(),
             approver,
             root,
             config,
             tool_settings: Arc::new(ToolSettings::default()),
-            base_system,
+            base_system: String::new(),
             summary: None,
             context_window,
             last_prompt_tokens: None,
             steps_taken: 0,
             last_compaction_step: None,
             tally: Tally::default(),
-        }
+        };
+        llm_loop.rebuild_prompt();
+        llm_loop
+    }
+
+    /// The system prompt and the tool definitions for the preset's offer and the model's
+    /// window (compact or full).
+    fn rebuild_prompt(&mut self) {
+        let compact = self.config.prompt.is_compact(self.context_window);
+        let names: Vec<&str> = self
+            .tools
+            .names()
+            .filter(|n| self.approver.offers(n))
+            .collect();
+        self.base_system =
+            prompt::system_prompt(&self.root, &names, self.config.system.as_deref(), compact);
+        self.schemas = self
+            .tools
+            .names()
+            .filter_map(|name| self.tools.get(name))
+            .map(|tool| prompt::tool_schema(tool.manifest, compact))
+            .collect();
+        self.refresh_system();
     }
 
     /// Restores the conversation recorded in an event log (see `Session::resume`).
@@ -175,13 +198,7 @@ impl LlmLoop {
     /// the old one. The sandbox set up when the session opened stays as it is.
     pub fn set_policy(&mut self, policy: Policy) {
         self.approver.set_policy(policy);
-        let names: Vec<&str> = self
-            .tools
-            .names()
-            .filter(|n| self.approver.offers(n))
-            .collect();
-        self.base_system = prompt::system_prompt(&self.root, &names, self.config.system.as_deref());
-        self.refresh_system();
+        self.rebuild_prompt();
     }
 
     /// Talks to another model from the next request on; the conversation stays.
@@ -189,6 +206,7 @@ impl LlmLoop {
         self.client = client;
         self.context_window = context_window;
         self.last_prompt_tokens = None;
+        self.rebuild_prompt();
     }
 
     /// Replaces the settings tool calls run with (timeouts, environment, desktop options).

@@ -36,10 +36,12 @@ pub struct LocalSettings {
     /// `scripts/setup` installs under `$XDG_DATA_HOME/corral/llama-server/bin`.
     pub server_command: Option<String>,
     pub context_size: u32,
-    /// Generation threads; `None`: 1 on machines with ≤ 2 cores (more only slows ggml down
-    /// there), half the cores otherwise.
+    /// Generation threads; `None`: every core corral may use (its CPU affinity and cgroup
+    /// quota), which on a 2-core machine halves the prompt's evaluation time against one.
     pub threads: Option<u32>,
-    /// Parallel slots (concurrent requests).
+    /// Parallel slots (concurrent requests). Each session starts its own server and sends one
+    /// request at a time, so one slot, which then has the whole context (the server splits
+    /// `context_size` among its slots) and keeps the prompt cache of the previous step.
     pub parallel: u32,
     pub startup_timeout: Duration,
     /// A template file to use instead of the model's own.
@@ -53,7 +55,7 @@ impl Default for LocalSettings {
             server_command: None,
             context_size: 8192,
             threads: None,
-            parallel: 2,
+            parallel: 1,
             startup_timeout: Duration::from_secs(120),
             chat_template_file: None,
             extra_args: Vec::new(),
@@ -71,8 +73,7 @@ fn start_error(message: impl Into<String>) -> ModelError {
 }
 
 fn default_threads() -> u32 {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    if cores <= 2 { 1 } else { cores / 2 }
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
 
 /// llama.cpp's server: on PATH, else the copy `scripts/setup` installs.

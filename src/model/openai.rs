@@ -106,6 +106,11 @@ impl OpenAiClient {
         if let Some(t) = request.temperature {
             body["temperature"] = json!(t);
         }
+        if self.spec.provider == Provider::LlamaCpp {
+            // Each step re-sends the previous one's prompt and more: evaluate only what is new.
+            // (The server's default today, asked for so an older or reconfigured one keeps it.)
+            body["cache_prompt"] = json!(true);
+        }
         if !request.tools.is_empty() {
             body["tools"] = request
                 .tools
@@ -340,7 +345,14 @@ impl SseState {
             self.usage = Some(TokenCounts {
                 prompt: count("/prompt_tokens"),
                 completion: count("/completion_tokens"),
-                cached: count("/prompt_tokens_details/cached_tokens"),
+                cached: match usage.pointer("/prompt_tokens_details/cached_tokens") {
+                    Some(cached) => cached.as_u64().unwrap_or(0),
+                    // llama.cpp tells in `timings` how much of the prompt came from its cache.
+                    None => chunk
+                        .pointer("/timings/cache_n")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0),
+                },
             });
         }
         let Some(choices) = chunk.get("choices").and_then(Value::as_array) else {

@@ -3,6 +3,7 @@
 pub mod acp;
 mod approve;
 pub mod doctor;
+pub mod eval;
 pub mod mcp;
 pub mod policies;
 pub mod run;

@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{Tool, ToolManifest, desktop, exec, fs, manifests, search, write};
-use crate::model::ToolSchema;
 
 #[derive(Clone)]
 pub struct RegisteredTool {
@@ -78,10 +77,6 @@ impl ToolRegistry {
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.tools.keys().map(String::as_str)
-    }
-
-    pub fn schemas(&self) -> Vec<ToolSchema> {
-        self.tools.values().map(|t| t.manifest.schema()).collect()
     }
 
     pub fn is_empty(&self) -> bool {

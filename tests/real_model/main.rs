@@ -349,6 +349,54 @@ async fn gguf_models_get_a_server_corral_starts_uses_and_stops() {
     );
 }
 
+/// The README's main job as corral runs it: its own server with one slot (the whole 8192-token
+/// context), so the compact prompt under `auto`, and the second step evaluating only what the
+/// first did not (the server's prompt cache, reported as `cacheReadTokens`).
+#[tokio::test]
+async fn a_gguf_turn_sends_the_compact_prompt_and_reuses_the_prompt_cache() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let h = Harness::new();
+    std::fs::write(h.work().join("notes.txt"), "hi\n").unwrap();
+    h.write_config(CONFIG);
+    let out = h
+        .corral()
+        .args([
+            "run",
+            "--json",
+            "--tool-choice",
+            "first-required",
+            "--max-steps",
+            "2",
+        ])
+        .arg("-m")
+        .arg(format!("gguf:{}", model().display()))
+        .arg("list the files here")
+        .env("XDG_DATA_HOME", data_dir().parent().unwrap())
+        .timeout(Duration::from_secs(300))
+        .run()
+        .await;
+    let usage = out.of_kind("usage");
+    assert!(usage.len() >= 2, "two steps, two usage events: {out:?}");
+    let first = &usage[0]["data"];
+    assert_eq!(
+        first["contextWindow"], 8192,
+        "one slot has the whole context"
+    );
+    let first_prompt = first["usage"]["inputTokens"].as_u64().unwrap();
+    // The system prompt, every offered tool and the chat template around them, counted by the
+    // model's own tokenizer; the four-word prompt is in it too.
+    assert!(
+        first_prompt <= 1500,
+        "the compact first request is {first_prompt} tokens"
+    );
+    let second = &usage[1]["data"]["usage"];
+    let cached = second["cacheReadTokens"].as_u64().unwrap();
+    assert!(
+        cached * 10 >= first_prompt * 9,
+        "the second step re-evaluated what the first had: {cached} of {first_prompt} cached"
+    );
+}
+
 #[tokio::test]
 async fn a_server_that_cannot_start_reports_its_last_lines() {
     let _one = ONE_AT_A_TIME.lock().await;

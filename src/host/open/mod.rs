@@ -65,6 +65,8 @@ pub struct OpenSpec {
     pub deny: Vec<String>,
     pub max_steps: Option<u32>,
     pub tool_choice: Option<ToolChoiceMode>,
+    /// Compact or full prompt (`--prompt`).
+    pub prompt: Option<crate::llm_loop::PromptMode>,
     pub worktree: bool,
     pub sandbox: Option<SandboxMode>,
     pub network: Option<NetworkMode>,

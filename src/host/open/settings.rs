@@ -71,6 +71,10 @@ impl Settings {
                     .tool_choice
                     .or(config.tool_choice)
                     .unwrap_or(loop_defaults.tool_choice),
+                prompt: spec
+                    .prompt
+                    .or(config.prompt)
+                    .unwrap_or(loop_defaults.prompt),
                 compaction_threshold: config
                     .compaction_threshold
                     .unwrap_or(loop_defaults.compaction_threshold),

@@ -1,0 +1,3 @@
+from utils import slug
+
+print(slug("Hello World"))

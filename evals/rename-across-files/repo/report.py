@@ -1,0 +1,5 @@
+from users import get_usr
+
+
+def line(uid):
+    return f"user {uid}: {get_usr(uid)}"

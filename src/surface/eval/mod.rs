@@ -1,0 +1,75 @@
+//! `corral eval -m SPEC [--tasks DIR]`: small coding tasks, each run in a fresh repository of
+//! its own, checked by the task's command; a table on stdout and the same figures as JSON.
+//! The score is reported, never judged: the exit code says whether the eval ran, not how
+//! well the model did.
+
+mod report;
+mod run;
+mod task;
+
+use std::path::PathBuf;
+
+use crate::error::Error;
+use crate::surface::run::Exit;
+pub use run::TaskResult;
+
+#[derive(Debug, Clone)]
+pub struct EvalArgs {
+    pub model: String,
+    pub base_url: Option<String>,
+    /// Default: `./evals`, else the `evals/` of the source tree corral was built from.
+    pub tasks: Option<PathBuf>,
+    /// Run only the tasks whose name contains one of these.
+    pub only: Vec<String>,
+    pub max_steps: Option<u32>,
+    pub permission: String,
+    pub config_path: Option<PathBuf>,
+    /// Where the JSON goes.
+    pub out: PathBuf,
+    /// Keep each task's working copy.
+    pub keep: bool,
+}
+
+fn tasks_dir(chosen: Option<PathBuf>) -> Result<PathBuf, Error> {
+    if let Some(dir) = chosen {
+        return Ok(dir);
+    }
+    let built_from = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("evals");
+    [PathBuf::from("evals"), built_from]
+        .into_iter()
+        .find(|d| d.is_dir())
+        .ok_or_else(|| Error::Usage("no evals/ here: name the tasks with --tasks DIR".into()))
+}
+
+/// Runs every task in turn; the table goes to stdout, progress to stderr.
+pub async fn eval(args: EvalArgs) -> Result<Exit, Error> {
+    let dir = tasks_dir(args.tasks.clone())?;
+    let tasks = task::load(&dir, &args.only, args.max_steps)?;
+    let corral = std::env::current_exe()
+        .map_err(|e| Error::Runtime(format!("cannot find corral's own binary: {e}")))?;
+    let runner = run::Runner {
+        corral,
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+        config: args.config_path.clone(),
+        permission: args.permission.clone(),
+        keep: args.keep,
+    };
+    let mut results = Vec::with_capacity(tasks.len());
+    for (i, task) in tasks.iter().enumerate() {
+        let result = runner.run(task).await;
+        report::progress(i + 1, tasks.len(), &result);
+        results.push(result);
+    }
+    let summary = report::Summary::new(&args.model, &dir, results);
+    report::print_table(&summary);
+    summary.write_json(&args.out)?;
+    report::say(&format!("results written to {}", args.out.display()));
+    Ok(
+        if summary.results.iter().any(|r| r.stop_reason == "setup") {
+            Exit::Failure
+        } else {
+            Exit::Ok
+        },
+    )
+}
