@@ -7,6 +7,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+use crate::support::procs::{members, tracked};
 use crate::support::{FakeModel, Harness, Reply};
 
 fn evals() -> PathBuf {
@@ -179,4 +180,117 @@ async fn a_missing_tasks_dir_and_a_bad_model_are_usage_errors() {
     assert!(out.stderr.contains("/nonexistent/evals"), "{}", out.stderr);
     let out = h.corral().args(["eval", "-m", "nonsense"]).run().await;
     assert_eq!(out.code, Some(2), "{out:?}");
+}
+
+/// The check imports what the agent wrote, so the agent's code runs during the check: it must
+/// run confined, or it could rewrite the task's hidden check for every later run, or write
+/// anywhere the person can.
+#[tokio::test]
+async fn code_the_agent_wrote_runs_confined_when_the_check_runs_it() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    let tasks = h.work().join("tasks");
+    let task = tasks.join("fix-failing-test");
+    std::fs::create_dir_all(&task).unwrap();
+    copy_tree(&evals().join("fix-failing-test"), &task);
+    let outside = h.home_dir().join("written-by-the-check");
+    let planted = r#"import os
+for path in (os.path.join(os.environ['CORRAL_EVAL_TASK'], 'check.py'), 'OUTSIDE'):
+    try:
+        open(path, 'w').write('pwned')
+    except OSError:
+        pass
+
+
+def add(a, b):
+    return a + b
+
+
+def subtract(a, b):
+    return a - b
+"#
+    .replace("OUTSIDE", &outside.to_string_lossy());
+    replay(&server, "c1", "calc.py", &planted);
+    let check_before = std::fs::read_to_string(task.join("check.py")).unwrap();
+    let out = h
+        .corral()
+        .args(["eval", "-m", "llamacpp:fake-model", "--base-url"])
+        .arg(server.openai_base())
+        .arg("--tasks")
+        .arg(tasks.to_string_lossy())
+        .arg("--out")
+        .arg(h.work().join("r.json").to_string_lossy())
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.contains("| fix-failing-test | yes |"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(task.join("check.py")).unwrap(),
+        check_before,
+        "the agent's code rewrote the hidden check"
+    );
+    assert!(!outside.exists(), "the agent's code wrote outside its copy");
+}
+
+/// SIGTERM mid-task: the running `corral run` is stopped with everything it started, what ran
+/// so far is written, and the exit code names the signal.
+#[tokio::test]
+async fn sigterm_stops_the_running_task_and_leaves_nothing_running() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(
+        Reply::new()
+            .text("thinking")
+            .stall(std::time::Duration::from_secs(120)),
+    );
+    let json_path = h.work().join("r.json");
+    let running = h
+        .corral()
+        .args(["eval", "-m", "llamacpp:fake-model", "--base-url"])
+        .arg(server.openai_base())
+        .args(["--task", "fix-failing-test", "--tasks"])
+        .arg(evals().to_string_lossy())
+        .arg("--out")
+        .arg(json_path.to_string_lossy())
+        .spawn()
+        .await;
+    let pids = h.cache_dir().join("corral/agents/pids.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let run = loop {
+        let found = tracked(&pids)
+            .into_iter()
+            .find(|e| e["kind"] == "eval-run" && e["owner_pid"] == running.pid());
+        if let Some(entry) = found
+            && !server.chat_requests().is_empty()
+        {
+            break entry;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the task never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let pgid = run["pgid"].as_u64().unwrap() as u32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(running.pid() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(143), "{out:?}");
+    assert_eq!(
+        members(pgid),
+        Vec::<u32>::new(),
+        "the task's corral run outlived the eval"
+    );
+    assert!(tracked(&pids).is_empty(), "{:?}", tracked(&pids));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(report["results"][0]["stopReason"], "stopped", "{report}");
+    assert_eq!(report["results"][0]["passed"], false);
 }

@@ -8,6 +8,10 @@ mod run;
 mod task;
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::surface::run::Exit;
@@ -47,6 +51,10 @@ pub async fn eval(args: EvalArgs) -> Result<Exit, Error> {
     let tasks = task::load(&dir, &args.only, args.max_steps)?;
     let corral = std::env::current_exe()
         .map_err(|e| Error::Runtime(format!("cannot find corral's own binary: {e}")))?;
+    crate::host::open::clean_up_after_crashes(&crate::host::open::agents_dir()?);
+    let stop = CancellationToken::new();
+    let stopped_by = Arc::new(Mutex::new(None));
+    watch_signals(stop.clone(), stopped_by.clone());
     let runner = run::Runner {
         corral,
         model: args.model.clone(),
@@ -54,9 +62,13 @@ pub async fn eval(args: EvalArgs) -> Result<Exit, Error> {
         config: args.config_path.clone(),
         permission: args.permission.clone(),
         keep: args.keep,
+        stop: stop.clone(),
     };
     let mut results = Vec::with_capacity(tasks.len());
     for (i, task) in tasks.iter().enumerate() {
+        if stop.is_cancelled() {
+            break;
+        }
         let result = runner.run(task).await;
         report::progress(i + 1, tasks.len(), &result);
         results.push(result);
@@ -65,6 +77,15 @@ pub async fn eval(args: EvalArgs) -> Result<Exit, Error> {
     report::print_table(&summary);
     summary.write_json(&args.out)?;
     report::say(&format!("results written to {}", args.out.display()));
+    let stopped = *stopped_by.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(exit) = stopped {
+        report::say(&format!(
+            "stopped after {} of {} tasks",
+            summary.results.len(),
+            tasks.len()
+        ));
+        return Ok(exit);
+    }
     Ok(
         if summary.results.iter().any(|r| r.stop_reason == "setup") {
             Exit::Failure
@@ -72,4 +93,30 @@ pub async fn eval(args: EvalArgs) -> Result<Exit, Error> {
             Exit::Ok
         },
     )
+}
+
+/// SIGINT, SIGTERM and SIGHUP stop the eval in order: the running turn is stopped (its tools
+/// and model server with it), the results so far are written, and the exit code names the
+/// signal.
+fn watch_signals(stop: CancellationToken, stopped_by: Arc<Mutex<Option<Exit>>>) {
+    for (kind, exit) in [
+        (SignalKind::interrupt(), Exit::Cancelled),
+        (SignalKind::terminate(), Exit::Terminated),
+        (SignalKind::hangup(), Exit::HungUp),
+    ] {
+        let Ok(mut signals) = signal(kind) else {
+            tracing::warn!(?exit, "cannot catch a stop signal");
+            continue;
+        };
+        let (stop, stopped_by) = (stop.clone(), stopped_by.clone());
+        tokio::spawn(async move {
+            if signals.recv().await.is_some() {
+                stopped_by
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(exit);
+                stop.cancel();
+            }
+        });
+    }
 }

@@ -11,13 +11,18 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
+use tokio_util::sync::CancellationToken;
 
 use super::task::Task;
+use crate::sandbox::env::Redactor;
+use crate::sandbox::process::{self, ProcessSpec};
+use crate::sandbox::{NetworkMode, OutputSink, SandboxMode, SandboxSpec};
 
 /// Kept of a check's output (its end, where test runners say what failed).
 const CHECK_TAIL_BYTES: usize = 2048;
-/// How long a stopped child gets to clean up (its tools, its model server) before SIGKILL.
-const GRACE: Duration = Duration::from_secs(5);
+/// How long a stopped `corral run` gets to end its tools and model server before SIGKILL
+/// (it gives them 10 s itself).
+const GRACE: Duration = Duration::from_secs(12);
 
 /// How a run is started: the model and where everything else comes from.
 #[derive(Debug, Clone)]
@@ -28,6 +33,9 @@ pub struct Runner {
     pub config: Option<PathBuf>,
     pub permission: String,
     pub keep: bool,
+    /// A signal asked the eval to stop: the running turn is stopped the way `corral run`
+    /// stops on SIGTERM (its tools and model server end with it) and no check runs.
+    pub stop: CancellationToken,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -79,6 +87,11 @@ impl Runner {
             }
         }
         result.seconds = started.elapsed().as_secs_f64();
+        if self.stop.is_cancelled() {
+            result.stop_reason = "stopped".into();
+            result.error = Some("the eval was stopped during this task".into());
+            return result;
+        }
         match check(task, work.path()).await {
             Ok((passed, output)) => {
                 result.passed = passed;
@@ -117,7 +130,7 @@ impl Runner {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let (status, stdout, stderr) = run_bounded(command, task.timeout).await?;
+        let (status, stdout, stderr) = run_bounded(command, task.timeout, &self.stop).await?;
         let events: Vec<Value> = String::from_utf8_lossy(&stdout)
             .lines()
             .filter_map(|line| serde_json::from_str(line).ok())
@@ -180,42 +193,67 @@ fn commit_all(dir: &Path) -> Result<(), git2::Error> {
     Ok(())
 }
 
-/// The task's check in the working copy: passed, and the end of what it printed.
+/// The task's check in the working copy: passed, and the end of what it printed. It runs what
+/// the agent wrote (a test imports the agent's module), so it runs confined as the agent's own
+/// tools were: writes only in the copy and a private temp dir, git's files read-only, corral's
+/// state and the credential stores hidden, no network, the scrubbed environment.
 async fn check(task: &Task, work: &Path) -> Result<(bool, String), String> {
-    let mut command = Command::new("sh");
-    command
-        .arg("-c")
-        .arg(&task.check)
-        .current_dir(work)
-        .env("CORRAL_EVAL_TASK", &task.dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let (status, mut output, stderr) = run_bounded(command, task.check_timeout)
+    let tmp = tempfile::Builder::new()
+        .prefix("corral-eval-check-")
+        .tempdir()
+        .map_err(|e| format!("the check did not run: no temp dir: {e}"))?;
+    let mut sandbox = SandboxSpec::new(SandboxMode::BestEffort, NetworkMode::Off);
+    sandbox.writable = vec![
+        work.to_path_buf(),
+        tmp.path().to_path_buf(),
+        PathBuf::from("/dev/null"),
+    ];
+    sandbox.protected = vec![work.join(".git")];
+    sandbox.hidden = crate::sandbox::default_hidden();
+    let mut env = crate::sandbox::env::tool_env(std::env::vars(), &[], Some(tmp.path()));
+    env.push(("CORRAL_EVAL_TASK".into(), task.dir.display().to_string()));
+    env.retain(|(name, _)| name != "HOME");
+    env.push(("HOME".into(), tmp.path().display().to_string()));
+    let spec = ProcessSpec {
+        program: "sh".into(),
+        args: vec!["-c".into(), task.check.clone()],
+        cwd: work.to_path_buf(),
+        env,
+        timeout: task.check_timeout,
+        max_output_bytes: CHECK_TAIL_BYTES,
+        sandbox: Some(sandbox),
+        redactor: Redactor::default(),
+    };
+    let outcome = process::run(spec, &OutputSink::none(), &CancellationToken::new())
         .await
         .map_err(|e| format!("the check did not run: {e}"))?;
-    output.extend_from_slice(&stderr);
-    let text = String::from_utf8_lossy(tail(&output, CHECK_TAIL_BYTES)).into_owned();
-    match status {
-        Some(code) => Ok((code == 0, text)),
-        None => Ok((
-            false,
-            format!(
-                "{text}\n(the check took longer than {} s and was stopped)",
-                task.check_timeout.as_secs()
-            ),
-        )),
+    if let Some(refused) = outcome.refused {
+        return Err(format!("the sandbox refused the check: {refused}"));
     }
+    let mut text = outcome.output;
+    if outcome.timed_out {
+        text.push_str(&format!(
+            "\n(the check took longer than {} s and was stopped)",
+            task.check_timeout.as_secs()
+        ));
+    }
+    Ok((outcome.exit_code == Some(0) && !outcome.timed_out, text))
 }
 
-/// Runs a command in its own process group with a deadline: its exit code (`None` when the
-/// deadline passed and the group was stopped), stdout and stderr.
+/// Runs `corral run` in its own process group with a deadline: its exit code (`None` when the
+/// deadline passed or `stop` fired and the group was stopped), stdout and stderr. The group is
+/// recorded in pids.json while it runs, so an eval that is killed outright leaves nothing
+/// running past the next corral start.
 async fn run_bounded(
     mut command: Command,
     deadline: Duration,
+    stop: &CancellationToken,
 ) -> Result<(Option<i32>, Vec<u8>, Vec<u8>), String> {
     command.process_group(0).kill_on_drop(true);
     let mut child = command.spawn().map_err(|e| e.to_string())?;
+    let _tracked = child
+        .id()
+        .and_then(|pid| crate::sandbox::reaper::track(pid, pid, "eval-run"));
     let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err("no pipes to the child".into());
     };
@@ -233,12 +271,16 @@ async fn run_bounded(
         let (out, err, status) = tokio::join!(read_out, read_err, child.wait());
         (out, err, status)
     };
-    match tokio::time::timeout(deadline, waited).await {
-        Ok((out, err, status)) => {
+    let finished = tokio::select! {
+        finished = tokio::time::timeout(deadline, waited) => finished.ok(),
+        () = stop.cancelled() => None,
+    };
+    match finished {
+        Some((out, err, status)) => {
             let status = status.map_err(|e| e.to_string())?;
             Ok((Some(status.code().unwrap_or(-1)), out, err))
         }
-        Err(_) => {
+        None => {
             stop_group(&mut child).await;
             Ok((None, Vec::new(), Vec::new()))
         }
@@ -303,10 +345,6 @@ fn is_malformed(data: &Value) -> bool {
         && (error.starts_with("unknown tool")
             || error.starts_with("invalid arguments for")
             || error.starts_with("the tool call has no name"))
-}
-
-fn tail(bytes: &[u8], keep: usize) -> &[u8] {
-    &bytes[bytes.len().saturating_sub(keep)..]
 }
 
 fn last_line(text: &str) -> &str {
