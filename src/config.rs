@@ -99,7 +99,7 @@ pub struct Config {
     #[serde(default, deserialize_with = "tool_choice")]
     pub tool_choice: Option<ToolChoiceMode>,
     /// `compact`, `full` or `auto` (compact for windows of 8192 tokens or less).
-    pub prompt: Option<crate::llm_loop::PromptMode>,
+    pub prompt: Option<crate::model::PromptMode>,
     #[serde(default)]
     pub local: Local,
     #[serde(default)]

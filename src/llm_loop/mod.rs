@@ -13,7 +13,7 @@ mod execute;
 pub(crate) mod hermes;
 mod history;
 mod prompt;
-pub use prompt::PromptMode;
+pub use crate::model::PromptMode;
 pub(crate) mod repair;
 mod step;
 

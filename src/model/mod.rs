@@ -10,6 +10,7 @@ mod http;
 mod ndjson;
 mod ollama;
 mod openai;
+mod prompt_mode;
 mod spec;
 mod sse;
 mod types;
@@ -21,6 +22,7 @@ pub use http::{HttpSettings, RetryNotice, RetryPolicy};
 pub use local::{GgufClient, LocalSettings, Progress};
 pub use ollama::{OllamaClient, capabilities_of};
 pub use openai::OpenAiClient;
+pub use prompt_mode::PromptMode;
 pub use spec::{
     BaseUrlSource, ModelSpec, Provider, SpecError, Wire, bound_api_key, check_base_url,
     resolve_base_url,

@@ -66,7 +66,7 @@ pub struct OpenSpec {
     pub max_steps: Option<u32>,
     pub tool_choice: Option<ToolChoiceMode>,
     /// Compact or full prompt (`--prompt`).
-    pub prompt: Option<crate::llm_loop::PromptMode>,
+    pub prompt: Option<crate::model::PromptMode>,
     pub worktree: bool,
     pub sandbox: Option<SandboxMode>,
     pub network: Option<NetworkMode>,
