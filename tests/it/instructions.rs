@@ -197,6 +197,6 @@ async fn a_worktree_session_reads_the_worktrees_files() {
         .as_str()
         .unwrap()
         .to_owned();
-    let worktrees = canonical(&h.data_dir()).to_string() + "/corral/worktrees/";
+    let worktrees = canonical(&h.data_dir()) + "/corral/worktrees/";
     assert!(path.starts_with(&worktrees), "{path}");
 }

@@ -143,7 +143,7 @@ fn a_fifo_or_a_device_is_neither_waited_on_nor_read() {
     )
     .expect("mknod (tests run as root)");
     let (done, finished) = std::sync::mpsc::channel();
-    let (fifo_root, device_root) = (fifo.clone(), device.clone());
+    let (fifo_root, device_root) = (fifo, device);
     std::thread::spawn(move || {
         let _ = done.send((
             load(&agents(), None, &fifo_root),
