@@ -480,4 +480,25 @@ mod tests {
             .is_liveness_only()
         );
     }
+
+    #[test]
+    fn plan_entries_have_one_shape_whoever_made_them() {
+        assert_eq!(
+            PlanData::entry("Fix it", "inProgress"),
+            serde_json::json!({"content": "Fix it", "priority": "medium", "status": "in_progress"})
+        );
+        let plan = PlanData::new(vec![
+            PlanData::entry("a", "completed"),
+            PlanData::entry("b", "in_progress"),
+            PlanData::entry("c", "pending"),
+            serde_json::json!({"content": "d"}),
+        ]);
+        let lines: Vec<String> = plan.checklist().collect();
+        assert_eq!(lines, ["[x] a", "[>] b", "[ ] c", "[ ] d"]);
+        // No explanation, no field: a plan event from before it existed reads the same.
+        let json = serde_json::to_value(&plan).unwrap();
+        assert!(json.get("explanation").is_none(), "{json}");
+        let old: PlanData = serde_json::from_str(r#"{"entries": []}"#).unwrap();
+        assert_eq!(old, PlanData::new(Vec::new()));
+    }
 }
