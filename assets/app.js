@@ -250,6 +250,12 @@ function handle(type, p) {
     case "usage":
       $("agent-state").title = usageText(p.usage || p);
       break;
+    case "plan":
+      showPlan(p);
+      break;
+    case "instructions":
+      showInstructions(p);
+      break;
     case "error":
       closeStreams();
       logItem("error", el("strong", { text: (p.code || "ERROR") + ": " }),
@@ -263,6 +269,7 @@ function handle(type, p) {
       if (p.total_tokens != null) parts.push(p.total_tokens + " tokens");
       if (p.tool_calls != null) parts.push(p.tool_calls + (p.tool_calls === 1 ? " tool call" : " tool calls"));
       logItem("done", el("span", { text: "Turn finished" + (parts.length ? " · " + parts.join(" · ") : "") }));
+      state.plan = null;
       setRunning(false);
       dropConfirms();
       refreshSessions();

@@ -17,6 +17,7 @@ const state = {
   text: null, // the assistant message tokens are appended to
   thought: null, // the open thought block
   cards: new Map(), // tool_call_id -> card elements
+  plan: null, // the running turn's plan list, updated in place
   confirms: [], // pending tool_confirm_request payloads, first one shown
 };
 
@@ -140,6 +141,39 @@ function toolEnd(p) {
     c.output.textContent = p.output;
     c.output.hidden = false;
   }
+}
+
+// The agent's plan: each update replaces the list of the turn's plan box.
+function showPlan(p) {
+  closeStreams();
+  if (!state.plan || !state.plan.isConnected) {
+    state.plan = el("ul", { class: "plan-steps" });
+    const why = el("p", { class: "plan-why muted", hidden: "" });
+    logItem("plan", el("strong", { text: "Plan" }), why, state.plan);
+  }
+  const why = state.plan.parentNode.querySelector(".plan-why");
+  why.textContent = p.explanation || "";
+  show(why, !!p.explanation);
+  state.plan.textContent = "";
+  const marks = { completed: "✔", in_progress: "▸", pending: "○" };
+  for (const entry of p.entries || []) {
+    const status = marks[entry.status] ? entry.status : "pending";
+    const item = el("li", { class: "plan-" + status, "data-status": status },
+      el("span", { class: "plan-mark", "aria-hidden": "true", text: marks[status] }),
+      el("span", { text: String(entry.content ?? "") }));
+    item.setAttribute("aria-label", status.replace("_", " ") + ": " + String(entry.content ?? ""));
+    state.plan.append(item);
+  }
+}
+
+// The project instructions (AGENTS.md files) the session's prompt holds, above the conversation.
+function showInstructions(p) {
+  const files = (p.files || []).map((f) =>
+    `${f.path} (${f.bytes} bytes${f.truncated ? ", truncated" : ""})`);
+  if (!files.length) return;
+  const item = el("li", { class: "entry instructions" },
+    el("strong", { text: "Project instructions: " }), el("span", { text: files.join(" · ") }));
+  $("log").prepend(item);
 }
 
 function setRunning(running) {

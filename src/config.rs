@@ -16,6 +16,7 @@
 //! sandbox = "best-effort"          # shell/python confinement: strict | best-effort | off
 //! network = "on"                   # network for shell/python: on | off
 //! prompt = "auto"                  # compact | full | auto (compact for windows ≤ 8192 tokens)
+//! instructions = ["AGENTS.md", "CLAUDE.md"]  # project instruction files (default AGENTS.md); [] = none
 //!
 //! [timeouts]
 //! connect_secs = 10
@@ -96,6 +97,9 @@ pub struct Config {
     pub open_url_command: Option<String>,
     pub sandbox: Option<crate::sandbox::SandboxMode>,
     pub network: Option<crate::sandbox::NetworkMode>,
+    /// File names looked for in each directory from the config directory and the repository
+    /// root down to the session's, for the native loop's system prompt. `[]`: none loaded.
+    pub instructions: Option<Vec<String>>,
     #[serde(default, deserialize_with = "tool_choice")]
     pub tool_choice: Option<ToolChoiceMode>,
     /// `compact`, `full` or `auto` (compact for windows of 8192 tokens or less).
@@ -306,14 +310,26 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// `$XDG_CONFIG_HOME/corral`: the config file, the generated JWT secret, the global
+    /// `AGENTS.md`.
+    pub fn dir() -> Option<PathBuf> {
+        dirs::config_dir().map(|d| d.join("corral"))
+    }
+
     pub fn default_path() -> Option<PathBuf> {
-        dirs::config_dir().map(|d| d.join("corral").join("config.toml"))
+        Config::dir().map(|d| d.join("config.toml"))
     }
 
     /// Where `corral serve` keeps the JWT secret it generated: `$XDG_CONFIG_HOME/corral/
     /// jwt-secret`. Here, below the server, because sessions redact it from tool output.
     pub fn jwt_secret_path() -> Option<PathBuf> {
-        dirs::config_dir().map(|d| d.join("corral").join("jwt-secret"))
+        Config::dir().map(|d| d.join("jwt-secret"))
+    }
+
+    /// `--no-instructions`: no project instructions for the sessions opened with this config.
+    pub fn without_instructions(mut self) -> Config {
+        self.instructions = Some(Vec::new());
+        self
     }
 
     /// Loads the file if it exists; a missing file is an empty config.

@@ -61,6 +61,7 @@ pub enum Payload {
     ToolResult(ToolResultData),
     Permission(PermissionData),
     Plan(PlanData),
+    Instructions(InstructionsData),
     Usage(UsageData),
     TurnStarted(Empty),
     Result(ResultData),
@@ -90,6 +91,7 @@ impl Payload {
             Payload::ToolResult(_) => "tool_result",
             Payload::Permission(_) => "permission",
             Payload::Plan(_) => "plan",
+            Payload::Instructions(_) => "instructions",
             Payload::Usage(_) => "usage",
             Payload::TurnStarted(_) => "turn_started",
             Payload::Result(_) => "result",
@@ -227,9 +229,66 @@ pub struct ToolResultData {
     pub result: ToolResultRecord,
 }
 
+/// The agent's plan as it stands: ACP plan entries, `{content, priority, status}` (status
+/// `pending | in_progress | completed`). Each `plan` event replaces the previous one.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PlanData {
     pub entries: Vec<Value>,
+    /// Why the plan changed, when the agent said (codex's `explanation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<String>,
+}
+
+impl PlanData {
+    pub fn new(entries: Vec<Value>) -> Self {
+        PlanData {
+            entries,
+            explanation: None,
+        }
+    }
+
+    /// One entry in the shape every surface reads. Plans from corral's loop and codex carry
+    /// no priorities; ACP requires one, so each gets `medium`. codex's `inProgress` is
+    /// spelled as ACP spells it.
+    pub fn entry(content: &str, status: &str) -> Value {
+        let status = if status == "inProgress" {
+            "in_progress"
+        } else {
+            status
+        };
+        serde_json::json!({"content": content, "priority": "medium", "status": status})
+    }
+
+    /// Each entry as a checklist line, `[x] step` (completed), `[>] step` (in progress) or
+    /// `[ ] step`, unescaped: a surface that prints them escapes them.
+    pub fn checklist(&self) -> impl Iterator<Item = String> + '_ {
+        self.entries.iter().map(|entry| {
+            let mark = match entry["status"].as_str() {
+                Some("completed") => "[x]",
+                // codex spells it inProgress.
+                Some("in_progress" | "inProgress") => "[>]",
+                _ => "[ ]",
+            };
+            let content = entry["content"].as_str().unwrap_or_default();
+            format!("{mark} {content}")
+        })
+    }
+}
+
+/// The project instructions (`AGENTS.md` and the like) a native session put in its system
+/// prompt when it opened, farthest first.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InstructionsData {
+    pub files: Vec<InstructionFile>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InstructionFile {
+    pub path: String,
+    /// Bytes of the file that went into the prompt.
+    pub bytes: u64,
+    /// The file was cut at corral's cap (or left out once the cap was reached).
+    pub truncated: bool,
 }
 
 /// Token usage in the vocabulary's units. `costUsd` is 0.0 for local models.
@@ -420,5 +479,26 @@ mod tests {
             })
             .is_liveness_only()
         );
+    }
+
+    #[test]
+    fn plan_entries_have_one_shape_whoever_made_them() {
+        assert_eq!(
+            PlanData::entry("Fix it", "inProgress"),
+            serde_json::json!({"content": "Fix it", "priority": "medium", "status": "in_progress"})
+        );
+        let plan = PlanData::new(vec![
+            PlanData::entry("a", "completed"),
+            PlanData::entry("b", "in_progress"),
+            PlanData::entry("c", "pending"),
+            serde_json::json!({"content": "d"}),
+        ]);
+        let lines: Vec<String> = plan.checklist().collect();
+        assert_eq!(lines, ["[x] a", "[>] b", "[ ] c", "[ ] d"]);
+        // No explanation, no field: a plan event from before it existed reads the same.
+        let json = serde_json::to_value(&plan).unwrap();
+        assert!(json.get("explanation").is_none(), "{json}");
+        let old: PlanData = serde_json::from_str(r#"{"entries": []}"#).unwrap();
+        assert_eq!(old, PlanData::new(Vec::new()));
     }
 }

@@ -47,6 +47,9 @@ enum Command {
         /// Config file (default: $XDG_CONFIG_HOME/corral/config.toml).
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
+        /// Load no project instructions (AGENTS.md) into the native loop's system prompt.
+        #[arg(long)]
+        no_instructions: bool,
     },
     /// Serve sessions as MCP tools (agent_open, agent_send, agent_output, agent_approve …)
     /// on stdin/stdout until stdin closes; then every session is closed.
@@ -54,6 +57,9 @@ enum Command {
         /// Config file (default: $XDG_CONFIG_HOME/corral/config.toml).
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
+        /// Load no project instructions (AGENTS.md) into the native loop's system prompt.
+        #[arg(long)]
+        no_instructions: bool,
     },
     /// Be an Agent Client Protocol agent on stdin/stdout: an editor (Zed, any ACP client)
     /// opens corral sessions, prompts them and answers their permission questions.
@@ -73,6 +79,9 @@ enum Command {
         /// Config file (default: $XDG_CONFIG_HOME/corral/config.toml).
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
+        /// Load no project instructions (AGENTS.md) into the native loop's system prompt.
+        #[arg(long)]
+        no_instructions: bool,
     },
     /// Run the coding tasks of evals/ (or --tasks DIR) with a model, each in a fresh
     /// repository, and print a table of what passed (JSON in --out).
@@ -215,6 +224,9 @@ struct Run {
     /// Extra instructions appended to the system prompt.
     #[arg(long, value_name = "TEXT")]
     system: Option<String>,
+    /// Load no project instructions (AGENTS.md) into the system prompt.
+    #[arg(long)]
+    no_instructions: bool,
     /// Config file (default: $XDG_CONFIG_HOME/corral/config.toml).
     #[arg(long, value_name = "PATH")]
     config: Option<PathBuf>,
@@ -385,21 +397,27 @@ fn main() -> ExitCode {
                 listen,
                 allow_remote,
                 config,
+                no_instructions,
             } => {
                 let args = corral::ServeArgs {
                     listen,
                     allow_remote,
                     config_path: config,
+                    no_instructions,
                 };
                 corral::serve(args, logs).await
             }
-            Command::Mcp { config } => corral::mcp(config).await,
+            Command::Mcp {
+                config,
+                no_instructions,
+            } => corral::mcp(config, no_instructions).await,
             Command::Acp {
                 model,
                 base_url,
                 permission,
                 worktree,
                 config,
+                no_instructions,
             } => {
                 let model = match model_choice(model) {
                     Ok(model) => model,
@@ -414,6 +432,7 @@ fn main() -> ExitCode {
                         ..OpenSpec::default()
                     },
                     config_path: config,
+                    no_instructions,
                 };
                 corral::acp(args).await
             }
@@ -550,6 +569,7 @@ impl TryFrom<Run> for RunArgs {
             interactive: run.interactive,
             config_path: run.config,
             approve_stdin: run.approve_stdin,
+            no_instructions: run.no_instructions,
         })
     }
 }

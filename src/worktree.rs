@@ -144,6 +144,21 @@ fn discover(dir: &Path) -> Result<Repository, WorktreeError> {
     }
 }
 
+/// The working tree of the repository `dir` (canonical) lies in: its top directory, when `dir`
+/// is in the working tree proper (not in the git directory). A `.git` that is no repository
+/// libgit2 will open (garbage, another user's) makes none.
+pub(crate) fn working_tree_of(dir: &Path) -> Option<PathBuf> {
+    let repo = discover(dir).ok()?;
+    let top = repo
+        .workdir()
+        .filter(|_| !repo.is_bare())?
+        .canonicalize()
+        .ok()?;
+    let inside = dir.strip_prefix(&top).ok()?;
+    let in_git_dir = inside.components().next() == Some(Component::Normal(".git".as_ref()));
+    (!in_git_dir).then_some(top)
+}
+
 /// What a new worktree will start from; checked before the session exists so that usage
 /// problems end the run before anything is created.
 #[derive(Debug, Clone)]

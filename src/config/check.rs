@@ -13,6 +13,33 @@ const MAX_DELAY_MS: u64 = 24 * 3600 * 1000;
 const MAX_TOKENS: u64 = 100_000_000;
 const GIB: u64 = 1024 * 1024 * 1024;
 
+/// More names than anyone keeps instructions under.
+const MAX_INSTRUCTION_NAMES: usize = 16;
+
+/// Instruction files are looked up by name in each directory: a name is one plain file name,
+/// so no entry can reach into another directory.
+fn check_instruction_names(names: &[String]) -> Result<(), String> {
+    if names.len() > MAX_INSTRUCTION_NAMES {
+        return Err(format!(
+            "instructions lists {} names; at most {MAX_INSTRUCTION_NAMES}",
+            names.len()
+        ));
+    }
+    let plain = |name: &str| {
+        let mut parts = Path::new(name).components();
+        matches!(
+            (parts.next(), parts.next()),
+            (Some(std::path::Component::Normal(_)), None)
+        ) && !name.contains(['/', '\0'])
+    };
+    match names.iter().find(|name| !plain(name)) {
+        Some(name) => Err(format!(
+            "instructions must list plain file names such as \"AGENTS.md\", got {name:?}"
+        )),
+        None => Ok(()),
+    }
+}
+
 impl Config {
     pub(super) fn check(&self, path: &Path) -> Result<(), ConfigError> {
         let invalid = |message: String| ConfigError::Invalid {
@@ -24,6 +51,9 @@ impl Config {
                 crate::model::check_base_url(&format!("providers.{name}.base_url"), url)
                     .map_err(invalid)?;
             }
+        }
+        if let Some(names) = &self.instructions {
+            check_instruction_names(names).map_err(invalid)?;
         }
         if let Some(root) = self.server.roots.iter().find(|r| !r.is_absolute()) {
             return Err(invalid(format!(
@@ -248,5 +278,32 @@ mod tests {
             let e = load(&file_with(section, key, value)).unwrap_err();
             assert!(e.contains(key), "{e}");
         }
+    }
+
+    #[test]
+    fn instruction_names_are_plain_file_names() {
+        let config = load("instructions = [\"AGENTS.md\", \"CLAUDE.md\"]\n").unwrap();
+        assert_eq!(
+            config.instructions,
+            Some(vec!["AGENTS.md".to_string(), "CLAUDE.md".to_string()])
+        );
+        assert_eq!(
+            load("instructions = []\n").unwrap().instructions,
+            Some(vec![])
+        );
+        for bad in [
+            "../AGENTS.md",
+            "/etc/shadow",
+            "docs/AGENTS.md",
+            "..",
+            ".",
+            "",
+        ] {
+            let e = load(&format!("instructions = [{bad:?}]\n")).unwrap_err();
+            assert!(e.contains("plain file names"), "{bad}: {e}");
+        }
+        let many = vec!["\"A.md\""; MAX_INSTRUCTION_NAMES + 1].join(", ");
+        let e = load(&format!("instructions = [{many}]\n")).unwrap_err();
+        assert!(e.contains("at most"), "{e}");
     }
 }

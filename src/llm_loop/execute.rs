@@ -21,7 +21,7 @@ use crate::policy::{Call, Caller};
 use crate::sandbox::OutputSink;
 use crate::session::Session;
 use crate::tool::{
-    RegisteredTool, ToolContext, ToolError, ToolRegistry, ToolSettings, cut_head_tail,
+    PlanSink, RegisteredTool, ToolContext, ToolError, ToolRegistry, ToolSettings, cut_head_tail,
 };
 
 /// A call that passed validation, ready to run.
@@ -149,6 +149,7 @@ pub async fn execute(
         cap.min(manifest.max_output_bytes)
     });
     let call_id = valid.call.id.clone();
+    let plan_session = session.clone();
     let sink_session = session.clone();
     let sink_settings = settings.clone();
     let context = ToolContext {
@@ -162,6 +163,9 @@ pub async fn execute(
                 stream,
                 text: sink_settings.redactor.redact(text).into_owned(),
             }));
+        }),
+        plan: PlanSink::new(move |plan| {
+            plan_session.emit(Payload::Plan(plan));
         }),
         settings: settings.clone(),
         person_approved,

@@ -31,7 +31,7 @@ use tokio::sync::oneshot;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use self::updates::Projection;
-use super::run::{Exit, load_config};
+use super::run::{Exit, load_session_config};
 use crate::error::Error;
 use crate::event::{ResultData, Status, StopReason};
 use crate::host::manager::{SessionManager, TurnMode};
@@ -48,6 +48,8 @@ pub struct AcpArgs {
     /// the client adds its directory.
     pub sessions: OpenSpec,
     pub config_path: Option<std::path::PathBuf>,
+    /// `--no-instructions`: sessions load no project instructions.
+    pub no_instructions: bool,
 }
 
 type Connection = ConnectionTo<Client>;
@@ -169,6 +171,29 @@ impl Acp {
             cx.clone(),
         ));
         Ok(session)
+    }
+
+    /// What a new session said while it opened, before the client knew its id (the project
+    /// instructions it loaded), sent once the client has the id.
+    fn announce_opening(&self, id: &str, cx: &Connection) {
+        let Some(handle) = self.manager.get(id) else {
+            return;
+        };
+        let mut projection = Projection::default();
+        for event in handle.session.subscribe(Some(0)).replay {
+            if !matches!(
+                event.envelope.payload,
+                crate::event::Payload::Instructions(_)
+            ) {
+                continue;
+            }
+            for update in projection.updates(&event.envelope, false) {
+                if let Err(e) = notify(cx, id, update) {
+                    tracing::debug!(error = %e, "the ACP client is gone");
+                    return;
+                }
+            }
+        }
     }
 
     async fn new_session(
@@ -354,7 +379,7 @@ fn stop_reason(result: &ResultData) -> Result<&'static str, String> {
 /// Serves ACP on stdin/stdout until the client closes stdin; then closes every session.
 /// Logs go to stderr only: stdout is the protocol.
 pub async fn acp(args: AcpArgs) -> Result<Exit, Error> {
-    let config = load_config(args.config_path.as_ref())?;
+    let config = load_session_config(args.config_path.as_ref(), args.no_instructions)?;
     let log_dir = agents_dir()?;
     crate::host::open::clean_up_after_crashes(&log_dir);
     let manager = SessionManager::new(config, log_dir, KEEP_DEAD);
@@ -417,8 +442,14 @@ fn handlers(
         )
         .on_receive_request(
             async move |request: NewSessionRequest, responder: Responder<NewSessionResponse>, cx: Connection| {
-                let reply = s1.clone().new_session(request, cx).await.and_then(typed);
-                responder.respond_with_result(reply)
+                let reply = s1.clone().new_session(request, cx.clone()).await;
+                let id = reply.as_ref().ok().and_then(|r| r["sessionId"].as_str()).map(str::to_string);
+                let answered = responder.respond_with_result(reply.and_then(typed));
+                // Only now: a client takes updates for a session it has been told of.
+                if let Some(id) = id {
+                    s1.announce_opening(&id, &cx);
+                }
+                answered
             },
             agent_client_protocol::on_receive_request!(),
         )

@@ -29,7 +29,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use self::output::{Buffer, OutputRequest};
-use super::run::{Exit, load_config};
+use super::run::{Exit, load_session_config};
 use crate::error::Error;
 use crate::event::Payload;
 use crate::host::manager::{SessionManager, TurnMode};
@@ -332,7 +332,8 @@ impl McpServer {
         description = "Read an agent's output without blocking (partial while it works). \
         which: last_message (default) | full_turn | all; turn defaults to the latest; \
         include_tools adds tool calls and results; max_chars (default 20000) keeps the end. \
-        Returns {agent_id, turn, status, done, text, truncated, dropped_chars, usage}."
+        Returns {agent_id, turn, status, done, text, truncated, dropped_chars, usage}, and \
+        instructions [{path, bytes, truncated}] when the agent loaded project instructions."
     )]
     async fn agent_output(
         &self,
@@ -476,8 +477,8 @@ impl ServerHandler for McpServer {}
 
 /// Serves MCP on stdin/stdout until the client closes stdin; then closes every session
 /// (and so every process they started). Logs go to stderr only: stdout is the protocol.
-pub async fn mcp(config_path: Option<PathBuf>) -> Result<Exit, Error> {
-    let config = load_config(config_path.as_ref())?;
+pub async fn mcp(config_path: Option<PathBuf>, no_instructions: bool) -> Result<Exit, Error> {
+    let config = load_session_config(config_path.as_ref(), no_instructions)?;
     let log_dir = agents_dir()?;
     crate::host::open::clean_up_after_crashes(&log_dir);
     let manager = SessionManager::new(config, log_dir, KEEP_DEAD);

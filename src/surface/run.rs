@@ -40,6 +40,8 @@ pub struct RunArgs {
     pub config_path: Option<PathBuf>,
     /// Permission decisions arrive as NDJSON lines on stdin.
     pub approve_stdin: bool,
+    /// `--no-instructions`: no project instructions (AGENTS.md) in the system prompt.
+    pub no_instructions: bool,
 }
 
 /// How `corral run` ends, as a process exit code.
@@ -70,6 +72,17 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<Config, Error> {
         Some(path) => Config::load(&path).map_err(usage),
         None => Ok(Config::default()),
     }
+}
+
+/// The config sessions are opened with: the file's, without project instructions when the
+/// command was given `--no-instructions`.
+pub fn load_session_config(path: Option<&PathBuf>, no_instructions: bool) -> Result<Config, Error> {
+    let config = load_config(path)?;
+    Ok(if no_instructions {
+        config.without_instructions()
+    } else {
+        config
+    })
 }
 
 /// Start-up lines of a local model server go to the terminal (stderr), escaped: they quote
@@ -131,7 +144,7 @@ fn render(args: &RunArgs, session: &Arc<Session>) -> tokio::task::JoinHandle<()>
 pub async fn run(args: RunArgs) -> Result<Exit, Error> {
     // Before anything is started: a SIGTERM from here on must not leave children behind.
     let mut stops = Stops::install();
-    let config = load_config(args.config_path.as_ref())?;
+    let config = load_session_config(args.config_path.as_ref(), args.no_instructions)?;
     if args.approve_stdin && (args.prompt.is_none() || args.interactive) {
         return Err(usage(
             "with --approve-stdin, stdin carries decisions: give the prompt as an argument (and no -i)",

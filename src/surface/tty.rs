@@ -182,6 +182,29 @@ impl View<'_> {
                     self.style.paint("2", &format!("  → {decision}{note}"))
                 );
             }
+            Payload::Instructions(data) => {
+                let files: Vec<String> = data
+                    .files
+                    .iter()
+                    .map(|f| {
+                        let cut = if f.truncated { ", truncated" } else { "" };
+                        format!("{} ({} bytes{cut})", escape_line(&f.path), f.bytes)
+                    })
+                    .collect();
+                let line = format!("project instructions: {}", files.join(" · "));
+                let _ = writeln!(self.err, "{}", self.style.paint("2", &line));
+            }
+            Payload::Plan(plan) => {
+                self.first_output();
+                self.end_text();
+                let _ = writeln!(self.err, "{}", self.style.paint("36", "plan"));
+                if let Some(why) = &plan.explanation {
+                    let _ = writeln!(self.err, "  {}", self.style.paint("2", &escape_line(why)));
+                }
+                for line in plan.checklist() {
+                    let _ = writeln!(self.err, "  {}", escape_line(&line));
+                }
+            }
             Payload::Compaction(data) => {
                 let _ = writeln!(
                     self.err,

@@ -86,6 +86,7 @@ const EMBEDDED: &[(&str, &str)] = &[
     ),
     ("notify", include_str!("../../tools/notify.toml")),
     ("open_url", include_str!("../../tools/open_url.toml")),
+    ("update_plan", include_str!("../../tools/update_plan.toml")),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -7,6 +7,7 @@ mod exec;
 mod fs;
 mod manifest;
 mod output;
+mod plan;
 mod registry;
 mod search;
 mod settings;
@@ -16,6 +17,7 @@ pub use desktop::clipboard_helper_main;
 pub use editor::{Editor, EditorFuture, EditorLink};
 pub use manifest::{Danger, ToolManifest, manifests, tool_names};
 pub use output::cut_head_tail;
+pub use plan::PlanSink;
 pub use registry::{RegisteredTool, ToolRegistry};
 pub use settings::ToolSettings;
 pub(crate) use write::{Guard, guard as write_guard};
@@ -42,6 +44,8 @@ pub struct ToolContext {
     pub max_output_bytes: usize,
     /// Streams a running process's stdout/stderr as `tool_output` events.
     pub output: OutputSink,
+    /// Takes `update_plan`'s plan to the session's `plan` event.
+    pub plan: PlanSink,
     /// Session-wide settings: timeouts, the environment tool processes get, desktop options.
     pub settings: Arc<ToolSettings>,
     /// A person answered the prompt for this very call with yes (not a rule, a grant from an
@@ -59,6 +63,7 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             max_output_bytes: 32 * 1024,
             output: OutputSink::none(),
+            plan: PlanSink::none(),
             settings: Arc::new(ToolSettings::default()),
             person_approved: false,
         }

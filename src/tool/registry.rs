@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{Tool, ToolManifest, desktop, exec, fs, manifests, search, write};
+use super::{Tool, ToolManifest, desktop, exec, fs, manifests, plan, search, write};
 
 #[derive(Clone)]
 pub struct RegisteredTool {
@@ -43,6 +43,7 @@ impl ToolRegistry {
             Arc::new(desktop::ClipboardWrite),
             Arc::new(desktop::Notify),
             Arc::new(desktop::OpenUrl),
+            Arc::new(plan::UpdatePlan),
         ];
         let all = manifests()?;
         let mut tools = BTreeMap::new();

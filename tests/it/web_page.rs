@@ -556,3 +556,89 @@ async fn approve_a_write_from_the_web_page() {
     drop(browser);
     server.stop().await;
 }
+
+/// The page shows the project instructions the session loaded above the conversation, and
+/// the model's plan as one box updated in place; the model's step text is text, never markup.
+#[tokio::test]
+async fn the_page_shows_the_instructions_and_a_plan_updated_in_place() {
+    let h = Harness::new();
+    std::fs::write(h.work().join("AGENTS.md"), "Keep the tests green.\n").unwrap();
+    let model = FakeModel::start().await;
+    let plan = |statuses: [&str; 2]| {
+        json!({"plan": [
+            {"step": "Read <img src=x onerror=alert(1)> the code", "status": statuses[0]},
+            {"step": "Fix it", "status": statuses[1]},
+        ]})
+        .to_string()
+    };
+    model.push(Reply::new().tool_call("p1", "update_plan", &plan(["in_progress", "pending"])));
+    model.push(Reply::new().tool_call("p2", "update_plan", &plan(["completed", "in_progress"])));
+    model.push(Reply::new().text("Planned."));
+    let server = Server::start(&h, &[]).await;
+    let token = server.token("web-user", false);
+    let res = reqwest::Client::new()
+        .post(format!("{}/api/v1/sessions", server.base))
+        .bearer_auth(&token)
+        .json(&json!({
+            "cwd": h.work(),
+            "model": "llamacpp:fake-model",
+            "base_url": model.openai_base(),
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+
+    let browser = Browser::start().await;
+    browser
+        .goto(&format!("{}/?token={token}", server.base))
+        .await;
+    browser
+        .wait_for(
+            "the session in the list",
+            "document.querySelector('#sessions .session')",
+        )
+        .await;
+    browser.click("#sessions .session").await;
+    let shown = browser
+        .wait_for(
+            "the instructions",
+            "document.querySelector('#log .instructions')?.textContent",
+        )
+        .await;
+    let agents = h.work().canonicalize().unwrap().join("AGENTS.md");
+    assert!(
+        shown
+            .as_str()
+            .unwrap()
+            .contains(&format!("{} (22 bytes)", agents.display())),
+        "{shown}"
+    );
+    browser.type_into("#message", "Plan it").await;
+    browser.click("#send").await;
+    browser
+        .wait_for(
+            "the end of the turn",
+            "document.querySelector('#log .done')",
+        )
+        .await;
+    let steps = browser
+        .js("return [...document.querySelectorAll('#log .plan li')]
+                .map(li => li.dataset.status + ' ' + li.textContent);")
+        .await;
+    assert_eq!(
+        steps,
+        json!([
+            "completed ✔Read <img src=x onerror=alert(1)> the code",
+            "in_progress ▸Fix it"
+        ])
+    );
+    let boxes = browser
+        .js("return [document.querySelectorAll('#log .plan').length,
+                     document.querySelectorAll('#log img').length];")
+        .await;
+    assert_eq!(boxes, json!([1, 0]), "one box, updated in place; no markup");
+    let shot = browser.screenshot("web-page-plan.png").await;
+    report(&shot);
+    browser.quit().await;
+}

@@ -199,7 +199,7 @@ impl AcpBackend {
             }
             "plan" => {
                 let entries = update["entries"].as_array().cloned().unwrap_or_default();
-                session.emit(Payload::Plan(PlanData { entries }));
+                session.emit(Payload::Plan(PlanData::new(entries)));
             }
             "usage_update" => {
                 if let Some(cost) = update["cost"]["amount"].as_f64()

@@ -81,11 +81,18 @@ impl<'a> TurnState<'a> {
                     .map(|steps| {
                         steps
                             .iter()
-                            .map(|s| json!({"content": s["step"], "status": s["status"]}))
+                            .map(|s| {
+                                let text = |key: &str| s[key].as_str().unwrap_or_default();
+                                PlanData::entry(text("step"), text("status"))
+                            })
                             .collect()
                     })
                     .unwrap_or_default();
-                self.session.emit(Payload::Plan(PlanData { entries }));
+                let explanation = params["explanation"].as_str().map(str::to_string);
+                self.session.emit(Payload::Plan(PlanData {
+                    entries,
+                    explanation,
+                }));
             }
             "error" => {
                 let message = params["error"]["message"]

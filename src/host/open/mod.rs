@@ -6,8 +6,10 @@
 //!
 //! Submodules: `limits` (what a caller who is not the host's owner may open), `settings` (the
 //! request, the config and the defaults resolved once), `start_agent` (an external agent for
-//! the session), `sandbox`, `secrets`, `tmpdir`.
+//! the session), `instructions` (the project's AGENTS.md for the native loop), `sandbox`,
+//! `secrets`, `tmpdir`.
 
+mod instructions;
 mod limits;
 mod sandbox;
 mod secrets;
@@ -418,13 +420,20 @@ async fn finish_start(
         .log_path()
         .and_then(Path::parent)
         .map(|dir| dir.join("quarantine").join(session.id()));
+    let mut loop_config = settings.loop_config;
+    instructions::load_into(
+        &settings.instructions,
+        &root,
+        &mut loop_config.system,
+        session,
+    );
     let mut agent = LlmLoop::new(
         session.clone(),
         client.clone(),
         tools,
         policy,
         root,
-        settings.loop_config,
+        loop_config,
         info.context_window,
     );
     agent.set_tool_settings(tool_settings);

@@ -44,6 +44,8 @@ pub(crate) struct Settings {
     pub open_url_command: Option<String>,
     /// External agents load the project's own settings (`[agents] project_settings`).
     pub project_settings: bool,
+    /// Names of the project instruction files the native loop loads; empty: none.
+    pub instructions: Vec<String>,
 }
 
 /// The preset a session starts in: the request's, else the config's, else `default`.
@@ -96,6 +98,10 @@ impl Settings {
                 .unwrap_or(tools.screenshot_max_long_edge),
             open_url_command: config.open_url_command.clone(),
             project_settings: config.agents.project_settings == Some(true),
+            instructions: config
+                .instructions
+                .clone()
+                .unwrap_or_else(|| vec!["AGENTS.md".to_string()]),
         }
     }
 
@@ -178,6 +184,12 @@ mod tests {
         assert_eq!(defaults.loop_config, LoopConfig::default());
         assert_eq!(defaults.permission, "default");
         assert!(!defaults.project_settings);
+        assert_eq!(defaults.instructions, ["AGENTS.md"]);
+        let off = Settings::resolve(
+            &OpenSpec::default(),
+            &Config::default().without_instructions(),
+        );
+        assert!(off.instructions.is_empty());
     }
 
     /// The config's model is taken like a request's: one naming an external agent plans that

@@ -139,6 +139,7 @@ impl Projection {
                 vec![update]
             }
             Payload::Plan(data) => vec![json!({"sessionUpdate": "plan", "entries": data.entries})],
+            Payload::Instructions(data) => vec![instructions_read(envelope.seq, data)],
             Payload::Usage(data) => match (data.context_tokens, data.context_window) {
                 (Some(used), Some(size)) => {
                     let mut update = json!({"sessionUpdate": "usage_update",
@@ -183,6 +184,30 @@ impl Projection {
             _ => Vec::new(),
         }
     }
+}
+
+/// The project instructions a session loaded, as a finished `read` tool call: an editor shows
+/// it as a card naming the files (each a location it can open), outside the agent's message
+/// and thoughts, which a client may quote back to the model.
+fn instructions_read(seq: u64, data: &crate::event::InstructionsData) -> Value {
+    let lines: Vec<String> = data
+        .files
+        .iter()
+        .map(|f| {
+            let cut = if f.truncated { ", truncated" } else { "" };
+            format!("{} ({} bytes{cut})", f.path, f.bytes)
+        })
+        .collect();
+    let locations: Vec<Value> = data.files.iter().map(|f| json!({"path": f.path})).collect();
+    json!({
+        "sessionUpdate": "tool_call",
+        "toolCallId": format!("instructions-{seq}"),
+        "title": "Read the project instructions",
+        "kind": "read",
+        "status": "completed",
+        "locations": locations,
+        "content": [{"type": "content", "content": {"type": "text", "text": lines.join("\n")}}],
+    })
 }
 
 /// The options a gate question offers an ACP client, by kind, and the corral decision each

@@ -123,7 +123,11 @@ impl Buffer {
         };
         let max = request.max_chars.unwrap_or(DEFAULT_MAX_CHARS);
         let (text, dropped) = keep_tail(&text, max);
-        Ok(json!({
+        let instructions = events.iter().rev().find_map(|e| match &e.payload {
+            Payload::Instructions(data) => Some(json!(data.files)),
+            _ => None,
+        });
+        let mut output = json!({
             "agent_id": request.agent_id,
             "turn": turn,
             "status": status,
@@ -132,7 +136,13 @@ impl Buffer {
             "truncated": dropped > 0,
             "dropped_chars": dropped,
             "usage": usage,
-        }))
+        });
+        // The project instructions the agent's prompt holds (its loop's own, not an external
+        // agent's), so a caller knows what the agent was told besides the task.
+        if let Some(files) = instructions {
+            output["instructions"] = files;
+        }
+        Ok(output)
     }
 }
 
@@ -203,6 +213,11 @@ fn render_turn<'a>(events: impl Iterator<Item = &'a Envelope>, tools: bool, user
                 let (body, _) = keep_head(&body, TOOL_OUTPUT_CHARS);
                 let outcome = if record.success { "ok" } else { "failed" };
                 parts.push(format!("[tool result {} {outcome}] {body}", record.tool));
+            }
+            Payload::Plan(plan) if tools => {
+                flush(&mut streaming, &mut parts);
+                let lines: Vec<String> = plan.checklist().collect();
+                parts.push(format!("[plan]\n{}", lines.join("\n")));
             }
             // Shown with the tools: what went wrong (a crashed agent, a refused call) is
             // part of the full story, not of the answer.

@@ -31,7 +31,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use self::auth::{Auth, Claims};
-use super::run::{Exit, load_config};
+use super::run::{Exit, load_session_config};
 use crate::error::{Error, usage};
 use crate::host::manager::SessionManager;
 use crate::host::open::agents_dir;
@@ -184,12 +184,14 @@ pub struct ServeArgs {
     /// Binding anything but loopback needs this, on purpose.
     pub allow_remote: bool,
     pub config_path: Option<PathBuf>,
+    /// `--no-instructions`: sessions load no project instructions.
+    pub no_instructions: bool,
 }
 
 /// Runs the server until Ctrl-C, SIGTERM or SIGHUP; then every session is closed (and every
 /// child process with it) before returning. What crashed runtimes left is reaped at start.
 pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, Error> {
-    let config = load_config(args.config_path.as_ref())?;
+    let config = load_session_config(args.config_path.as_ref(), args.no_instructions)?;
     let addr: SocketAddr = match &args.listen {
         Some(listen) => listen
             .parse()

@@ -69,6 +69,9 @@ struct State {
     live: Option<Live>,
     last_disconnect: Option<Instant>,
     projector: Projector,
+    /// The project instructions the session loaded as it opened, before anyone could
+    /// connect: each new connection is told, as it is told the agent's state.
+    instructions: Option<Message>,
 }
 
 pub struct Channel {
@@ -236,6 +239,10 @@ impl Channel {
         });
         let current = super::projection::agent_state(state.projector.state);
         self.push_locked(&mut state, &current);
+        // A reconnect that names what it saw has had them.
+        if let (None, Some(instructions)) = (last_seq, state.instructions.clone()) {
+            self.push_locked(&mut state, &instructions);
+        }
         Attached {
             conn,
             wake,
@@ -292,10 +299,23 @@ impl Hub {
                 live: None,
                 last_disconnect: None,
                 projector: Projector::new(working),
+                instructions: None,
             }),
         });
         // Tapped before the status check: a session dying in between still shows its `dead`.
-        let mut events = handle.session.tap(handle.session.last_seq());
+        let opened_at = handle.session.last_seq();
+        let mut events = handle.session.tap(opened_at);
+        lock(&channel.state).instructions = handle
+            .session
+            .subscribe(Some(0))
+            .replay
+            .iter()
+            .rev()
+            .filter(|e| e.envelope.seq <= opened_at)
+            .find_map(|e| match &e.envelope.payload {
+                Payload::Instructions(data) => Some(super::projection::instructions(data)),
+                _ => None,
+            });
         if handle.session.status() == Status::Dead {
             // Nothing more will happen here: no pump, nothing to keep (a pump would wait
             // forever on a session that never speaks again).
@@ -313,6 +333,9 @@ impl Hub {
                     break;
                 }
                 let mut state = lock(&pump.state);
+                if let Payload::Instructions(data) = &event.envelope.payload {
+                    state.instructions = Some(super::projection::instructions(data));
+                }
                 let out = state.projector.project(&event.envelope, handle.last_mode());
                 for message in &out {
                     pump.push_locked(&mut state, message);

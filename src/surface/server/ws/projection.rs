@@ -34,6 +34,11 @@ pub fn agent_state(state: &str) -> Message {
     msg("agent_state", json!({ "state": state }))
 }
 
+/// The project instructions a session loaded: `{files: [{path, bytes, truncated}]}`.
+pub fn instructions(data: &crate::event::InstructionsData) -> Message {
+    msg("instructions", json!({ "files": data.files }))
+}
+
 pub fn error(code: &str, message: &str) -> Message {
     msg("error", json!({ "code": code, "message": message }))
 }
@@ -201,7 +206,14 @@ impl Projector {
                     }),
                 ));
             }
-            Payload::Plan(p) => out.push(msg("plan", json!({ "entries": p.entries }))),
+            Payload::Plan(p) => {
+                let mut plan = json!({ "entries": p.entries });
+                if let Some(why) = &p.explanation {
+                    plan["explanation"] = json!(why);
+                }
+                out.push(msg("plan", plan));
+            }
+            Payload::Instructions(i) => out.push(instructions(i)),
             Payload::Usage(u) => out.push(msg(
                 "usage",
                 json!({ "input_tokens": u.usage.input_tokens,
