@@ -2,6 +2,7 @@
 //! file, looked up through the [`ToolRegistry`].
 
 mod desktop;
+mod edit;
 mod editor;
 mod exec;
 mod fs;
@@ -13,6 +14,7 @@ mod settings;
 mod write;
 
 pub use desktop::clipboard_helper_main;
+pub(crate) use edit::{FileChange, planned_changes, write_paths};
 pub use editor::{Editor, EditorFuture, EditorLink};
 pub use manifest::{Danger, ToolManifest, manifests, tool_names};
 pub use output::cut_head_tail;

@@ -67,16 +67,25 @@ pub(crate) enum Guard {
     Person(String),
 }
 
-/// The guard for one call, checked before the gate's verdict is used. `write_file` is the one
-/// tool that writes by path (external agents' edits are mapped onto it). The path is judged by
-/// its name and, for git's files, also where it resolves (symlinks followed, inside the root);
-/// the tool checks again where the kernel really opens it, and refuses to reach agent config
-/// through a link, so what a person is shown is where the write goes.
+/// The guard for one call, checked before the gate's verdict is used: for every path the
+/// call writes (`write_file`'s and `edit_file`'s path, each path of an `apply_patch`, moves'
+/// destinations and deletions included; see [`super::edit::write_paths`]), and the strictest
+/// of them counts. External agents' edits are mapped onto `write_file`. A path is judged by
+/// its name and, for git's files, also where it resolves (symlinks followed, inside the
+/// root); the tools check again where the kernel really opens it, and refuse to reach agent
+/// config through a link, so what a person is shown is where the write goes.
 pub(crate) fn guard(tool: &str, args: &Value, root: &Path) -> Option<Guard> {
-    if tool != "write_file" {
-        return None;
-    }
-    let requested = args.get("path").and_then(Value::as_str)?;
+    guard_paths(&super::edit::write_paths(tool, args)?, root)
+}
+
+/// The strictest guard over `paths`: git's files anywhere refuse the lot.
+pub(super) fn guard_paths(paths: &[String], root: &Path) -> Option<Guard> {
+    let guards: Vec<Guard> = paths.iter().filter_map(|p| guard_path(p, root)).collect();
+    let never = guards.iter().find(|g| matches!(g, Guard::Never(_)));
+    never.or(guards.first()).cloned()
+}
+
+fn guard_path(requested: &str, root: &Path) -> Option<Guard> {
     let path = Path::new(requested);
     let rel = path.strip_prefix(root).unwrap_or(path);
     let resolved = crate::sandbox::paths::resolve_in_root(root, requested).ok();
@@ -103,23 +112,8 @@ pub(crate) fn guard(tool: &str, args: &Value, root: &Path) -> Option<Guard> {
 }
 
 fn write_file(ctx: &ToolContext, args: &WriteArgs) -> Result<ToolOutput, ToolError> {
-    if args.path.trim().is_empty() {
-        return Err(ToolError::InvalidArguments("path is empty".into()));
-    }
-    let target = open_root(ctx)?.prepare_write(&args.path)?;
-    let mode = match target.existing {
-        Existing::Directory => {
-            return Err(ToolError::Refused(format!(
-                "{} is a directory; write_file writes files",
-                args.path
-            )));
-        }
-        Existing::File { mode } => Some(mode),
-        Existing::Nothing | Existing::Other => None,
-    };
-    write_atomically(&target.dir, &target.name, args.content.as_bytes(), mode)
-        .map_err(|e| io_error(&e, &args.path))?;
-    let verb = if target.existing == Existing::Nothing {
+    let existing = write_text(ctx, &args.path, args.content.as_bytes())?;
+    let verb = if existing == Existing::Nothing {
         "created"
     } else {
         "replaced"
@@ -129,6 +123,47 @@ fn write_file(ctx: &ToolContext, args: &WriteArgs) -> Result<ToolOutput, ToolErr
         args.path,
         args.content.len()
     )))
+}
+
+/// Writes `content` to `path` beneath the root, atomically, through the directory the kernel
+/// opened (see the module docs), with the guards of `prepare_write`. Returns what the name
+/// was before. Every tool that writes a file by path writes it here.
+pub(super) fn write_text(
+    ctx: &ToolContext,
+    path: &str,
+    content: &[u8],
+) -> Result<Existing, ToolError> {
+    if path.trim().is_empty() {
+        return Err(ToolError::InvalidArguments("path is empty".into()));
+    }
+    let target = open_root(ctx)?.prepare_write(path)?;
+    let mode = match target.existing {
+        Existing::Directory => {
+            return Err(ToolError::Refused(format!(
+                "{path} is a directory; only files are written"
+            )));
+        }
+        Existing::File { mode } => Some(mode),
+        Existing::Nothing | Existing::Other => None,
+    };
+    write_atomically(&target.dir, &target.name, content, mode).map_err(|e| io_error(&e, path))?;
+    Ok(target.existing)
+}
+
+/// Deletes the file `path` names beneath the root, found and guarded as a write to it is
+/// (through a link that stays inside, the file it points to).
+pub(super) fn remove_file(ctx: &ToolContext, path: &str) -> Result<(), ToolError> {
+    let target = open_root(ctx)?.prepare_write(path)?;
+    match target.existing {
+        Existing::Nothing => Err(ToolError::NotFound(format!("{path} does not exist"))),
+        Existing::Directory => Err(ToolError::Refused(format!(
+            "{path} is a directory; only files are deleted"
+        ))),
+        Existing::File { .. } | Existing::Other => {
+            rustix::fs::unlinkat(&target.dir, &target.name, AtFlags::empty())
+                .map_err(|e| io_error(&e.into(), path))
+        }
+    }
 }
 
 /// Writes `bytes` to a new temp file in `dir`, syncs it and renames it to `name`. `mode`:
