@@ -13,6 +13,7 @@
 mod diff;
 mod edit_file;
 mod files;
+mod lines;
 mod matching;
 mod numbers;
 mod patch;

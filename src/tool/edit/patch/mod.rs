@@ -18,8 +18,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::super::guard::{self, Guard};
 use super::super::output::parse_args;
-use super::super::write::{self, Guard};
 use super::super::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use super::{FileChange, diff, files};
 use crate::sandbox::paths::resolve_in_root;
@@ -179,7 +179,7 @@ impl Tool for ApplyPatch {
             let paths = confined(&patch, &ctx.root)?;
             // The gate refused these already; refusing here too means no file of the patch
             // is written before the one that reaches into git's files is found.
-            if let Some(Guard::Never(reason)) = write::guard_paths(&paths, &ctx.root) {
+            if let Some(Guard::Never(reason)) = guard::guard_paths(&paths, &ctx.root) {
                 return Err(ToolError::Refused(reason));
             }
             let mut contents = Contents::new();
