@@ -208,6 +208,51 @@ mod tests {
     }
 
     #[test]
+    fn edit_and_patch_previews_show_the_change_the_tool_would_make_or_why_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join("a.txt"), "one\ntwo\n").unwrap();
+        let edit = json!({"path": "a.txt", "old_text": "two", "new_text": "2"});
+        let preview = approval_preview("edit_file", &edit, &root);
+        assert_eq!(
+            (preview.path.as_deref(), preview.exists),
+            (Some("a.txt"), Some(true))
+        );
+        let diff = preview.diff.unwrap();
+        assert!(
+            diff.contains("--- a/a.txt\n+++ b/a.txt\n") && diff.contains("-two\n+2\n"),
+            "{diff}"
+        );
+        let miss = json!({"path": "a.txt", "old_text": "three", "new_text": "3"});
+        let note = approval_preview("edit_file", &miss, &root).note.unwrap();
+        assert!(
+            note.starts_with("the call would fail: a.txt: old_text was not found"),
+            "{note}"
+        );
+        let patch = "*** Begin Patch\n*** Update File: a.txt\n-one\n+1\n*** Add File: b.txt\n+b\n*** End Patch";
+        let args = json!({ "patch": patch });
+        let preview = approval_preview("apply_patch", &args, &root);
+        assert_eq!(preview.path.as_deref(), Some("a.txt, b.txt"));
+        let diff = preview.diff.unwrap();
+        assert!(
+            diff.contains("+++ b/a.txt") && diff.contains("--- /dev/null\n+++ b/b.txt"),
+            "{diff}"
+        );
+        let blocks = diff_blocks("apply_patch", &args, &root);
+        let paths: Vec<&str> = blocks
+            .iter()
+            .map(|(b, _)| b["path"].as_str().unwrap())
+            .collect();
+        let at = |p: &str| root.join(p).display().to_string();
+        assert_eq!(paths, [at("a.txt"), at("b.txt")]);
+        assert_eq!(blocks[1].0["oldText"], Value::Null);
+        assert_eq!(
+            std::fs::read_to_string(root.join("a.txt")).unwrap(),
+            "one\ntwo\n"
+        );
+    }
+
+    #[test]
     fn write_preview_follows_links_inside_and_refuses_links_out() {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().canonicalize().unwrap();
