@@ -7,17 +7,24 @@
 
 use super::parse::Hunk;
 
-/// `text` with `hunks` applied; Err names the hunk that does not apply. The result ends with
-/// a line break, as codex writes it, and keeps the file's CRLF if it had them.
+/// `text` with `hunks` applied; Err names the hunk that does not apply. Lines the hunks do not
+/// touch keep their own line breaks; added lines get the file's (its first break's); the
+/// result ends with a line break, as codex writes it.
 pub(crate) fn apply(text: &str, hunks: &[Hunk], path: &str) -> Result<String, String> {
-    let crlf = text.find('\n').is_some_and(|i| text[..i].ends_with('\r'));
-    let mut lines: Vec<&str> = text
-        .split('\n')
-        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+    let newline = match text.find('\n') {
+        Some(i) if text[..i].ends_with('\r') => "\r\n",
+        _ => "\n",
+    };
+    // Each line as (what is matched, its break as the file has it).
+    let split: Vec<(&str, &str)> = text
+        .split_inclusive('\n')
+        .map(|line| {
+            let bare = line.strip_suffix('\n').unwrap_or(line);
+            let bare = bare.strip_suffix('\r').unwrap_or(bare);
+            (bare, &line[bare.len()..])
+        })
         .collect();
-    if lines.last().is_some_and(|l| l.is_empty()) {
-        lines.pop();
-    }
+    let lines: Vec<&str> = split.iter().map(|(bare, _)| *bare).collect();
     let mut replacements: Vec<(usize, usize, &[String])> = Vec::new();
     let mut cursor = 0;
     for (i, hunk) in hunks.iter().enumerate() {
@@ -73,18 +80,24 @@ pub(crate) fn apply(text: &str, hunks: &[Hunk], path: &str) -> Result<String, St
         cursor = at + old.len();
     }
     replacements.sort_by_key(|(at, _, _)| *at);
-    let mut out: Vec<&str> = Vec::with_capacity(lines.len());
+    let mut out = String::with_capacity(text.len());
+    let kept = |from: usize, to: usize, out: &mut String| {
+        for (bare, end) in &split[from.min(to)..to] {
+            out.push_str(bare);
+            out.push_str(if end.is_empty() { newline } else { end });
+        }
+    };
     let mut next = 0;
     for (at, removed, added) in replacements {
-        out.extend(&lines[next.min(at)..at]);
-        out.extend(added.iter().map(String::as_str));
+        kept(next, at, &mut out);
+        for line in added {
+            out.push_str(line);
+            out.push_str(newline);
+        }
         next = next.max(at + removed);
     }
-    out.extend(&lines[next.min(lines.len())..]);
-    let newline = if crlf { "\r\n" } else { "\n" };
-    let mut joined = out.join(newline);
-    joined.push_str(newline);
-    Ok(joined)
+    kept(next, split.len(), &mut out);
+    Ok(out)
 }
 
 fn after(cursor: usize) -> String {
@@ -170,6 +183,12 @@ mod tests {
         assert_eq!(out, "one\r\n1.5\r\ntwo\r\n");
         let out = apply("one\ntwo", &[hunk(None, &[], &["three"])], "t").unwrap();
         assert_eq!(out, "one\ntwo\nthree\n");
+        // Lines no hunk touches keep their own breaks, even odd ones.
+        let mixed = "a\r\nb\nc\r\n";
+        let out = apply(mixed, &[hunk(None, &["b"], &["B"])], "t").unwrap();
+        assert_eq!(out, "a\r\nB\r\nc\r\n");
+        let out = apply("a\nb\r\nc\n", &[hunk(None, &["c"], &["C"])], "t").unwrap();
+        assert_eq!(out, "a\nb\r\nC\n");
         // A last empty context line standing for the final line break.
         let out = apply("x\ny\n", &[hunk(None, &["y", ""], &["z", ""])], "t").unwrap();
         assert_eq!(out, "x\nz\n");
