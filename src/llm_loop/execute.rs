@@ -71,13 +71,19 @@ pub fn validate(tools: &ToolRegistry, raw: &RawCall) -> Result<ValidCall, String
         None => repair::parse_arguments(&raw.arguments_text),
     }
     .map_err(|e| format!("{e}. Expected {signature}"))?;
+    let invalid = |e: String| {
+        format!(
+            "invalid arguments for {}: {e}. Expected {signature}",
+            raw.name
+        )
+    };
+    // Aliases first: what is validated, gated and run carries only the schema's names.
+    let arguments = tool
+        .manifest
+        .normalise_aliases(arguments)
+        .map_err(invalid)?;
     let arguments =
-        repair::coerce_and_validate(arguments, &tool.manifest.parameters).map_err(|e| {
-            format!(
-                "invalid arguments for {}: {e}. Expected {signature}",
-                raw.name
-            )
-        })?;
+        repair::coerce_and_validate(arguments, &tool.manifest.parameters).map_err(invalid)?;
     Ok(ValidCall {
         call: ToolCall {
             id: raw.id.clone(),
@@ -109,12 +115,10 @@ pub fn emit_authoritative_use(
     let mut info = announce(tools, raw);
     info.status = ToolCallStatus::InProgress;
     info.raw_input = Some(input.clone());
-    // An editor shows a write as a diff: the file as it is now against what it will be.
-    if raw.name == "write_file"
-        && let Some((diff, location)) = crate::policy::write_diff_block(input, root)
-    {
-        info.content = vec![diff];
-        info.locations = vec![location];
+    // An editor shows a write as a diff per file: each as it is now against what it will be.
+    let blocks = crate::policy::diff_blocks(&raw.name, input, root);
+    if !blocks.is_empty() {
+        (info.content, info.locations) = blocks.into_iter().unzip();
     }
     session.emit(Payload::ToolUse(ToolUseData::new(&raw.name, info)));
 }

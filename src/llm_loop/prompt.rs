@@ -87,14 +87,28 @@ fn first_sentence(text: &str) -> String {
     text[..end].trim().to_string()
 }
 
-/// Removes `description` keywords from a schema, leaving a property that happens to be called
-/// "description" alone.
+/// Keywords a compact schema leaves out: what the model reads past anyway (descriptions) and
+/// limits the arguments are still checked against, with the full schema, when a call comes.
+const ANNOTATIONS: &[&str] = &[
+    "description",
+    "additionalProperties",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "default",
+    "examples",
+    "title",
+];
+
+/// Removes [`ANNOTATIONS`] from a schema, leaving properties that happen to carry one of those
+/// names alone.
 fn strip_descriptions(schema: &mut Value) {
     match schema {
         Value::Object(map) => {
-            if map.get("description").is_some_and(Value::is_string) {
-                map.remove("description");
-            }
+            map.retain(|key, _| !ANNOTATIONS.contains(&key.as_str()));
             for (key, value) in map.iter_mut() {
                 if key == "properties" {
                     if let Value::Object(properties) = value {
@@ -186,12 +200,19 @@ mod tests {
         let mut schema = serde_json::json!({
             "type": "object",
             "description": "gone",
-            "properties": {"description": {"type": "string", "description": "gone too"}},
+            "additionalProperties": false,
+            "properties": {
+                "description": {"type": "string", "description": "gone too"},
+                "minimum": {"type": "integer", "minimum": 1},
+            },
         });
         strip_descriptions(&mut schema);
         assert_eq!(
             schema,
-            serde_json::json!({"type": "object", "properties": {"description": {"type": "string"}}})
+            serde_json::json!({"type": "object", "properties": {
+                "description": {"type": "string"},
+                "minimum": {"type": "integer"},
+            }})
         );
     }
 

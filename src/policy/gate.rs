@@ -19,7 +19,7 @@ use super::program;
 use super::shell;
 use crate::event::{AlwaysOffer, PermissionOption};
 use crate::sandbox::paths::resolve_in_root;
-use crate::tool::Danger;
+use crate::tool::{Danger, write_paths};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -207,7 +207,8 @@ impl Gate {
 fn tool_always(tool: &str) -> Result<String, String> {
     match tool {
         "python" => Err("python runs whatever code it is given".into()),
-        "write_file" | "read_file" | "list_directory" | "search_files" => Ok(format!(
+        "write_file" | "edit_file" | "apply_patch" | "read_file" | "list_directory"
+        | "search_files" => Ok(format!(
             "{tool} on any path in the session root, for this session"
         )),
         "open_url" => Ok("open_url with any URL, for this session".into()),
@@ -254,24 +255,32 @@ fn why_always_ask(tool: &str) -> &'static str {
 }
 
 /// What argument rules match against, per tool: for paths, the path as given (relative to the
-/// root) and, where it resolves inside the root, the path it really names.
+/// root) and, where it resolves inside the root, the path it really names. A call that writes
+/// several paths (a patch: each file, where it moves to) has all of them as subjects, so a
+/// rule holds for every one.
 fn subjects_of(tool: &str, args: &Value, root: &Path) -> Vec<String> {
     let field = |name: &str| args.get(name).and_then(Value::as_str).unwrap_or("");
-    let path = match tool {
-        "read_file" | "write_file" => field("path"),
-        "list_directory" | "search_files" => match field("path") {
-            "" => ".",
-            path => path,
-        },
+    let paths = match tool {
+        "read_file" => vec![field("path").to_string()],
+        "list_directory" | "search_files" => vec![match field("path") {
+            "" => ".".to_string(),
+            path => path.to_string(),
+        }],
         "open_url" => return vec![field("url").to_string()],
         "python" => return vec![field("code").to_string()],
-        _ => return vec![String::new()],
+        _ => match write_paths(tool, args) {
+            Some(paths) if !paths.is_empty() => paths,
+            _ => return vec![String::new()],
+        },
     };
-    let mut subjects = vec![relative(Path::new(path), root)];
-    if let Ok(resolved) = resolve_in_root(root, path) {
-        let real = relative(&resolved, root);
-        if !subjects.contains(&real) {
-            subjects.push(real);
+    let mut subjects = Vec::new();
+    for path in &paths {
+        let named = relative(Path::new(path), root);
+        let real = resolve_in_root(root, path).map(|resolved| relative(&resolved, root));
+        for subject in std::iter::once(named).chain(real) {
+            if !subjects.contains(&subject) {
+                subjects.push(subject);
+            }
         }
     }
     subjects

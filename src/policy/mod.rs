@@ -22,5 +22,5 @@ pub use approver::{Approval, Approver, Call, Caller, PermissionDesk};
 pub use decision::{Decision, UnknownDecision};
 pub use gate::{Gate, Verdict};
 pub use preset::{Policy, PolicyError, PolicyOverrides, preset_names};
-pub use preview::{approval_preview, write_diff_block};
+pub use preview::{approval_preview, diff_blocks};
 pub use report::doctor_lines;

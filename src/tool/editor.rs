@@ -61,7 +61,33 @@ pub async fn read(
     ctx: &ToolContext,
     path: &str,
     range: Option<(u64, u64)>,
+    numbered: bool,
 ) -> Result<ToolOutput, ToolError> {
+    let mut text = fetch(editor, ctx, path, range).await?;
+    if text.is_empty() {
+        return Ok(ToolOutput::text("(empty file)"));
+    }
+    if numbered {
+        text = super::edit::number_lines(&text, range.map_or(1, |(start, _)| start));
+    }
+    Ok(ToolOutput::text(
+        match cut_head_tail(&text, ctx.max_output_bytes) {
+            std::borrow::Cow::Borrowed(_) => text,
+            std::borrow::Cow::Owned(cut) => {
+                format!("{cut}\n[output shortened; read the rest with startLine/endLine]")
+            }
+        },
+    ))
+}
+
+/// The text the editor has for `path` (its unsaved buffer, if one is open), the lines asked
+/// for or, without a range, all of it up to the size limit.
+pub(super) async fn fetch(
+    editor: &Arc<dyn Editor>,
+    ctx: &ToolContext,
+    path: &str,
+    range: Option<(u64, u64)>,
+) -> Result<String, ToolError> {
     let located = open_root(ctx)?.locate(path)?;
     if located.is_dir {
         return Err(ToolError::InvalidArguments(format!(
@@ -82,17 +108,7 @@ pub async fn read(
             "{path} is {size} (over the {limit} limit); read part of it with startLine and endLine"
         )));
     }
-    if text.is_empty() {
-        return Ok(ToolOutput::text("(empty file)"));
-    }
-    Ok(ToolOutput::text(
-        match cut_head_tail(&text, ctx.max_output_bytes) {
-            std::borrow::Cow::Borrowed(_) => text,
-            std::borrow::Cow::Owned(cut) => {
-                format!("{cut}\n[output shortened; read the rest with startLine/endLine]")
-            }
-        },
-    ))
+    Ok(text)
 }
 
 /// `write_file` through the editor: the directory opened beneath the root (missing parents
@@ -133,4 +149,4 @@ pub async fn write(
 
 #[cfg(test)]
 #[path = "editor_tests.rs"]
-mod tests;
+pub(super) mod tests;

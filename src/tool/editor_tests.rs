@@ -1,4 +1,5 @@
-//! read_file / write_file through an editor: what reaches it, and what never does.
+//! read_file / write_file through an editor: what reaches it, and what never does. The fake
+//! editor here serves the edit tools' tests too.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -9,10 +10,10 @@ use super::*;
 
 /// What the fake editor was asked: `read path line limit` or `write path content`.
 #[derive(Default)]
-struct Recording {
-    calls: Mutex<Vec<String>>,
+pub(crate) struct Recording {
+    pub(crate) calls: Mutex<Vec<String>>,
     /// Its answer to reads; `Err` is a refusal.
-    answer: Mutex<Option<Result<String, String>>>,
+    pub(crate) answer: Mutex<Option<Result<String, String>>>,
 }
 
 struct Fake(Arc<Recording>);
@@ -45,12 +46,12 @@ impl Editor for Fake {
     }
 }
 
-fn editor() -> (Arc<Recording>, Arc<dyn Editor>) {
+pub(crate) fn editor() -> (Arc<Recording>, Arc<dyn Editor>) {
     let recording = Arc::new(Recording::default());
     (recording.clone(), Arc::new(Fake(recording)))
 }
 
-fn calls(recording: &Recording) -> Vec<String> {
+pub(crate) fn calls(recording: &Recording) -> Vec<String> {
     recording.calls.lock().unwrap().clone()
 }
 
@@ -59,7 +60,9 @@ async fn a_read_asks_the_editor_for_the_resolved_path_and_returns_its_buffer() {
     let (_tmp, ctx) = session();
     put(&ctx, "sub/a.txt", "disk text");
     let (recording, editor) = editor();
-    let out = read(&editor, &ctx, "sub/../sub/a.txt", None).await.unwrap();
+    let out = read(&editor, &ctx, "sub/../sub/a.txt", None, false)
+        .await
+        .unwrap();
     assert_eq!(out.text, "BUFFER");
     let path = ctx.root.join("sub/a.txt");
     assert_eq!(
@@ -73,7 +76,9 @@ async fn a_line_range_becomes_the_first_line_and_a_count() {
     let (_tmp, ctx) = session();
     put(&ctx, "a.txt", "x");
     let (recording, editor) = editor();
-    read(&editor, &ctx, "a.txt", Some((3, 5))).await.unwrap();
+    read(&editor, &ctx, "a.txt", Some((3, 5)), false)
+        .await
+        .unwrap();
     let path = ctx.root.join("a.txt");
     assert_eq!(
         calls(&recording),
@@ -92,7 +97,7 @@ async fn paths_leading_out_of_the_root_never_reach_the_editor() {
         "link",
         tmp.path().join("outside.txt").to_str().unwrap(),
     ] {
-        let err = read(&editor, &ctx, path, None).await.unwrap_err();
+        let err = read(&editor, &ctx, path, None, false).await.unwrap_err();
         assert!(matches!(err, ToolError::OutsideRoot(_)), "{path}: {err:?}");
         let err = write(&editor, &ctx, path, "x".into()).await.unwrap_err();
         assert!(matches!(err, ToolError::OutsideRoot(_)), "{path}: {err:?}");
@@ -109,7 +114,7 @@ async fn a_directory_is_not_asked_for() {
     let (_tmp, ctx) = session();
     std::fs::create_dir(ctx.root.join("dir")).unwrap();
     let (recording, editor) = editor();
-    let err = read(&editor, &ctx, "dir", None).await.unwrap_err();
+    let err = read(&editor, &ctx, "dir", None, false).await.unwrap_err();
     assert_eq!(
         err,
         ToolError::InvalidArguments(
@@ -130,13 +135,13 @@ async fn the_editors_refusal_is_the_tools_error_and_an_empty_buffer_says_so() {
     put(&ctx, "a.txt", "disk text");
     let (recording, editor) = editor();
     *recording.answer.lock().unwrap() = Some(Err("no such buffer".into()));
-    let err = read(&editor, &ctx, "a.txt", None).await.unwrap_err();
+    let err = read(&editor, &ctx, "a.txt", None, false).await.unwrap_err();
     assert_eq!(
         err,
         ToolError::Refused("the editor refused: no such buffer".into())
     );
     *recording.answer.lock().unwrap() = Some(Ok(String::new()));
-    let out = read(&editor, &ctx, "a.txt", None).await.unwrap();
+    let out = read(&editor, &ctx, "a.txt", None, false).await.unwrap();
     assert_eq!(out.text, "(empty file)");
 }
 
@@ -147,7 +152,9 @@ async fn a_whole_buffer_over_the_size_limit_is_refused_but_a_range_of_it_is_not(
     let (recording, editor) = editor();
     let big = "y".repeat(MAX_FILE_BYTES as usize + 1);
     *recording.answer.lock().unwrap() = Some(Ok(big));
-    let err = read(&editor, &ctx, "big.txt", None).await.unwrap_err();
+    let err = read(&editor, &ctx, "big.txt", None, false)
+        .await
+        .unwrap_err();
     let ToolError::Refused(message) = err else {
         panic!("{err:?}")
     };
@@ -155,7 +162,9 @@ async fn a_whole_buffer_over_the_size_limit_is_refused_but_a_range_of_it_is_not(
         message,
         "big.txt is 10.0 MiB (over the 10.0 MiB limit); read part of it with startLine and endLine"
     );
-    let out = read(&editor, &ctx, "big.txt", Some((1, 2))).await.unwrap();
+    let out = read(&editor, &ctx, "big.txt", Some((1, 2)), false)
+        .await
+        .unwrap();
     assert!(
         out.text
             .ends_with("[output shortened; read the rest with startLine/endLine]"),

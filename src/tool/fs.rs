@@ -26,6 +26,8 @@ struct ReadArgs {
     path: String,
     start_line: Option<i64>,
     end_line: Option<i64>,
+    /// Each line prefixed with its number (see `edit::number_lines`).
+    line_numbers: Option<bool>,
 }
 
 impl Tool for ReadFile {
@@ -38,7 +40,8 @@ impl Tool for ReadFile {
             let args: ReadArgs = parse_args(args)?;
             if let Some(editor) = ctx.settings.editor.as_ref().filter(|e| e.0.reads()) {
                 let range = line_range(&args)?;
-                return super::editor::read(&editor.0, ctx, &args.path, range).await;
+                let numbered = args.line_numbers.unwrap_or(false);
+                return super::editor::read(&editor.0, ctx, &args.path, range, numbered).await;
             }
             let text = run_blocking(ctx, move |ctx| read_file(ctx, &args)).await?;
             let cut = cut_head_tail(&text, ctx.max_output_bytes);
@@ -137,6 +140,9 @@ fn read_file(ctx: &ToolContext, args: &ReadArgs) -> Result<String, ToolError> {
         line += 1;
     }
     let (mut text, latin1) = decode_text(out).ok_or_else(binary)?;
+    if args.line_numbers.unwrap_or(false) {
+        text = super::edit::number_lines(&text, start);
+    }
     if line > end && !reader.fill_buf().map_err(io)?.is_empty() {
         let sep = if text.ends_with('\n') { "" } else { "\n" };
         let total = if size <= MAX_FILE_BYTES {
@@ -337,6 +343,19 @@ mod tests {
                 "{args}: {err:?}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn line_numbers_are_the_lines_own_whatever_the_range() {
+        let (_t, ctx) = session();
+        put(&ctx, "a.txt", "one\ntwo\nthree\n");
+        let all = read(&ctx, json!({"path": "a.txt", "lineNumbers": true})).await;
+        assert_eq!(all.unwrap(), "   1│ one\n   2│ two\n   3│ three\n");
+        let part = json!({"path": "a.txt", "startLine": 2, "endLine": 2, "lineNumbers": true});
+        let part = read(&ctx, part).await.unwrap();
+        assert_eq!(part, "   2│ two\n[… file continues: 3 lines total]");
+        let plain = read(&ctx, json!({"path": "a.txt", "lineNumbers": false})).await;
+        assert_eq!(plain.unwrap(), "one\ntwo\nthree\n");
     }
 
     #[tokio::test]

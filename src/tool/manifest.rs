@@ -1,6 +1,7 @@
 //! Tool manifests: `tools/<name>.toml`, embedded at build time. The one description of each
 //! tool — what the model is told, the argument schema, the danger level, the output limit.
 
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
@@ -46,6 +47,11 @@ pub struct ToolManifest {
     pub max_output_bytes: usize,
     /// JSON schema of the arguments (an object schema).
     pub parameters: Value,
+    /// Other names models trained on other runtimes give an argument (`old_string` for
+    /// `old_text`), alias → name. Never shown to the model; calls are renamed before they are
+    /// validated, so the gate, the guard and the tool only ever see the schema's names.
+    #[serde(default)]
+    pub aliases: BTreeMap<String, String>,
 }
 
 fn default_max_output_bytes() -> usize {
@@ -60,6 +66,79 @@ impl ToolManifest {
             parameters: self.parameters.clone(),
         }
     }
+
+    /// `args` with every alias renamed to the argument it stands for, wherever the schema
+    /// declares that argument (nested objects and array items included); a key the schema
+    /// already declares is never renamed. Err: an alias and its argument both given, with
+    /// different values.
+    pub fn normalise_aliases(&self, args: Value) -> Result<Value, String> {
+        if self.aliases.is_empty() {
+            return Ok(args);
+        }
+        rename_aliases(args, &self.parameters, &self.aliases, "")
+    }
+}
+
+fn rename_aliases(
+    value: Value,
+    schema: &Value,
+    aliases: &BTreeMap<String, String>,
+    at: &str,
+) -> Result<Value, String> {
+    match value {
+        Value::Object(map) => {
+            let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+                return Ok(Value::Object(map));
+            };
+            let mut out = serde_json::Map::new();
+            for (key, value) in map {
+                let name = match aliases.get(&key) {
+                    Some(name) if !props.contains_key(&key) && props.contains_key(name) => {
+                        name.clone()
+                    }
+                    _ => key.clone(),
+                };
+                let path = if at.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{at}.{name}")
+                };
+                let value = match props.get(&name) {
+                    Some(prop) => rename_aliases(value, prop, aliases, &path)?,
+                    None => value,
+                };
+                if let Some(earlier) = out.get(&name)
+                    && *earlier != value
+                {
+                    return Err(format!(
+                        "\"{path}\" is given twice, under two names with different values \
+                         (\"{key}\" is another name for \"{name}\")"
+                    ));
+                }
+                out.insert(name, value);
+            }
+            Ok(Value::Object(out))
+        }
+        Value::Array(items) => match schema.get("items") {
+            Some(item_schema) => items
+                .into_iter()
+                .enumerate()
+                .map(|(i, item)| rename_aliases(item, item_schema, aliases, &format!("{at}[{i}]")))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Value::Array),
+            None => Ok(Value::Array(items)),
+        },
+        other => Ok(other),
+    }
+}
+
+/// Whether `name` is declared as a property anywhere in `schema`.
+fn declares(schema: &Value, name: &str) -> bool {
+    let props = schema.get("properties").and_then(Value::as_object);
+    props.is_some_and(|p| p.contains_key(name) || p.values().any(|s| declares(s, name)))
+        || schema
+            .get("items")
+            .is_some_and(|items| declares(items, name))
 }
 
 const EMBEDDED: &[(&str, &str)] = &[
@@ -73,6 +152,8 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../tools/search_files.toml"),
     ),
     ("write_file", include_str!("../../tools/write_file.toml")),
+    ("edit_file", include_str!("../../tools/edit_file.toml")),
+    ("apply_patch", include_str!("../../tools/apply_patch.toml")),
     ("shell", include_str!("../../tools/shell.toml")),
     ("python", include_str!("../../tools/python.toml")),
     ("screenshot", include_str!("../../tools/screenshot.toml")),
@@ -132,6 +213,16 @@ fn parse(file: &'static str, text: &str) -> Result<ToolManifest, ManifestError> 
             reason: "parameters must be an object schema".into(),
         });
     }
+    if let Some((alias, name)) = manifest.aliases.iter().find(|(alias, name)| {
+        !declares(&manifest.parameters, name) || declares(&manifest.parameters, alias)
+    }) {
+        return Err(ManifestError {
+            file,
+            reason: format!(
+                "alias {alias:?} must stand for a declared argument ({name:?}) and not be one"
+            ),
+        });
+    }
     Ok(manifest)
 }
 
@@ -147,5 +238,60 @@ mod tests {
             assert!(!m.description.is_empty(), "{} has no description", m.name);
             assert!(m.parameters.get("properties").is_some(), "{}", m.name);
         }
+    }
+
+    fn edit_file() -> &'static ToolManifest {
+        manifests()
+            .unwrap()
+            .iter()
+            .find(|m| m.name == "edit_file")
+            .unwrap()
+    }
+
+    #[test]
+    fn aliases_are_renamed_where_the_schema_declares_their_argument() {
+        let args = serde_json::json!({
+            "file_path": "a.rs",
+            "old_string": "x",
+            "newString": "y",
+            "edits": [{"old_str": "a", "new_string": "b", "replaceAll": true}],
+        });
+        assert_eq!(
+            edit_file().normalise_aliases(args).unwrap(),
+            serde_json::json!({
+                "path": "a.rs",
+                "old_text": "x",
+                "new_text": "y",
+                "edits": [{"old_text": "a", "new_text": "b", "replace_all": true}],
+            })
+        );
+        // The same value under both names is one argument; different values are an error.
+        let same = serde_json::json!({"path": "a", "filePath": "a"});
+        assert_eq!(
+            edit_file().normalise_aliases(same).unwrap(),
+            serde_json::json!({"path": "a"})
+        );
+        let clash = serde_json::json!({"path": "a", "filePath": "b"});
+        let e = edit_file().normalise_aliases(clash).unwrap_err();
+        assert!(
+            e.contains("\"filePath\" is another name for \"path\""),
+            "{e}"
+        );
+        // Unknown names stay as they are, for validation to report.
+        let unknown = serde_json::json!({"path": "a", "mode": 1});
+        assert_eq!(
+            edit_file().normalise_aliases(unknown.clone()).unwrap(),
+            unknown
+        );
+    }
+
+    #[test]
+    fn an_alias_must_name_a_declared_argument() {
+        let text = "name = \"t\"\ntitle = \"T\"\nkind = \"other\"\ndanger = \"safe\"\n\
+                    description = \"d\"\n[aliases]\nfile = \"nope\"\n\
+                    [parameters]\ntype = \"object\"\n[parameters.properties.path]\n\
+                    type = \"string\"\n";
+        let e = parse("t", text).unwrap_err();
+        assert!(e.reason.contains("alias \"file\""), "{e}");
     }
 }

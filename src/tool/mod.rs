@@ -2,9 +2,11 @@
 //! file, looked up through the [`ToolRegistry`].
 
 mod desktop;
+mod edit;
 mod editor;
 mod exec;
 mod fs;
+mod guard;
 mod manifest;
 mod output;
 mod plan;
@@ -14,13 +16,14 @@ mod settings;
 mod write;
 
 pub use desktop::clipboard_helper_main;
+pub(crate) use edit::{FileChange, planned_changes, write_paths};
 pub use editor::{Editor, EditorFuture, EditorLink};
+pub(crate) use guard::{Guard, guard as write_guard};
 pub use manifest::{Danger, ToolManifest, manifests, tool_names};
 pub use output::cut_head_tail;
 pub use plan::PlanSink;
 pub use registry::{RegisteredTool, ToolRegistry};
 pub use settings::ToolSettings;
-pub(crate) use write::{Guard, guard as write_guard};
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{Tool, ToolManifest, desktop, exec, fs, manifests, plan, search, write};
+use super::{Tool, ToolManifest, desktop, edit, exec, fs, manifests, plan, search, write};
 
 #[derive(Clone)]
 pub struct RegisteredTool {
@@ -36,6 +36,8 @@ impl ToolRegistry {
             Arc::new(fs::ListDirectory),
             Arc::new(search::SearchFiles),
             Arc::new(write::WriteFile),
+            Arc::new(edit::EditFile),
+            Arc::new(edit::ApplyPatch),
             Arc::new(exec::Shell),
             Arc::new(exec::Python),
             Arc::new(desktop::Screenshot),

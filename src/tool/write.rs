@@ -13,7 +13,6 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
-use std::path::Path;
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
@@ -23,7 +22,6 @@ use serde_json::Value;
 use super::output::{io_error, open_root, parse_args, run_blocking};
 use super::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::sandbox::paths::Existing;
-use crate::sandbox::paths::guard::{self, Guarded};
 
 /// Random temp names tried before giving up; a clash needs a leftover with the same name.
 const TEMP_ATTEMPTS: usize = 16;
@@ -56,70 +54,9 @@ impl Tool for WriteFile {
     }
 }
 
-/// What a write to a guarded path needs, whatever the preset says (see
-/// `sandbox::paths::guard`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Guard {
-    /// git's own files: refused, bypass included.
-    Never(String),
-    /// Agent config named by its path: a person decides this very call; an "allow" from the
-    /// preset, a rule or a session grant does not count.
-    Person(String),
-}
-
-/// The guard for one call, checked before the gate's verdict is used. `write_file` is the one
-/// tool that writes by path (external agents' edits are mapped onto it). The path is judged by
-/// its name and, for git's files, also where it resolves (symlinks followed, inside the root);
-/// the tool checks again where the kernel really opens it, and refuses to reach agent config
-/// through a link, so what a person is shown is where the write goes.
-pub(crate) fn guard(tool: &str, args: &Value, root: &Path) -> Option<Guard> {
-    if tool != "write_file" {
-        return None;
-    }
-    let requested = args.get("path").and_then(Value::as_str)?;
-    let path = Path::new(requested);
-    let rel = path.strip_prefix(root).unwrap_or(path);
-    let resolved = crate::sandbox::paths::resolve_in_root(root, requested).ok();
-    let resolved_rel = resolved.as_deref().and_then(|r| r.strip_prefix(root).ok());
-    let in_git_dir = resolved
-        .as_deref()
-        .and_then(Path::parent)
-        .is_some_and(|dir| guard::in_git_dir(root, dir));
-    if guard::classify(rel) == Some(Guarded::Git)
-        || resolved_rel.is_some_and(|r| guard::classify(r) == Some(Guarded::Git))
-        || in_git_dir
-    {
-        return Some(Guard::Never(format!(
-            "{requested}: {}",
-            guard::reason(Guarded::Git)
-        )));
-    }
-    (guard::classify(rel) == Some(Guarded::AgentConfig)).then(|| {
-        Guard::Person(format!(
-            "{requested} is agent config: {}; \"always\" does not cover it",
-            guard::reason(Guarded::AgentConfig)
-        ))
-    })
-}
-
 fn write_file(ctx: &ToolContext, args: &WriteArgs) -> Result<ToolOutput, ToolError> {
-    if args.path.trim().is_empty() {
-        return Err(ToolError::InvalidArguments("path is empty".into()));
-    }
-    let target = open_root(ctx)?.prepare_write(&args.path)?;
-    let mode = match target.existing {
-        Existing::Directory => {
-            return Err(ToolError::Refused(format!(
-                "{} is a directory; write_file writes files",
-                args.path
-            )));
-        }
-        Existing::File { mode } => Some(mode),
-        Existing::Nothing | Existing::Other => None,
-    };
-    write_atomically(&target.dir, &target.name, args.content.as_bytes(), mode)
-        .map_err(|e| io_error(&e, &args.path))?;
-    let verb = if target.existing == Existing::Nothing {
+    let existing = write_text(ctx, &args.path, args.content.as_bytes())?;
+    let verb = if existing == Existing::Nothing {
         "created"
     } else {
         "replaced"
@@ -129,6 +66,47 @@ fn write_file(ctx: &ToolContext, args: &WriteArgs) -> Result<ToolOutput, ToolErr
         args.path,
         args.content.len()
     )))
+}
+
+/// Writes `content` to `path` beneath the root, atomically, through the directory the kernel
+/// opened (see the module docs), with the guards of `prepare_write`. Returns what the name
+/// was before. Every tool that writes a file by path writes it here.
+pub(super) fn write_text(
+    ctx: &ToolContext,
+    path: &str,
+    content: &[u8],
+) -> Result<Existing, ToolError> {
+    if path.trim().is_empty() {
+        return Err(ToolError::InvalidArguments("path is empty".into()));
+    }
+    let target = open_root(ctx)?.prepare_write(path)?;
+    let mode = match target.existing {
+        Existing::Directory => {
+            return Err(ToolError::Refused(format!(
+                "{path} is a directory; only files are written"
+            )));
+        }
+        Existing::File { mode } => Some(mode),
+        Existing::Nothing | Existing::Other => None,
+    };
+    write_atomically(&target.dir, &target.name, content, mode).map_err(|e| io_error(&e, path))?;
+    Ok(target.existing)
+}
+
+/// Deletes the file `path` names beneath the root, found and guarded as a write to it is
+/// (through a link that stays inside, the file it points to).
+pub(super) fn remove_file(ctx: &ToolContext, path: &str) -> Result<(), ToolError> {
+    let target = open_root(ctx)?.prepare_write(path)?;
+    match target.existing {
+        Existing::Nothing => Err(ToolError::NotFound(format!("{path} does not exist"))),
+        Existing::Directory => Err(ToolError::Refused(format!(
+            "{path} is a directory; only files are deleted"
+        ))),
+        Existing::File { .. } | Existing::Other => {
+            rustix::fs::unlinkat(&target.dir, &target.name, AtFlags::empty())
+                .map_err(|e| io_error(&e.into(), path))
+        }
+    }
 }
 
 /// Writes `bytes` to a new temp file in `dir`, syncs it and renames it to `name`. `mode`:
@@ -183,6 +161,7 @@ fn fill(fd: OwnedFd, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::guard::{Guard, guard};
     use super::super::output::testing::session;
     use super::*;
     use serde_json::json;

@@ -6,6 +6,7 @@
 mod acp;
 mod common;
 mod desktop;
+mod edit_tools;
 mod eval;
 mod exec_tools;
 mod external_acp;

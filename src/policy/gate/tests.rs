@@ -526,3 +526,61 @@ fn paths_are_checked_from_the_calls_cwd_and_a_cd_stops_the_check() {
     assert!(is_ask(&run(json!({"command": "cd sub && cat link"}))));
     assert!(is_ask(&run(json!({"command": "ls", "cwd": "../.."}))));
 }
+
+#[test]
+fn edit_tools_are_ruled_like_write_file_and_a_patch_by_every_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::os::unix::fs::symlink(".git", root.join("docs")).unwrap();
+    let patch = |paths: &[&str]| {
+        let files: String = paths
+            .iter()
+            .map(|p| format!("*** Add File: {p}\n+x\n"))
+            .collect();
+        json!({"patch": format!("*** Begin Patch\n{files}*** End Patch")})
+    };
+    for preset in ["default", "auto"] {
+        let g = gate(preset);
+        let check = |tool: &str, args: &Value| g.check(tool, Danger::Moderate, args, &root);
+        for path in [".git/config", "docs/hooks/x", "sub/.git/HEAD"] {
+            let edit = json!({"path": path, "old_text": "a", "new_text": "b"});
+            assert!(is_deny(&check("edit_file", &edit)), "{preset} {path}");
+            // The guarded path anywhere in the patch: first, last, or where a file moves to.
+            assert!(
+                is_deny(&check("apply_patch", &patch(&["a.txt", path]))),
+                "{preset} {path}"
+            );
+            assert!(
+                is_deny(&check("apply_patch", &patch(&[path, "a.txt"]))),
+                "{preset} {path}"
+            );
+            let moved = format!(
+                "*** Begin Patch\n*** Update File: a.txt\n*** Move to: {path}\n*** End Patch"
+            );
+            assert!(
+                is_deny(&check("apply_patch", &json!({"patch": moved}))),
+                "{preset} {path}"
+            );
+        }
+    }
+    // An allow rule must cover every file of the patch.
+    let policy = Policy::parse(
+        "p",
+        "description = \"d\"\nauto_approve = \"safe\"\n[[rules]]\ntool = \"apply_patch\"\n\
+         allow = [\"src/**\"]\n",
+        &PolicyOverrides::default(),
+    )
+    .unwrap();
+    let g = Gate::new(policy);
+    let check = |args: &Value| g.check("apply_patch", Danger::Moderate, args, &root);
+    assert!(is_allow(&check(&patch(&["src/a.rs", "src/b.rs"]))));
+    assert!(is_ask(&check(&patch(&["src/a.rs", "build.rs"]))));
+    assert!(is_ask(&check(&json!({"patch": "not a patch"}))));
+    let readonly = gate("readonly");
+    assert!(!readonly.offers("edit_file") && !readonly.offers("apply_patch"));
+    assert_eq!(
+        g.always("apply_patch", &patch(&["a"]), &root).text,
+        "always: apply_patch on any path in the session root, for this session"
+    );
+}

@@ -30,8 +30,8 @@ pub(super) async fn forward(
         }
         match &envelope.payload {
             Payload::Permission(PermissionData::Request(request)) => {
-                let diff = projection.diff_of(&request.tool_call.tool_call_id);
-                ask_client(&acp, &session.id, request, diff, &cx);
+                let diffs = projection.diffs_of(&request.tool_call.tool_call_id);
+                ask_client(&acp, &session.id, request, diffs, &cx);
             }
             Payload::Result(result) => {
                 if let Some(done) = lock(&session.waiting).take() {
@@ -54,13 +54,13 @@ fn ask_client(
     acp: &Arc<Acp>,
     session: &str,
     request: &PermissionRequest,
-    diff: Option<Value>,
+    diffs: Vec<Value>,
     cx: &Connection,
 ) {
     let request_id = request.request_id.clone();
     let mut tool_call = json!(request.tool_call);
-    if let Some(diff) = diff {
-        tool_call["content"] = json!([diff]);
+    if !diffs.is_empty() {
+        tool_call["content"] = json!(diffs);
     }
     let question: Result<RequestPermissionRequest, _> = typed(json!({
         "sessionId": session,

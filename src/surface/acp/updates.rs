@@ -58,9 +58,9 @@ fn tail(text: &str, max: usize) -> &str {
 }
 
 impl Projection {
-    /// The diff a write call carries, for the permission question about it.
-    pub fn diff_of(&self, tool_call_id: &str) -> Option<Value> {
-        self.calls.get(tool_call_id)?.first().cloned()
+    /// The diffs a write call carries (one per file), for the permission question about it.
+    pub fn diffs_of(&self, tool_call_id: &str) -> Vec<Value> {
+        self.calls.get(tool_call_id).cloned().unwrap_or_default()
     }
 
     /// The updates for one envelope. `replay`: the session is being loaded, so the user's
