@@ -116,7 +116,9 @@ pub fn emit_authoritative_use(
         info.content = vec![diff];
         info.locations = vec![location];
     }
-    session.emit(Payload::ToolUse(ToolUseData::new(&raw.name, info)));
+    session.emit(Payload::ToolUse(
+        ToolUseData::new(&raw.name, info).recovered_from(raw.recovered_from),
+    ));
 }
 
 pub struct Finished {
