@@ -42,10 +42,6 @@ mod tests {
     use super::super::testing::tools;
     use super::*;
 
-    fn extract(text: &str) -> Option<Extracted> {
-        super::extract(text, &tools())
-    }
-
     #[test]
     fn takes_a_bare_or_fenced_call_object() {
         for text in [
@@ -57,7 +53,7 @@ mod tests {
             "````JSON\n{\"name\": \"read_file\",\n \"arguments\": {\"path\": \"a.txt\"}}\n````\n",
             "```\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.txt\"}}\n```",
         ] {
-            let got = extract(text).unwrap_or_else(|| panic!("{text}"));
+            let got = extract(text, &tools()).unwrap_or_else(|| panic!("{text}"));
             assert_eq!(got.text, "");
             assert_eq!(got.calls.len(), 1);
             assert_eq!(got.calls[0].name, "read_file");
@@ -83,7 +79,7 @@ mod tests {
             format!("[{call}]"),
             format!("{call}{call}"),
         ] {
-            assert_eq!(extract(&text), None, "{text}");
+            assert_eq!(extract(&text, &tools()), None, "{text}");
         }
     }
 
@@ -101,7 +97,7 @@ mod tests {
             r#"{'name': 'read_file', 'arguments': {'path': 'a'}}"#,
             r#"{"name": "read_file", "arguments": {"path": "a"},}"#,
         ] {
-            assert_eq!(extract(text), None, "{text}");
+            assert_eq!(extract(text, &tools()), None, "{text}");
         }
     }
 }

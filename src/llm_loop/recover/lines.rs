@@ -89,6 +89,31 @@ pub(super) fn take_blocks(text: &str, block: &dyn Fn(usize) -> Verdict) -> Optio
     })
 }
 
+/// The calls of a family whose calls end the reply: from the first line outside code that
+/// begins with `marker` to the end of the text, `calls` must read calls and nothing else, or
+/// nothing is taken (not even from a later marker: the model's batch is one).
+pub(super) fn take_tail(
+    text: &str,
+    marker: &str,
+    calls: &dyn Fn(&str) -> Option<Vec<TextToolCall>>,
+) -> Option<Extracted> {
+    if !text.contains(marker) {
+        return None;
+    }
+    take_blocks(text, &|at| {
+        if !text[at..].starts_with(marker) {
+            return Verdict::NotHere;
+        }
+        match calls(&text[at..]) {
+            Some(calls) => Verdict::Take {
+                calls,
+                end: text.len(),
+            },
+            None => Verdict::Stop,
+        }
+    })
+}
+
 /// The end of the line holding `at` (past its newline), provided nothing but whitespace
 /// follows `at` on it: what makes a block stand on its own lines.
 pub(super) fn rest_of_line_blank(text: &str, at: usize) -> Option<usize> {

@@ -11,30 +11,18 @@
 
 use serde_json::{Map, Value};
 
-use super::lines::{self, Verdict};
+use super::lines;
 use super::{Catalog, Extracted, Shape, TextToolCall, call_object, json_prefix, skip_space};
 
 const TAG: &str = "<|python_tag|>";
 
 pub(super) fn extract(text: &str, catalog: &dyn Catalog) -> Option<Extracted> {
-    if !text.contains(TAG) {
-        return None;
-    }
-    lines::take_blocks(text, &|at| {
-        if !text[at..].starts_with(TAG) {
-            return Verdict::NotHere;
-        }
-        let tail = &text[at + TAG.len()..];
-        let calls = match tail.trim_start().starts_with('{') {
-            true => json_calls(tail, catalog),
-            false => python_call(tail, catalog).map(|call| vec![call]),
-        };
-        match calls {
-            Some(calls) => Verdict::Take {
-                calls,
-                end: text.len(),
-            },
-            None => Verdict::Stop,
+    lines::take_tail(text, TAG, &|tail| {
+        let tail = &tail[TAG.len()..];
+        if tail.trim_start().starts_with('{') {
+            json_calls(tail, catalog)
+        } else {
+            python_call(tail, catalog).map(|call| vec![call])
         }
     })
 }
@@ -129,16 +117,12 @@ mod tests {
     use super::super::testing::tools;
     use super::*;
 
-    fn extract(text: &str) -> Option<Extracted> {
-        super::extract(text, &tools())
-    }
-
     #[test]
     fn takes_json_calls_after_the_tag() {
         let text = "Looking.\n<|python_tag|>{\"name\": \"read_file\", \"parameters\": \
             {\"path\": \"a\"}}; {\"type\": \"function\", \"name\": \"read_file\", \
             \"parameters\": {\"path\": \"b\", \"endLine\": \"4\"}}\n";
-        let got = extract(text).unwrap();
+        let got = extract(text, &tools()).unwrap();
         assert_eq!(got.text, "Looking.");
         let args: Vec<&Value> = got.calls.iter().map(|c| &c.arguments).collect();
         assert_eq!(
@@ -151,13 +135,13 @@ mod tests {
     fn takes_the_call_form_with_json_values() {
         let text = "<|python_tag|>search_files.call(query=\"a, b)\", limit=3, \
             globs=[\"*.rs\"], literal=true)";
-        let got = extract(text).unwrap();
+        let got = extract(text, &tools()).unwrap();
         assert_eq!(got.calls[0].name, "search_files");
         assert_eq!(
             got.calls[0].arguments,
             json!({"query": "a, b)", "limit": 3, "globs": ["*.rs"], "literal": true})
         );
-        let none = extract("<|python_tag|> search_files . call ( ) ").unwrap();
+        let none = extract("<|python_tag|> search_files . call ( ) ", &tools()).unwrap();
         assert_eq!(none.calls[0].arguments, json!({}));
     }
 
@@ -185,7 +169,7 @@ mod tests {
             "<|python_tag|>rm.call(path=\"/\")".to_owned(),
             "<|python_tag|>".to_owned(),
         ] {
-            assert_eq!(extract(&text), None, "{text}");
+            assert_eq!(extract(&text, &tools()), None, "{text}");
         }
     }
 }

@@ -10,28 +10,14 @@
 
 use serde_json::Value;
 
-use super::lines::{self, Verdict};
+use super::lines;
 use super::{Catalog, Extracted, Shape, TextToolCall, call_object, json_prefix, skip_space};
 
 const MARKER: &str = "[TOOL_CALLS]";
 const ARGS: &str = "[ARGS]";
 
 pub(super) fn extract(text: &str, catalog: &dyn Catalog) -> Option<Extracted> {
-    if !text.contains(MARKER) {
-        return None;
-    }
-    lines::take_blocks(text, &|at| {
-        if !text[at..].starts_with(MARKER) {
-            return Verdict::NotHere;
-        }
-        match calls(&text[at..], catalog) {
-            Some(calls) => Verdict::Take {
-                calls,
-                end: text.len(),
-            },
-            None => Verdict::Stop,
-        }
-    })
+    lines::take_tail(text, MARKER, &|tail| calls(tail, catalog))
 }
 
 /// Every call of a tail that begins with the marker, or `None` if any part of it is not one.
@@ -93,12 +79,8 @@ mod tests {
     use super::super::testing::tools;
     use super::*;
 
-    fn extract(text: &str) -> Option<Extracted> {
-        super::extract(text, &tools())
-    }
-
     fn paths(text: &str) -> Vec<Value> {
-        let got = extract(text).unwrap_or_else(|| panic!("{text}"));
+        let got = extract(text, &tools()).unwrap_or_else(|| panic!("{text}"));
         got.calls
             .into_iter()
             .map(|c| c.arguments["path"].clone())
@@ -110,7 +92,7 @@ mod tests {
         let text = "Reading both.\n[TOOL_CALLS] [{\"name\": \"read_file\", \"arguments\": \
             {\"path\": \"a\"}}, {\"name\": \"read_file\", \"arguments\": {\"path\": \"b\"}}]\n";
         assert_eq!(paths(text), [json!("a"), json!("b")]);
-        assert_eq!(extract(text).unwrap().text, "Reading both.");
+        assert_eq!(extract(text, &tools()).unwrap().text, "Reading both.");
     }
 
     #[test]
@@ -118,10 +100,13 @@ mod tests {
         let text = "[TOOL_CALLS]read_file[ARGS]{\"path\": \"a\"}[TOOL_CALLS]read_file[ARGS]\
             {\"path\": \"b\", \"startLine\": \"2\"}";
         assert_eq!(paths(text), [json!("a"), json!("b")]);
-        assert_eq!(extract(text).unwrap().calls[1].arguments["startLine"], 2);
+        assert_eq!(
+            extract(text, &tools()).unwrap().calls[1].arguments["startLine"],
+            2
+        );
         let text = "Sure.\n  [TOOL_CALLS]read_file{\"path\": \"c\"}\n";
         assert_eq!(paths(text), [json!("c")]);
-        assert_eq!(extract(text).unwrap().text, "Sure.");
+        assert_eq!(extract(text, &tools()).unwrap().text, "Sure.");
     }
 
     #[test]
@@ -134,7 +119,7 @@ mod tests {
             format!("Write `\n{call}\n` like that."),
             format!("> {call}"),
         ] {
-            assert_eq!(extract(&text), None, "{text}");
+            assert_eq!(extract(&text, &tools()), None, "{text}");
         }
     }
 
@@ -157,7 +142,7 @@ mod tests {
             // A refused first tail is not retried from a later marker.
             format!("[TOOL_CALLS]rm[ARGS]{{}}\n{good}"),
         ] {
-            assert_eq!(extract(&text), None, "{text}");
+            assert_eq!(extract(&text, &tools()), None, "{text}");
         }
     }
 }

@@ -173,12 +173,8 @@ mod tests {
     use super::super::testing::tools;
     use super::*;
 
-    fn extract(text: &str) -> Option<Extracted> {
-        super::extract(text, &tools())
-    }
-
     fn calls(text: &str) -> Vec<TextToolCall> {
-        extract(text).map(|e| e.calls).unwrap_or_default()
+        extract(text, &tools()).map(|e| e.calls).unwrap_or_default()
     }
 
     const WRITE: &str = "<tool_call>\n<function=write_file>\n<parameter=path>\nnotes.md\n\
@@ -188,7 +184,7 @@ mod tests {
     #[test]
     fn takes_a_block_with_several_parameters_and_keeps_the_text() {
         let text = format!("I'll write it.\n{WRITE}\nDone soon.\n");
-        let got = extract(&text).unwrap();
+        let got = extract(&text, &tools()).unwrap();
         assert_eq!(got.text, "I'll write it.\nDone soon.");
         assert_eq!(got.calls.len(), 1);
         assert_eq!(got.calls[0].name, "write_file");
@@ -230,7 +226,7 @@ mod tests {
     fn takes_unwrapped_and_several_blocks_in_order() {
         let text = "<function=read_file>\n<parameter=path>\na\n</parameter>\n</function>\n\
             <tool_call><function=read_file><parameter=path>b</parameter></function></tool_call>";
-        let got = extract(text).unwrap();
+        let got = extract(text, &tools()).unwrap();
         assert_eq!(got.text, "");
         let paths: Vec<&Value> = got.calls.iter().map(|c| &c.arguments["path"]).collect();
         assert_eq!(paths, [&json!("a"), &json!("b")]);
@@ -248,7 +244,7 @@ mod tests {
             .map(|l| format!("> {l}\n"))
             .collect::<String>();
         for text in [fenced, inline, span, prose, trailing, quoted] {
-            assert_eq!(extract(&text), None, "{text}");
+            assert_eq!(extract(&text, &tools()), None, "{text}");
         }
     }
 
@@ -270,7 +266,7 @@ mod tests {
             "<tool_call><function=read_file><parameter=path>a</parameter></function></tool_call> x",
             "<function=read_file><parameter=path>a</parameter></function><function=read_file>",
         ] {
-            assert_eq!(extract(text), None, "{text}");
+            assert_eq!(extract(text, &tools()), None, "{text}");
         }
     }
 
@@ -281,7 +277,7 @@ mod tests {
         let text = "<tool_call>\n<function=read_file>\n<parameter=path>\na\n</parameter>\n\
             </function>\n</tool_call> (an example)\n\
             <function=read_file><parameter=path>b</parameter></function>\n";
-        let got = extract(text).unwrap();
+        let got = extract(text, &tools()).unwrap();
         assert_eq!(got.calls.len(), 1);
         assert_eq!(got.calls[0].arguments["path"], "b");
         assert!(got.text.starts_with("<tool_call>\n<function=read_file>"));
