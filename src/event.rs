@@ -170,6 +170,15 @@ pub struct ToolUseData {
     /// before it existed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tool: String,
+    /// The text shape corral's loop recovered this call from when the server sent it as
+    /// text instead of a native call (`hermes`, `qwen3_xml`, `json`, `mistral`, `llama3`,
+    /// `codex_patch`), so recovered calls can be counted. Absent for native calls.
+    #[serde(
+        default,
+        rename = "recoveredFrom",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub recovered_from: Option<String>,
 }
 
 impl ToolUseData {
@@ -177,7 +186,14 @@ impl ToolUseData {
         ToolUseData {
             call,
             tool: tool.into(),
+            recovered_from: None,
         }
+    }
+
+    /// The same call, marked as recovered from the text shape `family`.
+    pub fn recovered_from(mut self, family: Option<&str>) -> Self {
+        self.recovered_from = family.map(str::to_owned);
+        self
     }
 }
 

@@ -22,6 +22,9 @@ pub use error::Error;
 pub use event::*;
 pub use host::manager::{SessionInfo, SessionManager, TurnMode};
 pub use host::open::OpenSpec;
+/// For the fuzz targets in `fuzz/`: not part of the API.
+#[doc(hidden)]
+pub use llm_loop::recover::fuzz_recover;
 pub use llm_loop::{LlmLoop, LoopConfig, PromptMode};
 pub use model::{
     BaseUrlSource, ChatRequest, ChoiceError, HttpSettings, Image, Message, ModelChoice,

@@ -120,7 +120,9 @@ pub fn emit_authoritative_use(
     if !blocks.is_empty() {
         (info.content, info.locations) = blocks.into_iter().unzip();
     }
-    session.emit(Payload::ToolUse(ToolUseData::new(&raw.name, info)));
+    session.emit(Payload::ToolUse(
+        ToolUseData::new(&raw.name, info).recovered_from(raw.recovered_from),
+    ));
 }
 
 pub struct Finished {

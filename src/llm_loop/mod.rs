@@ -10,10 +10,10 @@
 mod batch;
 mod compaction;
 mod execute;
-pub(crate) mod hermes;
 mod history;
 mod prompt;
 pub use crate::model::PromptMode;
+pub(crate) mod recover;
 pub(crate) mod repair;
 mod step;
 
@@ -23,7 +23,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::{
-    CompactionData, ContentBlock, Envelope, Payload, StopReason, TextData, Usage, UsageData,
+    CompactionData, ContentBlock, Envelope, Payload, StopReason, TextData, ToolUseData, Usage,
+    UsageData,
 };
 use crate::model::{ChatRequest, Message, ModelClient, TokenCounts, ToolChoiceMode, ToolSchema};
 use crate::policy::{Approver, Policy};
@@ -375,37 +376,34 @@ impl LlmLoop {
         }));
     }
 
-    /// The calls of a step: native ones, else Hermes-style blocks written in the text. Also
-    /// emits the authoritative text block, with any extracted blocks cut out.
+    /// The calls of a step: native ones, else calls written in the text in one of the shapes
+    /// `recover` knows. Also emits the authoritative text block, with recovered calls cut out.
     fn resolve_calls(&self, output: &StepOutput) -> Option<(String, Vec<step::RawCall>)> {
         let mut text = output.text.clone();
         let mut calls = output.calls.clone();
-        if calls.is_empty() && matches!(output.end, StepEnd::Finished) {
-            let accept = |name: &str, args: serde_json::Value| {
-                let tool = self.tools.get(name)?;
-                repair::coerce_and_validate(args, &tool.manifest.parameters).ok()
-            };
-            if let Some(extracted) = hermes::extract_tool_calls(&output.text, &accept) {
-                text = extracted.text;
-                calls = extracted
-                    .calls
-                    .into_iter()
-                    .map(|c| {
-                        let raw = step::RawCall {
-                            id: step::new_call_id(),
-                            name: self.tools.canonical_name(&c.name),
-                            arguments_text: String::new(),
-                            arguments_value: Some(c.arguments),
-                        };
-                        self.session
-                            .emit(Payload::ToolUse(crate::event::ToolUseData::new(
-                                &raw.name,
-                                step::announce(&self.tools, &raw),
-                            )));
-                        raw
-                    })
-                    .collect();
-            }
+        if calls.is_empty()
+            && matches!(output.end, StepEnd::Finished)
+            && let Some(recovered) = recover::recover(&output.text, &self.tools)
+        {
+            text = recovered.text;
+            calls = recovered
+                .calls
+                .into_iter()
+                .map(|c| {
+                    let raw = step::RawCall {
+                        id: step::new_call_id(),
+                        name: self.tools.canonical_name(&c.name),
+                        arguments_text: String::new(),
+                        arguments_value: Some(c.arguments),
+                        recovered_from: Some(recovered.family),
+                    };
+                    let announce = step::announce(&self.tools, &raw);
+                    self.session.emit(Payload::ToolUse(
+                        ToolUseData::new(&raw.name, announce).recovered_from(raw.recovered_from),
+                    ));
+                    raw
+                })
+                .collect();
         }
         if output.open_text {
             self.session.emit(Payload::AssistantText(TextData {

@@ -220,7 +220,7 @@ fn required_of(schema: &Value) -> Vec<&str> {
     list.map_or_else(Vec::new, |r| r.iter().filter_map(Value::as_str).collect())
 }
 
-fn types_of(schema: &Value) -> Vec<&str> {
+pub(super) fn types_of(schema: &Value) -> Vec<&str> {
     match schema.get("type") {
         Some(Value::String(t)) => vec![t.as_str()],
         Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),

@@ -20,6 +20,8 @@ pub struct RawCall {
     pub arguments_text: String,
     /// Arguments as an object (Ollama), if sent whole.
     pub arguments_value: Option<serde_json::Value>,
+    /// The family of text-written calls it was recovered from; `None` for a native call.
+    pub recovered_from: Option<&'static str>,
 }
 
 #[derive(Debug)]

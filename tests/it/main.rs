@@ -29,6 +29,7 @@ mod run_cli;
 mod run_loop;
 mod run_ollama;
 mod run_openai;
+mod run_recover;
 mod safe_output;
 mod sandbox;
 mod sandbox_attacks;
