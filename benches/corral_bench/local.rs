@@ -27,6 +27,14 @@ struct Turn {
 async fn main_job(model: &Path, extra: &[&str]) -> Turn {
     let work = tempfile::tempdir().unwrap();
     let config = tempfile::tempdir().unwrap();
+    // Greedy sampling, so runs repeat: the model's own default samples, and one rambling
+    // reply would swamp every figure.
+    std::fs::create_dir(config.path().join("corral")).unwrap();
+    std::fs::write(
+        config.path().join("corral/config.toml"),
+        "temperature = 0.0\n",
+    )
+    .unwrap();
     for name in ["README.md", "main.rs", "notes.txt"] {
         std::fs::write(work.path().join(name), "hello\n").unwrap();
     }
@@ -99,7 +107,7 @@ pub async fn local(rows: &mut Vec<Row>) {
     };
     let job = main_job(&model, &[]).await;
     rows.push(Row {
-        name: "local: README main job (gguf: SmolLM2-135M, prompt auto), seconds",
+        name: "local: README main job (gguf: SmolLM2-135M, prompt auto, temperature 0), seconds",
         figure: format!("{:.1} s, {} requests", job.seconds, job.usage.len()),
         goal: "—",
     });
