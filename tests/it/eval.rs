@@ -119,11 +119,13 @@ async fn a_replayed_solution_passes_and_a_wrong_answer_fails() {
             "fix-failing-test",
             "--task",
             "fix-off-by-one",
+            // Relative: the checks must still find their files from inside each copy.
             "--tasks",
+            "evals",
         ])
-        .arg(evals().to_string_lossy())
         .arg("--out")
         .arg(json_path.to_string_lossy())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
         .run()
         .await;
     assert_eq!(out.code, Some(0), "{out:?}");

@@ -47,7 +47,11 @@ fn tasks_dir(chosen: Option<PathBuf>) -> Result<PathBuf, Error> {
 
 /// Runs every task in turn; the table goes to stdout, progress to stderr.
 pub async fn eval(args: EvalArgs) -> Result<Exit, Error> {
+    // Absolute: the check runs in each copy and finds its files through $CORRAL_EVAL_TASK.
     let dir = tasks_dir(args.tasks.clone())?;
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| Error::Usage(format!("cannot read tasks in {}: {e}", dir.display())))?;
     let tasks = task::load(&dir, &args.only, args.max_steps)?;
     let corral = std::env::current_exe()
         .map_err(|e| Error::Runtime(format!("cannot find corral's own binary: {e}")))?;
