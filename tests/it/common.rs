@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::support::{Cmd, FakeModel, Harness, Outcome};
+use crate::support::{Cmd, FakeModel, Harness, Outcome, Reply};
 
 /// Fast retries so error tests do not wait seconds.
 pub const FAST_RETRY: &str = "[retry]\nbase_delay_ms = 5\nmax_delay_ms = 20\n";
@@ -496,4 +496,34 @@ pub fn root_here(what: &str) -> bool {
     let uid = std::process::Command::new("id").arg("-u").output().unwrap();
     String::from_utf8_lossy(&uid.stdout).trim() == "0"
         || !skip_without("root", &format!("{what} needs the tests to run as root"))
+}
+
+/// A run in `cwd` under `preset` whose model makes `calls`, one per step, then answers "done".
+pub async fn run_calls(
+    h: &Harness,
+    cwd: &std::path::Path,
+    preset: &str,
+    calls: &[(&str, Value)],
+) -> Outcome {
+    let server = FakeModel::start().await;
+    for (i, (name, args)) in calls.iter().enumerate() {
+        server.push(Reply::new().tool_call(&format!("c{i}"), name, &args.to_string()));
+    }
+    server.push(Reply::new().text("done"));
+    let out = openai_run(h, &server, "go")
+        .args(["-p", preset])
+        .current_dir(cwd)
+        .timeout(std::time::Duration::from_secs(60))
+        .run()
+        .await;
+    assert_well_formed(&out);
+    out
+}
+
+/// The `{success, output, error}` records of a run's calls, in order.
+pub fn tool_results(out: &Outcome) -> Vec<Value> {
+    out.of_kind("tool_result")
+        .iter()
+        .map(|e| e["data"]["result"].clone())
+        .collect()
 }

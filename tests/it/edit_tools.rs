@@ -3,34 +3,14 @@
 //! would (out of the root, into `.git`, agent config without a person); the approval shows
 //! the diff.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use crate::common::*;
 use crate::support::{FakeModel, Harness, Outcome, Reply};
 
-/// A run whose model makes the given calls, one per step, and then answers "done".
+/// A run in the harness's work dir whose model makes `calls`, then answers "done".
 async fn run(h: &Harness, preset: &str, calls: &[(&str, Value)]) -> Outcome {
-    let server = FakeModel::start().await;
-    for (i, (name, args)) in calls.iter().enumerate() {
-        server.push(Reply::new().tool_call(&format!("c{i}"), name, &args.to_string()));
-    }
-    server.push(Reply::new().text("done"));
-    let out = openai_run(h, &server, "go")
-        .args(["-p", preset])
-        .timeout(Duration::from_secs(60))
-        .run()
-        .await;
-    assert_well_formed(&out);
-    out
-}
-
-fn results(out: &Outcome) -> Vec<Value> {
-    out.of_kind("tool_result")
-        .iter()
-        .map(|e| e["data"]["result"].clone())
-        .collect()
+    run_calls(h, &h.work(), preset, calls).await
 }
 
 fn patch(body: &str) -> (&'static str, Value) {
@@ -76,7 +56,7 @@ async fn a_model_edits_with_other_agents_argument_names_and_patches_several_file
     )
     .await;
     assert_eq!(out.code, Some(0), "{out:?}");
-    let results = results(&out);
+    let results = tool_results(&out);
     assert_eq!(results.len(), 2, "{out:?}");
     for result in &results {
         assert_eq!(result["success"], true, "{result}");
@@ -145,7 +125,7 @@ async fn a_failing_edit_tells_the_model_where_to_look_and_changes_nothing() {
         ],
     )
     .await;
-    let results = results(&out);
+    let results = tool_results(&out);
     refused(
         &results[0],
         "old_text matches 2 places exactly (starting at lines 1, 3)",
@@ -206,7 +186,7 @@ async fn edit_tools_never_write_outside_the_root_or_git_files_under_bypass() {
         patch("*** Delete File: docs/HEAD\n"),
     ];
     let out = run(&h, "bypass", &calls).await;
-    let results = results(&out);
+    let results = tool_results(&out);
     assert_eq!(results.len(), calls.len(), "{out:?}");
     for i in [0, 1, 2, 8, 9] {
         refused(&results[i], "outside the session root");
@@ -237,7 +217,7 @@ async fn agent_config_in_a_patch_asks_a_person_even_under_bypass_and_shows_the_d
     let body = "*** Add File: notes.md\n+fine\n*** Add File: .mcp.json\n+{\"mcpServers\": {}}\n";
     // Nobody to ask: refused, nothing written.
     let out = run(&h, "bypass", &[patch(body)]).await;
-    refused(&results(&out)[0], "needs a person's approval");
+    refused(&tool_results(&out)[0], "needs a person's approval");
     assert!(!work.join("notes.md").exists() && !work.join(".mcp.json").exists());
 
     let server = FakeModel::start().await;

@@ -22,7 +22,7 @@ async fn calls(h: &Harness, calls: &[(&str, Value)]) -> Outcome {
         .await;
     assert_well_formed(&out);
     // A turn whose every call hit the root boundary ends as an error; otherwise normally.
-    let failed_outside = results(&out).iter().all(|r| {
+    let failed_outside = tool_results(&out).iter().all(|r| {
         r["success"] == false
             && r["error"]
                 .as_str()
@@ -31,14 +31,6 @@ async fn calls(h: &Harness, calls: &[(&str, Value)]) -> Outcome {
     let expected = if failed_outside { 1 } else { 0 };
     assert_eq!(out.code, Some(expected), "{out:?}");
     out
-}
-
-/// The `{success, output, error}` records of the calls, in order.
-fn results(out: &Outcome) -> Vec<Value> {
-    out.of_kind("tool_result")
-        .iter()
-        .map(|e| e["data"]["result"].clone())
-        .collect()
 }
 
 #[tokio::test]
@@ -60,7 +52,7 @@ async fn write_file_refuses_symlinks_leading_out_and_names_the_root() {
     )
     .await;
     let root = h.work().canonicalize().unwrap();
-    let results = results(&out);
+    let results = tool_results(&out);
     assert_eq!(results.len(), 3, "{out:?}");
     for result in &results {
         assert_eq!(result["success"], false, "{result}");
@@ -91,7 +83,7 @@ async fn symlinks_inside_the_root_are_written_through() {
         ],
     )
     .await;
-    let results = results(&out);
+    let results = tool_results(&out);
     assert_eq!(results[0]["success"], true, "{}", results[0]);
     assert_eq!(results[1]["output"], "new\n", "{}", results[1]);
     assert!(h.work().join("alias").is_symlink());
@@ -140,7 +132,7 @@ async fn a_root_whose_path_is_redirected_by_a_symlink_is_refused() {
     let out = run.wait().await;
     assert_well_formed(&out);
 
-    let results = results(&out);
+    let results = tool_results(&out);
     assert_eq!(results.len(), 3, "{out:?}");
     assert_eq!(results[0]["success"], true, "{}", results[0]);
     for result in &results[1..] {

@@ -38,26 +38,7 @@ fn assert_git_status_runs_nothing(h: &Harness, dirs: &[PathBuf]) {
 }
 
 async fn run(h: &Harness, cwd: &Path, preset: &str, calls: &[(&str, Value)]) -> Outcome {
-    let server = FakeModel::start().await;
-    for (i, (name, args)) in calls.iter().enumerate() {
-        server.push(Reply::new().tool_call(&format!("c{i}"), name, &args.to_string()));
-    }
-    server.push(Reply::new().text("done"));
-    let out = openai_run(h, &server, "go")
-        .args(["-p", preset])
-        .current_dir(cwd)
-        .timeout(Duration::from_secs(60))
-        .run()
-        .await;
-    assert_well_formed(&out);
-    out
-}
-
-fn results(out: &Outcome) -> Vec<Value> {
-    out.of_kind("tool_result")
-        .iter()
-        .map(|e| e["data"]["result"].clone())
-        .collect()
+    run_calls(h, cwd, preset, calls).await
 }
 
 fn write(path: &str, content: &str) -> (&'static str, Value) {
@@ -118,7 +99,7 @@ async fn write_file_never_writes_git_files_under_bypass_by_any_path() {
         ],
     )
     .await;
-    let results = results(&out);
+    let results = tool_results(&out);
     assert_eq!(results.len(), 8, "{out:?}");
     for i in [0, 1, 2, 3, 5, 6, 7] {
         assert_refused(&results[i], GIT_REFUSAL);
@@ -144,7 +125,7 @@ async fn a_symlink_into_git_already_in_the_repository_does_not_let_auto_write_th
         &[write("docs/config", &planted_config(&h))],
     )
     .await;
-    assert_refused(&results(&out)[0], GIT_REFUSAL);
+    assert_refused(&tool_results(&out)[0], GIT_REFUSAL);
     assert_git_status_runs_nothing(&h, &[work]);
 }
 
@@ -174,7 +155,7 @@ async fn the_sandbox_keeps_nested_git_and_agent_config_read_only() {
         ],
     )
     .await;
-    let results = results(&out);
+    let results = tool_results(&out);
     assert_refused(&results[0], "Read-only file system");
     assert_refused(&results[1], "Read-only file system");
     assert_eq!(results[2]["success"], true, "{}", results[2]);
@@ -213,7 +194,7 @@ async fn repositories_planted_by_the_shell_are_taken_apart_after_the_call() {
         ],
     )
     .await;
-    let results = results(&out);
+    let results = tool_results(&out);
     assert_refused(&results[0], "[the sandbox blocked this");
     for result in &results[1..] {
         assert_refused(
@@ -269,7 +250,7 @@ async fn a_worktree_session_cannot_redirect_its_git_file_and_a_redirected_one_is
     )
     .await;
     assert_eq!(out.code, Some(0), "{out:?}");
-    let results = results(&out);
+    let results = tool_results(&out);
     assert_refused(&results[0], "Read-only file system");
     // A read-only mount point can be neither removed nor renamed (EBUSY).
     assert_eq!(results[1]["success"], false, "{}", results[1]);
@@ -331,7 +312,7 @@ async fn write_file_to_agent_config_asks_a_person_even_under_bypass() {
         ],
     )
     .await;
-    let results = results(&out);
+    let results = tool_results(&out);
     assert_refused(&results[0], "needs a person's approval");
     assert_refused(&results[0], "agent config");
     assert_refused(&results[1], "needs a person's approval");
@@ -437,7 +418,7 @@ async fn agent_config_made_by_the_shell_without_a_person_is_quarantined() {
         &[shell(&plant), shell("echo fine > notes.txt")],
     )
     .await;
-    let results = results(&out);
+    let results = tool_results(&out);
     assert_refused(&results[0], "moved agent config this call made or changed");
     assert_refused(&results[0], ".claude (new) quarantined to ");
     assert_refused(&results[0], "opencode.json (new) quarantined to ");
@@ -473,7 +454,7 @@ async fn agent_config_made_by_the_shell_without_a_person_is_quarantined() {
         .run()
         .await;
     assert_well_formed(&out);
-    let results = self::results(&out);
+    let results = self::tool_results(&out);
     assert_refused(&results[0], ".vscode (changed) quarantined to ");
     assert!(!work.join(".vscode").exists());
     assert!(
@@ -508,7 +489,7 @@ async fn agent_config_made_by_a_shell_call_a_person_approved_stays() {
         .await;
     let out = running.wait().await;
     assert_eq!(out.code, Some(0), "{out:?}");
-    let results = results(&out);
+    let results = tool_results(&out);
     assert_eq!(results[0]["success"], true, "{}", results[0]);
     assert_eq!(
         std::fs::read_to_string(work.join(".claude/settings.json")).unwrap(),
