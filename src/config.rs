@@ -64,6 +64,10 @@
 //! base_url = "http://127.0.0.1:8080/v1"
 //! context_window = 8192            # when the server cannot tell
 //! api_key_env = "MY_KEY_VAR"       # read the API key from this variable
+//!
+//! [mcp_servers.git]                # tools from MCP servers (see config/mcp.rs)
+//! command = "uvx"
+//! args = ["mcp-server-git"]
 //! ```
 
 use std::collections::BTreeMap;
@@ -76,7 +80,9 @@ use serde::{Deserialize, Deserializer};
 use crate::model::{HttpSettings, ModelChoice, Provider, RetryPolicy, ToolChoiceMode};
 
 mod check;
+pub mod mcp;
 mod range;
+pub use mcp::{McpServer, McpServers, McpTransport};
 pub use range::{RangeError, env_seconds, seconds};
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -118,6 +124,9 @@ pub struct Config {
     pub limits: Limits,
     #[serde(default, deserialize_with = "providers")]
     pub providers: BTreeMap<Provider, ProviderConfig>,
+    /// MCP servers every session takes tools from (see `config::mcp`).
+    #[serde(default)]
+    pub mcp_servers: McpServers,
 }
 
 /// The default model spec, parsed as it is read: a bad one names the specs corral takes.

@@ -17,7 +17,13 @@ mod surface;
 mod tool;
 mod worktree;
 
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, McpServer, McpServers, McpTransport};
+
+/// `--mcp-config FILE`: the MCP servers it defines (JSON `{"mcpServers": …}` or TOML
+/// `[mcp_servers.NAME]`), checked.
+pub fn load_mcp_config(path: &std::path::Path) -> Result<McpServers, Error> {
+    config::mcp::load_file(path).map_err(error::usage)
+}
 pub use error::Error;
 pub use event::*;
 pub use host::manager::{SessionInfo, SessionManager, TurnMode};

@@ -82,6 +82,10 @@ enum Command {
         /// Load no project instructions (AGENTS.md) into the native loop's system prompt.
         #[arg(long)]
         no_instructions: bool,
+        /// MCP servers every session gets, beyond the config's (JSON `{"mcpServers": …}` or
+        /// TOML `[mcp_servers.NAME]`).
+        #[arg(long, value_name = "FILE")]
+        mcp_config: Option<PathBuf>,
     },
     /// Run the coding tasks of evals/ (or --tasks DIR) with a model, each in a fresh
     /// repository, and print a table of what passed (JSON in --out).
@@ -230,6 +234,10 @@ struct Run {
     /// Config file (default: $XDG_CONFIG_HOME/corral/config.toml).
     #[arg(long, value_name = "PATH")]
     config: Option<PathBuf>,
+    /// MCP servers this session takes tools from, beyond the config's (JSON
+    /// `{"mcpServers": …}` or TOML `[mcp_servers.NAME]`).
+    #[arg(long, value_name = "FILE")]
+    mcp_config: Option<PathBuf>,
     /// Tool choice sent to servers that take it.
     #[arg(long, value_enum)]
     tool_choice: Option<ToolChoiceArg>,
@@ -418,10 +426,16 @@ fn main() -> ExitCode {
                 worktree,
                 config,
                 no_instructions,
+                mcp_config,
             } => {
                 let model = match model_choice(model) {
                     Ok(model) => model,
                     Err(e) => return Err(e),
+                };
+                let mcp_servers = match mcp_config.as_deref().map(corral::load_mcp_config) {
+                    Some(Err(e)) => return Err(e),
+                    Some(Ok(servers)) => servers,
+                    None => corral::McpServers::new(),
                 };
                 let args = corral::AcpArgs {
                     sessions: OpenSpec {
@@ -429,6 +443,7 @@ fn main() -> ExitCode {
                         base_url,
                         permission,
                         worktree,
+                        mcp_servers,
                         ..OpenSpec::default()
                     },
                     config_path: config,
@@ -560,6 +575,10 @@ impl TryFrom<Run> for RunArgs {
                 NetworkArg::On => NetworkMode::On,
                 NetworkArg::Off => NetworkMode::Off,
             }),
+            mcp_servers: match run.mcp_config.as_deref() {
+                Some(path) => corral::load_mcp_config(path)?,
+                None => corral::McpServers::new(),
+            },
             ..OpenSpec::default()
         };
         Ok(RunArgs {

@@ -8,7 +8,7 @@
 //! the agent's process died (`result`, the session dead).
 
 mod acp_client;
-pub mod agent_process;
+pub use crate::sandbox::agent_process;
 mod claude;
 mod codex;
 pub mod external;

@@ -98,6 +98,7 @@ impl Backend for NativeBackend {
 
     fn shutdown(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            self.llm_loop.shutdown_tools().await;
             if let Err(e) = self.client.shutdown().await {
                 tracing::warn!(error = %e, "stopping the model server");
             }

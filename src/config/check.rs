@@ -55,6 +55,7 @@ impl Config {
         if let Some(names) = &self.instructions {
             check_instruction_names(names).map_err(invalid)?;
         }
+        super::mcp::check_servers(&self.mcp_servers).map_err(|e| invalid(e.to_string()))?;
         if let Some(root) = self.server.roots.iter().find(|r| !r.is_absolute()) {
             return Err(invalid(format!(
                 "server.roots must be absolute paths, got {}",

@@ -33,7 +33,7 @@ pub struct ValidCall {
 impl ValidCall {
     /// The call as the approver judges it and a person is shown it.
     pub fn to_approve(&self) -> Call<'_> {
-        let manifest = self.tool.manifest;
+        let manifest = &self.tool.manifest;
         Call {
             caller: Caller::Model,
             tool: Some(&self.call.name),
@@ -150,7 +150,7 @@ pub async fn execute(
     cancel: &CancellationToken,
     person_approved: bool,
 ) -> Finished {
-    let manifest = valid.tool.manifest;
+    let manifest = valid.tool.manifest.clone();
     let max_output_bytes = cap_override.map_or(manifest.max_output_bytes, |cap| {
         cap.min(manifest.max_output_bytes)
     });

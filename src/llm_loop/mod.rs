@@ -29,6 +29,7 @@ use crate::event::{
 use crate::model::{ChatRequest, Message, ModelClient, TokenCounts, ToolChoiceMode, ToolSchema};
 use crate::policy::{Approver, Policy};
 use crate::session::{Session, Turn, TurnEnd, TurnOutcome};
+use crate::tool::mcp::McpHub;
 use crate::tool::{ToolRegistry, ToolSettings};
 use batch::BatchEnd;
 use step::{StepEnd, StepOutput};
@@ -82,6 +83,11 @@ pub struct LlmLoop {
     session: Arc<Session>,
     client: Arc<dyn ModelClient>,
     tools: ToolRegistry,
+    /// The built-in tools alone: MCP servers' tools are added to these whenever they change.
+    builtin_tools: ToolRegistry,
+    mcp: Option<McpHub>,
+    /// The hub's generation the current tools were taken at.
+    mcp_generation: u64,
     schemas: Vec<ToolSchema>,
     approver: Approver,
     root: PathBuf,
@@ -129,7 +135,10 @@ impl LlmLoop {
             history: vec![Message::system(String::new())],
             session,
             client,
+            builtin_tools: tools.clone(),
             tools,
+            mcp: None,
+            mcp_generation: 0,
             schemas: Vec::new(),
             approver,
             root,
@@ -162,7 +171,7 @@ impl LlmLoop {
             .tools
             .names()
             .filter_map(|name| self.tools.get(name))
-            .map(|tool| prompt::tool_schema(tool.manifest, compact))
+            .map(|tool| prompt::tool_schema(&tool.manifest, compact))
             .collect();
         self.refresh_system();
     }
@@ -207,6 +216,37 @@ impl LlmLoop {
         self.client = client;
         self.context_window = context_window;
         self.last_prompt_tokens = None;
+        self.rebuild_prompt();
+    }
+
+    /// The session's MCP servers: their tools join from the next step on.
+    pub fn set_mcp(&mut self, hub: McpHub) {
+        self.mcp = Some(hub);
+        self.mcp_generation = u64::MAX;
+    }
+
+    /// Stops the session's MCP servers.
+    pub async fn shutdown_tools(&mut self) {
+        if let Some(hub) = self.mcp.take() {
+            hub.shutdown().await;
+        }
+    }
+
+    /// Between steps: a server came up, went down or changed its tools; the model, the gate
+    /// and the prompt see the tools as they are now.
+    async fn sync_mcp_tools(&mut self) {
+        let Some(hub) = self.mcp.clone() else {
+            return;
+        };
+        hub.refresh().await;
+        let generation = hub.generation();
+        if generation == self.mcp_generation {
+            return;
+        }
+        self.mcp_generation = generation;
+        let (offered, withdrawn) = hub.tools();
+        self.tools = self.builtin_tools.with_extra(offered, withdrawn);
+        self.approver.set_tools(self.tools.clone());
         self.rebuild_prompt();
     }
 
@@ -289,6 +329,7 @@ impl LlmLoop {
             if cancel.is_cancelled() {
                 return TurnEnd::Stop(StopReason::Cancelled);
             }
+            self.sync_mcp_tools().await;
             self.maybe_compact(cancel, usage).await;
             let output = self.stream_step(step, cancel).await;
             self.steps_taken += 1;

@@ -146,7 +146,7 @@ mod tests {
         let system = system_prompt(Path::new("/home/user/project"), &names, None, compact);
         let schemas: Vec<ToolSchema> = names
             .iter()
-            .map(|n| tool_schema(tools.get(n).unwrap().manifest, compact))
+            .map(|n| tool_schema(&tools.get(n).unwrap().manifest, compact))
             .collect();
         let definitions = serde_json::to_string(&schemas).unwrap();
         (system, definitions)

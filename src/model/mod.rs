@@ -2,6 +2,7 @@
 
 mod choice;
 mod client;
+mod danger;
 mod error;
 mod gguf;
 mod local;
@@ -13,10 +14,12 @@ mod openai;
 mod prompt_mode;
 mod spec;
 mod sse;
+pub(crate) use sse::SseParser;
 mod types;
 
 pub use choice::{ChoiceError, ExternalKind, ExternalSpec, ModelChoice};
 pub use client::{ModelClient, ModelInfo};
+pub use danger::Danger;
 pub use error::ModelError;
 pub use http::{HttpSettings, RetryNotice, RetryPolicy};
 pub use local::{GgufClient, LocalSettings, Progress};

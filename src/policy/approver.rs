@@ -106,7 +106,8 @@ pub enum Approval {
 /// and a person through the desk when it asks.
 pub struct Approver {
     gate: Mutex<Gate>,
-    tools: ToolRegistry,
+    /// Replaced when an MCP server's tools come, change or go.
+    tools: Mutex<ToolRegistry>,
     root: PathBuf,
     /// Someone can answer requests (a terminal, `--approve-stdin`, a client); without that a
     /// call that needs approval is refused, visibly.
@@ -128,7 +129,7 @@ impl Approver {
     ) -> Approver {
         Approver {
             gate: Mutex::new(Gate::new(policy)),
-            tools,
+            tools: Mutex::new(tools),
             root,
             attended,
             timeout,
@@ -149,6 +150,11 @@ impl Approver {
         self.gate().offers(tool)
     }
 
+    /// The tools calls are judged against from now on (MCP servers' came, changed or went).
+    pub fn set_tools(&self, tools: ToolRegistry) {
+        *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = tools;
+    }
+
     /// A new turn lifts a `forbid_all`.
     pub fn begin_turn(&self) {
         self.gate().begin_turn();
@@ -161,12 +167,12 @@ impl Approver {
 
     /// Decides one call: the gate's verdict, and a person's answer when it asks.
     pub async fn decide(&self, call: Call<'_>, cancel: &CancellationToken) -> Approval {
-        let manifest = call
-            .tool
-            .and_then(|name| self.tools.get(name))
-            .map(|tool| tool.manifest);
+        let manifest = call.tool.and_then(|name| {
+            let tools = self.tools.lock().unwrap_or_else(|p| p.into_inner());
+            tools.get(name).map(|tool| tool.manifest.clone())
+        });
         let name = call.tool.or(call.caller.agent_tool()).unwrap_or_default();
-        let (verdict, danger) = self.verdict(&call, manifest);
+        let (verdict, danger) = self.verdict(&call, manifest.as_deref());
         let reason = match verdict {
             Verdict::Allow { .. } => {
                 return Approval::Allow {

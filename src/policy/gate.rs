@@ -108,13 +108,13 @@ impl Gate {
         {
             return allow("allowed by a preset rule");
         }
-        if self.policy.allowed.iter().any(|a| a == tool) {
+        if super::preset::names(&self.policy.allowed, tool) {
             return allow("allowed with --allow");
         }
         if self.granted_tools.contains(tool) {
             return allow("allowed for this session");
         }
-        if self.policy.always_ask.iter().any(|t| t == tool) {
+        if super::preset::names(&self.policy.always_ask, tool) {
             return ask(format!(
                 "the '{}' preset asks for {tool} every time: {}",
                 self.policy.name,
@@ -267,6 +267,7 @@ fn subjects_of(tool: &str, args: &Value, root: &Path) -> Vec<String> {
             path => path.to_string(),
         }],
         "open_url" => return vec![field("url").to_string()],
+        _ if crate::tool::is_mcp_name(tool) => return mcp_subjects(args),
         "python" => return vec![field("code").to_string()],
         _ => match write_paths(tool, args) {
             Some(paths) if !paths.is_empty() => paths,
@@ -284,6 +285,25 @@ fn subjects_of(tool: &str, args: &Value, root: &Path) -> Vec<String> {
         }
     }
     subjects
+}
+
+/// An MCP tool's subjects: each argument as `name=value` (a string as it is, anything else as
+/// compact JSON), so `deny = ["path=/etc/*"]` reads naturally; no arguments: one empty subject.
+fn mcp_subjects(args: &Value) -> Vec<String> {
+    let subjects: Vec<String> = args
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, value)| match value {
+            Value::String(text) => format!("{name}={text}"),
+            other => format!("{name}={other}"),
+        })
+        .collect();
+    if subjects.is_empty() {
+        vec![String::new()]
+    } else {
+        subjects
+    }
 }
 
 fn relative(path: &Path, root: &Path) -> String {

@@ -9,8 +9,14 @@ use serde::Deserialize;
 
 use super::pattern::CommandPattern;
 use super::readonly::{CommandFile, CommandSpec};
+use crate::config::mcp::wildcard_match;
 use crate::sandbox::{NetworkMode, SandboxMode};
 use crate::tool::Danger;
+
+/// Whether a list of tool names (globs allowed: `git__*`) names `tool`.
+pub(crate) fn names(list: &[String], tool: &str) -> bool {
+    list.iter().any(|pattern| wildcard_match(pattern, tool))
+}
 
 const EMBEDDED: &[(&str, &str)] = &[
     ("default", include_str!("../../policies/default.toml")),
@@ -322,26 +328,36 @@ impl Policy {
 
     /// Whether the model is offered `tool` at all.
     pub fn offers(&self, tool: &str) -> bool {
-        if self.denied.iter().any(|d| d == tool) {
+        if names(&self.denied, tool) {
             return false;
         }
         match &self.offer {
             Offer::All => true,
-            Offer::Allowed => self.allowed.iter().any(|a| a == tool),
-            Offer::Only(list) => {
-                list.iter().any(|t| t == tool) || self.allowed.iter().any(|a| a == tool)
-            }
+            Offer::Allowed => names(&self.allowed, tool),
+            Offer::Only(list) => names(list, tool) || names(&self.allowed, tool),
         }
     }
 
+    /// The preset's level for the tool: its own name first, then the first glob that matches
+    /// (`git__*` for every tool of the `git` MCP server), else the manifest's.
     pub fn danger_of(&self, tool: &str, manifest: Danger) -> Danger {
-        self.danger_overrides.get(tool).copied().unwrap_or(manifest)
+        self.danger_overrides
+            .get(tool)
+            .or_else(|| {
+                self.danger_overrides
+                    .iter()
+                    .find(|(pattern, _)| wildcard_match(pattern, tool))
+                    .map(|(_, danger)| danger)
+            })
+            .copied()
+            .unwrap_or(manifest)
     }
 
+    /// The rules for a tool: those naming it, or a glob over names that matches it.
     pub fn rules_for<'a>(&'a self, tool: &'a str) -> impl Iterator<Item = &'a Rule> + 'a {
         self.rules
             .iter()
-            .filter(move |r| r.tool == tool || r.tool == "*")
+            .filter(move |r| wildcard_match(&r.tool, tool))
     }
 
     /// The effective rules as text, for `corral policies show`.

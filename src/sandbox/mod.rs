@@ -4,6 +4,7 @@
 //! them in namespaces and a landlock domain before `exec`; support.rs probes what the kernel
 //! enforces; spec.rs is what a session asks for.
 
+pub mod agent_process;
 pub(crate) mod boundary;
 pub(crate) mod confine;
 pub(crate) mod env;

@@ -4,29 +4,11 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
+pub use crate::model::Danger;
 use crate::model::ToolSchema;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Danger {
-    Safe,
-    Moderate,
-    Dangerous,
-}
-
-impl Danger {
-    /// The level's name, as presets and permission requests write it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Danger::Safe => "safe",
-            Danger::Moderate => "moderate",
-            Danger::Dangerous => "dangerous",
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -8,6 +8,7 @@ mod exec;
 mod fs;
 mod guard;
 mod manifest;
+pub mod mcp;
 mod output;
 mod plan;
 mod registry;
@@ -35,6 +36,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::model::Image;
 use crate::sandbox::OutputSink;
+
+/// A tool of an MCP server (`SERVER__TOOL`): built-in names never hold the separator.
+pub fn is_mcp_name(name: &str) -> bool {
+    name.contains(crate::config::mcp::NAME_SEPARATOR)
+}
 
 /// What a tool needs to know about the session it runs in.
 #[derive(Debug, Clone)]

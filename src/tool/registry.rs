@@ -7,7 +7,7 @@ use super::{Tool, ToolManifest, desktop, edit, exec, fs, manifests, plan, search
 
 #[derive(Clone)]
 pub struct RegisteredTool {
-    pub manifest: &'static ToolManifest,
+    pub manifest: Arc<ToolManifest>,
     pub tool: Arc<dyn Tool>,
 }
 
@@ -15,6 +15,9 @@ pub struct RegisteredTool {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: BTreeMap<String, RegisteredTool>,
+    /// Tools of MCP servers that are down: not offered, but a call the model still makes
+    /// reaches them (and restarts their server).
+    withdrawn: BTreeMap<String, RegisteredTool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -54,26 +57,60 @@ impl ToolRegistry {
                 .iter()
                 .find(|m| m.name == tool.name())
                 .ok_or(RegistryError::MissingManifest(tool.name()))?;
+            let manifest = Arc::new(manifest.clone());
             tools.insert(manifest.name.clone(), RegisteredTool { manifest, tool });
         }
-        Ok(ToolRegistry { tools })
+        Ok(ToolRegistry {
+            tools,
+            withdrawn: BTreeMap::new(),
+        })
+    }
+
+    /// These tools (an MCP server's) on top of the built-in ones; `withdrawn` are known but
+    /// not offered. A name already taken keeps its first owner.
+    pub fn with_extra(
+        &self,
+        offered: impl IntoIterator<Item = RegisteredTool>,
+        withdrawn: impl IntoIterator<Item = RegisteredTool>,
+    ) -> ToolRegistry {
+        let mut registry = self.clone();
+        for tool in offered {
+            registry
+                .tools
+                .entry(tool.manifest.name.clone())
+                .or_insert(tool);
+        }
+        for tool in withdrawn {
+            if !registry.tools.contains_key(&tool.manifest.name) {
+                registry
+                    .withdrawn
+                    .entry(tool.manifest.name.clone())
+                    .or_insert(tool);
+            }
+        }
+        registry
     }
 
     pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
-        self.tools.get(name)
+        self.tools.get(name).or_else(|| self.withdrawn.get(name))
+    }
+
+    /// Whether the tool is offered now (a withdrawn one is known but not offered).
+    pub fn offered(&self, name: &str) -> bool {
+        self.tools.contains_key(name)
     }
 
     /// The registered name a model meant: its own, or with the namespace some models put in
     /// front (`functions.read_file`, `tools.…`, `default_api.…`) left off. A name that is not a
     /// tool either way comes back as it was, so it is refused as unknown.
     pub fn canonical_name(&self, name: &str) -> String {
-        if self.tools.contains_key(name) {
+        if self.get(name).is_some() {
             return name.to_string();
         }
         NAMESPACES
             .iter()
             .filter_map(|prefix| name.strip_prefix(prefix))
-            .find(|bare| self.tools.contains_key(*bare))
+            .find(|bare| self.get(bare).is_some())
             .unwrap_or(name)
             .to_string()
     }

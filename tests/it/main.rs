@@ -21,6 +21,7 @@ mod instructions;
 mod layers;
 mod log_faults;
 mod mcp;
+mod mcp_client;
 mod plan;
 mod process_attacks;
 mod prompt_images;

@@ -76,6 +76,7 @@ pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, Error> {
         cwd: context.root.clone(),
         env,
         env_remove: Vec::new(),
+        env_clear: false,
         stderr_log: context.stderr_log.clone(),
         kind: "acp",
     })

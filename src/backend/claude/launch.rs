@@ -169,6 +169,7 @@ pub fn launch(context: &ExternalContext, program: PathBuf) -> Launch {
         env,
         // Set when corral itself runs under claude code: the child would think it is nested.
         env_remove: vec!["CLAUDECODE".into(), "CLAUDE_CODE_ENTRYPOINT".into()],
+        env_clear: false,
         stderr_log: context.stderr_log.clone(),
         kind: "claude",
     }

@@ -48,6 +48,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         cwd: context.root.clone(),
         env,
         env_remove: Vec::new(),
+        env_clear: false,
         stderr_log: context.stderr_log.clone(),
         kind: "codex",
     };

@@ -84,6 +84,30 @@ impl Limits {
                 "the permission preset must be a preset name; preset files are for admin tokens",
             ));
         }
+        // A server definition is a command line corral would start: only trusted callers
+        // write one. Users may pick among the servers the config names.
+        if !spec.mcp_servers.is_empty() {
+            return Err(forbidden(
+                "defining MCP servers is for admin tokens; name servers from the server's \
+                 config instead",
+            ));
+        }
+        if let Some(unknown) = spec
+            .mcp_select
+            .iter()
+            .flatten()
+            .find(|name| !config.mcp_servers.contains_key(*name))
+        {
+            let known: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
+            return Err(forbidden(format!(
+                "MCP server {unknown:?} is not in the server's config (it names: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        }
         Ok(())
     }
 

@@ -11,6 +11,7 @@
 
 mod instructions;
 mod limits;
+mod mcp;
 mod sandbox;
 mod secrets;
 mod settings;
@@ -85,6 +86,12 @@ pub struct OpenSpec {
     /// Bounds of a caller who is not the host's owner (a server `user` token); `None`: the
     /// person at the terminal or an admin, unbounded.
     pub limits: Option<Limits>,
+    /// MCP servers of this session on top of the config's (same name: this one wins):
+    /// `--mcp-config`, `agent_open`'s `mcp_config`, an ACP client's `mcpServers`, an admin's
+    /// REST `mcp_servers`. Trusted callers only ([`Limits`] refuses them).
+    pub mcp_servers: crate::config::McpServers,
+    /// Only these of the config's servers (and every one of `mcp_servers`); `None`: all.
+    pub mcp_select: Option<Vec<String>>,
 }
 
 /// Everything resolved, nothing started.
@@ -143,7 +150,8 @@ fn load_policy(
     tools: &ToolRegistry,
 ) -> Result<Policy, Error> {
     for name in spec.allow.iter().chain(&spec.deny) {
-        if tools.get(name).is_none() {
+        // An MCP server's tools are known once it runs; their names (or globs) pass here.
+        if tools.get(name).is_none() && !crate::tool::is_mcp_name(name) {
             let known: Vec<&str> = tools.names().collect();
             return Err(usage(format!(
                 "unknown tool {name:?} in --allow/--deny; tools: {}",
@@ -427,6 +435,7 @@ async fn finish_start(
         &mut loop_config.system,
         session,
     );
+    let mcp = mcp::start(spec, &config, &tool_settings, &root, session);
     let mut agent = LlmLoop::new(
         session.clone(),
         client.clone(),
@@ -437,6 +446,11 @@ async fn finish_start(
         info.context_window,
     );
     agent.set_tool_settings(tool_settings);
+    if let Some(hub) = mcp {
+        // In parallel, each bounded by its startup timeout; a slow one joins later.
+        hub.wait_started().await;
+        agent.set_mcp(hub);
+    }
     if !history.is_empty() {
         agent.restore(history);
     }

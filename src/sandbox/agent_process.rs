@@ -1,7 +1,7 @@
-//! An external agent's process: its own process group (so its tools die with it, and the
-//! descendants that left the group are found through /proc and killed as well), tracked in
-//! pids.json for reaping, stderr kept in a file beside the session's event log and its last
-//! lines in memory for the error a crash reports.
+//! A long-lived child (an external agent, an MCP server): its own process group (so what it
+//! starts dies with it, and the descendants that left the group are found through /proc and
+//! killed as well), tracked in pids.json for reaping, stderr kept in a file beside the
+//! session's event log and its last lines in memory for the error a crash reports.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use crate::sandbox::reaper;
+use super::reaper;
 
 /// How many stderr lines a crash report carries.
 const STDERR_TAIL: usize = 20;
@@ -29,6 +29,8 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     /// Variables removed from the inherited environment.
     pub env_remove: Vec<String>,
+    /// Nothing is inherited: `env` is the whole environment (a sandboxed MCP server).
+    pub env_clear: bool,
     /// `<log_dir>/<session>.stderr.log`; `None`: stderr goes to tracing only.
     pub stderr_log: Option<PathBuf>,
     /// Names the process in pids.json and in messages (`claude`, `codex`, `acp`).
@@ -68,6 +70,9 @@ impl AgentProcess {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        if launch.env_clear {
+            command.env_clear();
+        }
         for name in &launch.env_remove {
             command.env_remove(name);
         }

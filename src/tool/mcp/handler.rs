@@ -1,0 +1,104 @@
+//! corral's side of an MCP connection: what it says about itself, where progress goes, and
+//! what it does with the requests a server may send. Sampling is refused (rmcp's answer:
+//! method not found, as corral declares no sampling capability) and elicitation declined: a
+//! server does not get to spend the session's model or ask the person behind the gate.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    Implementation, ProgressNotificationParam,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ClientHandler, ErrorData as McpError, RoleClient};
+
+use crate::event::OutputStream;
+use crate::sandbox::OutputSink;
+
+/// Progress tokens of calls in flight → where their `tool_output` goes.
+#[derive(Clone, Default)]
+pub struct ProgressRoutes(Arc<Mutex<HashMap<String, OutputSink>>>);
+
+impl ProgressRoutes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, OutputSink>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn add(&self, token: String, sink: OutputSink) {
+        self.lock().insert(token, sink);
+    }
+
+    pub fn remove(&self, token: &str) {
+        self.lock().remove(token);
+    }
+
+    fn get(&self, token: &str) -> Option<OutputSink> {
+        self.lock().get(token).cloned()
+    }
+}
+
+/// A progress token as the routes key it (its JSON: `1` and `"1"` stay apart).
+pub fn token_key(token: &rmcp::model::ProgressToken) -> String {
+    serde_json::to_string(token).unwrap_or_default()
+}
+
+#[derive(Clone)]
+pub struct Handler {
+    pub progress: ProgressRoutes,
+    /// Set by `notifications/tools/list_changed`; the hub re-lists between steps.
+    pub tools_changed: Arc<AtomicBool>,
+}
+
+impl Handler {
+    pub fn new() -> Handler {
+        Handler {
+            progress: ProgressRoutes::default(),
+            tools_changed: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        // No sampling, elicitation or roots: a server gets nothing it could use to reach past
+        // the gate.
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("corral", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        tracing::warn!("an MCP server asked the user for input; declined");
+        Ok(ElicitResult::new(ElicitationAction::Decline))
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let Some(sink) = self.progress.get(&token_key(&params.progress_token)) else {
+            return;
+        };
+        let amount = match params.total {
+            Some(total) => format!("{}/{}", params.progress, total),
+            None => params.progress.to_string(),
+        };
+        let line = match params.message.as_deref().filter(|m| !m.is_empty()) {
+            Some(message) => format!("progress {amount}: {message}\n"),
+            None => format!("progress {amount}\n"),
+        };
+        sink.emit(OutputStream::Stdout, &line);
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.store(true, Ordering::SeqCst);
+    }
+}

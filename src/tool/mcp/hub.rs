@@ -1,0 +1,480 @@
+//! A session's MCP servers: started in parallel when it opens, their tools offered while they
+//! are up, withdrawn (and an `error` said) when one dies, restarted on the next call to one of
+//! its tools with backoff, re-listed between steps when a server says its tools changed, and
+//! stopped with the session.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use super::call::McpTool;
+use super::connect::{Connection, McpEnvironment, connect, list_tools};
+use super::handler::Handler;
+use super::naming::{ListedTool, exposed_names, manifest};
+use crate::config::{McpServer, McpServers};
+use crate::model::Danger;
+use crate::tool::RegisteredTool;
+
+/// Where an `error` about a server goes (the session's events): the server's name, the
+/// message.
+pub type Notice = Arc<dyn Fn(&str, String) + Send + Sync>;
+
+/// The longest wait between restart attempts of a server that keeps dying.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// How often a running server is looked at for having died.
+const WATCH_EVERY: Duration = Duration::from_millis(250);
+
+#[derive(Clone)]
+pub struct McpHub {
+    inner: Arc<Inner>,
+}
+
+pub(super) struct Inner {
+    servers: Vec<Arc<Server>>,
+    generation: AtomicU64,
+    env: McpEnvironment,
+    notice: Notice,
+    changed: Notify,
+    stopped: AtomicBool,
+}
+
+pub(super) struct Server {
+    pub name: String,
+    pub config: McpServer,
+    pub state: tokio::sync::Mutex<State>,
+    /// The tools it offers (or offered, while it is down).
+    tools: Mutex<Vec<RegisteredTool>>,
+    settled: AtomicBool,
+    up: AtomicBool,
+}
+
+pub(super) enum State {
+    Starting,
+    Up {
+        connection: Connection,
+        handler: Handler,
+    },
+    Down {
+        error: String,
+        failures: u32,
+        retry_at: Instant,
+    },
+    Stopped,
+}
+
+/// One server as `corral mcp-servers` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerReport {
+    pub name: String,
+    pub describe: String,
+    /// `up`, `starting`, `down: …`, `stopped`.
+    pub status: String,
+    /// (name the model sees, level, description).
+    pub tools: Vec<(String, Danger, String)>,
+}
+
+impl McpHub {
+    /// Starts every enabled server in the background; see [`McpHub::wait_started`].
+    pub fn start(servers: McpServers, env: McpEnvironment, notice: Notice) -> McpHub {
+        let servers = servers
+            .into_iter()
+            .filter(|(_, config)| config.enabled())
+            .map(|(name, config)| {
+                Arc::new(Server {
+                    name,
+                    config,
+                    state: tokio::sync::Mutex::new(State::Starting),
+                    tools: Mutex::new(Vec::new()),
+                    settled: AtomicBool::new(false),
+                    up: AtomicBool::new(false),
+                })
+            })
+            .collect();
+        let inner = Arc::new(Inner {
+            servers,
+            generation: AtomicU64::new(0),
+            env,
+            notice,
+            changed: Notify::new(),
+            stopped: AtomicBool::new(false),
+        });
+        for server in &inner.servers {
+            let hub = Arc::downgrade(&inner);
+            let server = server.clone();
+            tokio::spawn(async move {
+                // A server still starting when the session stops waiting keeps going, up to
+                // this bound, and its tools join between steps.
+                let limit = (server.config.startup_timeout() * 4).max(Duration::from_secs(30));
+                start_server(hub, server, limit, 0).await;
+            });
+        }
+        McpHub { inner }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.servers.is_empty()
+    }
+
+    /// Waits until every server is up or down, or its `startup_timeout` has passed since
+    /// the hub started; servers still starting then join later.
+    pub async fn wait_started(&self) {
+        let begun = Instant::now();
+        loop {
+            let notified = self.inner.changed.notified();
+            let pending: Vec<Instant> = self
+                .inner
+                .servers
+                .iter()
+                .filter(|s| !s.settled.load(Ordering::SeqCst))
+                .map(|s| begun + s.config.startup_timeout())
+                .filter(|deadline| *deadline > Instant::now())
+                .collect();
+            let Some(deadline) = pending.into_iter().max() else {
+                return;
+            };
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep_until(deadline.into()) => return,
+            }
+        }
+    }
+
+    /// Bumped whenever the offered tools change.
+    pub fn generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::SeqCst)
+    }
+
+    /// (offered, withdrawn): the tools of servers that are up, and the last known tools of
+    /// servers that are down.
+    pub fn tools(&self) -> (Vec<RegisteredTool>, Vec<RegisteredTool>) {
+        let mut offered = Vec::new();
+        let mut withdrawn = Vec::new();
+        for server in &self.inner.servers {
+            let tools = server
+                .tools
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            if server.up.load(Ordering::SeqCst) {
+                offered.extend(tools);
+            } else {
+                withdrawn.extend(tools);
+            }
+        }
+        (offered, withdrawn)
+    }
+
+    /// Between steps: re-lists the tools of servers that said they changed, and notices
+    /// servers that died.
+    pub async fn refresh(&self) {
+        for server in &self.inner.servers {
+            let mut state = server.state.lock().await;
+            let State::Up {
+                connection,
+                handler,
+            } = &mut *state
+            else {
+                continue;
+            };
+            if connection.is_gone() {
+                let report = connection.crash_report().await;
+                drop(state);
+                self.inner.server_died(server, report).await;
+                continue;
+            }
+            if handler.tools_changed.swap(false, Ordering::SeqCst) {
+                match list_tools(&connection.service).await {
+                    Ok(tools) => {
+                        connection.tools = tools.clone();
+                        self.inner.set_tools(server, &tools);
+                        self.inner.bump();
+                    }
+                    Err(e) => tracing::warn!(server = %server.name, error = %e, "re-listing tools"),
+                }
+            }
+        }
+    }
+
+    /// Every server, its status and its tools.
+    pub async fn report(&self) -> Vec<ServerReport> {
+        let mut out = Vec::new();
+        for server in &self.inner.servers {
+            let status = match &*server.state.lock().await {
+                State::Starting => "starting".to_string(),
+                State::Up { .. } => "up".to_string(),
+                State::Down { error, .. } => format!("down: {error}"),
+                State::Stopped => "stopped".to_string(),
+            };
+            let tools = server
+                .tools
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .map(|t| {
+                    (
+                        t.manifest.name.clone(),
+                        t.manifest.danger,
+                        t.manifest.description.clone(),
+                    )
+                })
+                .collect();
+            out.push(ServerReport {
+                name: server.name.clone(),
+                describe: server.config.describe(),
+                status,
+                tools,
+            });
+        }
+        out
+    }
+
+    /// Stops every server (their process groups too).
+    pub async fn shutdown(&self) {
+        self.inner.stopped.store(true, Ordering::SeqCst);
+        for server in &self.inner.servers {
+            let old = std::mem::replace(&mut *server.state.lock().await, State::Stopped);
+            server.up.store(false, Ordering::SeqCst);
+            if let State::Up { connection, .. } = old {
+                connection.stop().await;
+            }
+        }
+        self.inner.bump();
+    }
+}
+
+impl Inner {
+    fn bump(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    pub(super) fn server(&self, index: usize) -> Option<&Arc<Server>> {
+        self.servers.get(index)
+    }
+
+    fn set_tools(self: &Arc<Self>, server: &Arc<Server>, listed: &[ListedTool]) {
+        let index = self
+            .servers
+            .iter()
+            .position(|s| Arc::ptr_eq(s, server))
+            .unwrap_or_default();
+        let allowed: Vec<&ListedTool> = listed
+            .iter()
+            .filter(|t| server.config.allows_tool(&t.name))
+            .collect();
+        let names = exposed_names(&server.name, allowed.iter().map(|t| t.name.as_str()));
+        let tools = allowed
+            .iter()
+            .zip(names)
+            .map(|(tool, (exposed, original))| RegisteredTool {
+                manifest: Arc::new(manifest(&server.name, &server.config, tool, &exposed)),
+                tool: Arc::new(McpTool {
+                    hub: Arc::downgrade(self),
+                    server: index,
+                    tool: original,
+                }),
+            })
+            .collect();
+        *server.tools.lock().unwrap_or_else(|p| p.into_inner()) = tools;
+    }
+
+    /// A server that was up is gone: its tools are withdrawn and the session told why.
+    pub(super) async fn server_died(self: &Arc<Self>, server: &Arc<Server>, report: String) {
+        let mut state = server.state.lock().await;
+        if !matches!(*state, State::Up { .. }) {
+            return;
+        }
+        let old = std::mem::replace(
+            &mut *state,
+            State::Down {
+                error: report.clone(),
+                failures: 1,
+                retry_at: Instant::now() + backoff(1),
+            },
+        );
+        server.up.store(false, Ordering::SeqCst);
+        drop(state);
+        if let State::Up { connection, .. } = old {
+            connection.stop().await;
+        }
+        if !self.stopped.load(Ordering::SeqCst) {
+            (self.notice)(
+                &server.name,
+                format!(
+                    "MCP server {} stopped: {report}; its tools are withdrawn until a call \
+                 restarts it",
+                    server.name
+                ),
+            );
+        }
+        self.bump();
+    }
+
+    /// The server ready for a call: up, or restarted now when it is down and its backoff
+    /// has passed. Err: why it cannot take calls.
+    pub(super) async fn ready(
+        self: &Arc<Self>,
+        server: &Arc<Server>,
+    ) -> Result<(rmcp::Peer<rmcp::RoleClient>, Handler), String> {
+        {
+            let mut state = server.state.lock().await;
+            match &mut *state {
+                State::Up {
+                    connection,
+                    handler,
+                } => {
+                    if !connection.is_gone() {
+                        return Ok((connection.service.peer().clone(), handler.clone()));
+                    }
+                    let report = connection.crash_report().await;
+                    drop(state);
+                    self.server_died(server, report).await;
+                }
+                State::Starting => {
+                    return Err(format!("MCP server {} is still starting", server.name));
+                }
+                State::Stopped => {
+                    return Err(format!("MCP server {} was stopped", server.name));
+                }
+                State::Down { .. } => {}
+            }
+        }
+        let failures = {
+            let state = server.state.lock().await;
+            match &*state {
+                State::Down {
+                    error,
+                    failures,
+                    retry_at,
+                } => {
+                    let now = Instant::now();
+                    if *retry_at > now {
+                        return Err(format!(
+                            "MCP server {} is down ({error}); corral tries to start it again \
+                             in {} s",
+                            server.name,
+                            (*retry_at - now).as_secs() + 1
+                        ));
+                    }
+                    *failures
+                }
+                _ => 0,
+            }
+        };
+        start_server(
+            Arc::downgrade(self),
+            server.clone(),
+            server.config.startup_timeout(),
+            failures,
+        )
+        .await;
+        match &*server.state.lock().await {
+            State::Up {
+                connection,
+                handler,
+            } => Ok((connection.service.peer().clone(), handler.clone())),
+            State::Down { error, .. } => Err(format!(
+                "MCP server {} could not be restarted: {error}",
+                server.name
+            )),
+            _ => Err(format!("MCP server {} is not available", server.name)),
+        }
+    }
+
+    /// A call found the connection broken.
+    pub(super) async fn call_failed(self: &Arc<Self>, server: &Arc<Server>, why: String) {
+        let report = {
+            let mut state = server.state.lock().await;
+            match &mut *state {
+                State::Up { connection, .. } => {
+                    let report = connection.crash_report().await;
+                    format!("{why}; {report}")
+                }
+                _ => return,
+            }
+        };
+        self.server_died(server, report).await;
+    }
+}
+
+/// 1 s after the first failure, doubling, at most a minute.
+fn backoff(failures: u32) -> Duration {
+    let secs = 1u64 << failures.saturating_sub(1).min(6);
+    Duration::from_secs(secs).min(MAX_BACKOFF)
+}
+
+/// One attempt to start a server; `failures` is how many attempts in a row failed before.
+async fn start_server(hub: Weak<Inner>, server: Arc<Server>, limit: Duration, failures: u32) {
+    let Some(inner) = hub.upgrade() else {
+        return;
+    };
+    let handler = Handler::new();
+    let result = connect(
+        &server.name,
+        &server.config,
+        &inner.env,
+        handler.clone(),
+        limit,
+    )
+    .await;
+    let mut state = server.state.lock().await;
+    if matches!(*state, State::Stopped) || inner.stopped.load(Ordering::SeqCst) {
+        if let Ok(connection) = result {
+            drop(state);
+            connection.stop().await;
+        }
+        return;
+    }
+    match result {
+        Ok(connection) => {
+            inner.set_tools(&server, &connection.tools);
+            *state = State::Up {
+                connection,
+                handler,
+            };
+            server.up.store(true, Ordering::SeqCst);
+            drop(state);
+            tracing::info!(server = %server.name, "MCP server up");
+            tokio::spawn(watch(hub, server.clone()));
+        }
+        Err(error) => {
+            let failures = failures + 1;
+            *state = State::Down {
+                error: error.clone(),
+                failures,
+                retry_at: Instant::now() + backoff(failures),
+            };
+            server.up.store(false, Ordering::SeqCst);
+            drop(state);
+            (inner.notice)(
+                &server.name,
+                format!("MCP server {} failed to start: {error}", server.name),
+            );
+        }
+    }
+    server.settled.store(true, Ordering::SeqCst);
+    inner.bump();
+}
+
+/// Notices a running server's death while nobody calls it, so its `error` is said and its
+/// tools withdrawn before the next step.
+async fn watch(hub: Weak<Inner>, server: Arc<Server>) {
+    loop {
+        tokio::time::sleep(WATCH_EVERY).await;
+        let Some(inner) = hub.upgrade() else {
+            return;
+        };
+        let mut state = server.state.lock().await;
+        let State::Up { connection, .. } = &mut *state else {
+            return;
+        };
+        if connection.is_gone() {
+            let report = connection.crash_report().await;
+            drop(state);
+            inner.server_died(&server, report).await;
+            return;
+        }
+    }
+}
