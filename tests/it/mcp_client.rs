@@ -4,3 +4,5 @@
 //! test scripts the calls it makes to `SERVER__TOOL` tools.
 
 mod basics;
+mod everything;
+mod faults;

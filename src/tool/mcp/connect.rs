@@ -149,12 +149,31 @@ async fn open(
                 .map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?
         }
     };
+    check_protocol(&service)?;
     let tools = list_tools(&service).await?;
     Ok(Connection {
         service,
         process: None,
         tools,
     })
+}
+
+/// The revision the server answered must be one corral knows: its messages are read by
+/// that revision's rules.
+fn check_protocol(service: &RunningService<RoleClient, Handler>) -> Result<(), String> {
+    let Some(info) = service.peer().peer_info() else {
+        return Ok(());
+    };
+    let known = rmcp::model::ProtocolVersion::KNOWN_VERSIONS;
+    if known.contains(&info.protocol_version) {
+        return Ok(());
+    }
+    let names: Vec<String> = known.iter().map(ToString::to_string).collect();
+    Err(format!(
+        "the server speaks MCP revision {}, which corral does not know (it speaks {})",
+        info.protocol_version,
+        names.join(", ")
+    ))
 }
 
 /// Every tool the server lists (all pages); none when it offers no tools.

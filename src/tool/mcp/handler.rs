@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
-    Implementation, ProgressNotificationParam,
+    Implementation, ProgressNotificationParam, ProtocolVersion,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData as McpError, RoleClient};
@@ -64,10 +64,14 @@ impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         // No sampling, elicitation or roots: a server gets nothing it could use to reach past
         // the gate.
-        ClientConfig::new(
+        let mut config = ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("corral", env!("CARGO_PKG_VERSION")),
-        )
+        );
+        // The newest revision that still opens with `initialize`, which every server here
+        // speaks; a server answers it or an older one it knows (the fallback).
+        config.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
+        config
     }
 
     async fn create_elicitation(

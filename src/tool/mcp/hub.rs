@@ -288,10 +288,11 @@ impl Inner {
         }
         let old = std::mem::replace(
             &mut *state,
+            // The first restart is at the next call; only failures to start back off.
             State::Down {
                 error: report.clone(),
-                failures: 1,
-                retry_at: Instant::now() + backoff(1),
+                failures: 0,
+                retry_at: Instant::now(),
             },
         );
         server.up.store(false, Ordering::SeqCst);
