@@ -6,3 +6,5 @@
 mod basics;
 mod everything;
 mod faults;
+mod gate;
+mod http;

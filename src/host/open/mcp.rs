@@ -8,7 +8,7 @@ use super::OpenSpec;
 use crate::config::{Config, McpServers};
 use crate::session::Session;
 use crate::tool::ToolSettings;
-use crate::tool::mcp::{McpEnvironment, McpHub};
+use crate::tool::mcp::{McpEnvironment, McpHub, Notice};
 
 /// The servers a session gets: the config's (only those `mcp_select` names, when it names
 /// any), then the request's, which win a name both have.
@@ -51,7 +51,7 @@ pub fn start(
         session_id: session.id().to_string(),
     };
     let notice_session = session.clone();
-    let notice = Arc::new(move |server: &str, message: String| {
+    let notice: Notice = Arc::new(move |server: &str, message: String| {
         tracing::warn!(server, "{message}");
         notice_session.emit_error(message, serde_json::json!({"mcpServer": server}));
     });

@@ -4,7 +4,10 @@
 //!
 //! Presets speak corral's tool names only, for every backend: external agents' own tools
 //! (theirs and their MCP servers') are mapped onto corral's names before the gate sees them,
-//! and an unmapped one never matches a rule, so naming one in a preset is refused too.
+//! and an unmapped one never matches a rule, so naming one in a preset is refused too. The
+//! tools of corral's own MCP servers are known only once they run: a name `SERVER__TOOL`
+//! passes when its server part could name a server (or is `*`), and both parts may be globs
+//! (`git__*`, `*__delete_*`).
 
 use super::{OfferText, PresetFile};
 
@@ -35,6 +38,16 @@ fn known(tool: &str, place: &str) -> Result<(), String> {
     if crate::tool::tool_names().any(|t| t == tool) {
         return Ok(());
     }
+    if let Some((server, name)) = tool.split_once(crate::config::mcp::NAME_SEPARATOR) {
+        let server_ok = server == ANY_TOOL || crate::config::mcp::check_name(server).is_ok();
+        if server_ok && !name.is_empty() {
+            return Ok(());
+        }
+        return Err(format!(
+            "{place} names {tool:?}: an MCP tool is SERVER__TOOL with a server name of \
+             letters, digits, '-' and '_' (or '*')"
+        ));
+    }
     let names: Vec<&str> = crate::tool::tool_names().collect();
     let hint = names
         .iter()
@@ -53,6 +66,20 @@ mod tests {
 
     fn parse(text: &str) -> Result<Policy, String> {
         Policy::parse("t", text, &PolicyOverrides::default()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn mcp_tool_names_and_globs_pass_and_malformed_ones_do_not() {
+        let head = "description = \"t\"\n";
+        for tool in ["git__status", "git__*", "*__delete_*"] {
+            let text = format!("{head}[[rules]]\ntool = \"{tool}\"\ndeny = [\"*\"]\n");
+            assert!(parse(&text).is_ok(), "{tool}");
+        }
+        for tool in ["a b__x", "git__", "_x__y"] {
+            let text = format!("{head}[[rules]]\ntool = \"{tool}\"\ndeny = [\"*\"]\n");
+            let err = parse(&text).unwrap_err();
+            assert!(err.contains("SERVER__TOOL"), "{tool}: {err}");
+        }
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub(super) struct Server {
 pub(super) enum State {
     Starting,
     Up {
-        connection: Connection,
+        connection: Box<Connection>,
         handler: Handler,
     },
     Down {
@@ -432,7 +432,7 @@ async fn start_server(hub: Weak<Inner>, server: Arc<Server>, limit: Duration, fa
         Ok(connection) => {
             inner.set_tools(&server, &connection.tools);
             *state = State::Up {
-                connection,
+                connection: Box::new(connection),
                 handler,
             };
             server.up.store(true, Ordering::SeqCst);

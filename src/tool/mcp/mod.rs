@@ -11,4 +11,4 @@ mod result;
 mod sse;
 
 pub use connect::McpEnvironment;
-pub use hub::{McpHub, Notice, ServerReport};
+pub use hub::{McpHub, Notice};
