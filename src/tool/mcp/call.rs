@@ -12,7 +12,7 @@ use rmcp::service::PeerRequestOptions;
 use rmcp::{Peer, RoleClient, ServiceError};
 use serde_json::Value;
 
-use super::handler::{ProgressRoutes, token_key};
+use super::handler::{InFlightCalls, ProgressRoutes, token_key};
 use super::hub::Inner;
 use super::result::map_result;
 use crate::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
@@ -65,18 +65,22 @@ impl McpTool {
                 )));
             }
         };
+        handler.in_flight.add(handle.id.clone());
         let mut guard = InFlight {
             peer: peer.clone(),
             id: Some(handle.id.clone()),
             routes: handler.progress.clone(),
             token: token_key(&handle.progress_token),
+            calls: handler.in_flight.clone(),
         };
         guard.routes.add(guard.token.clone(), ctx.output.clone());
         let result = tokio::select! {
             result = handle.await_response() => result,
             _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
         };
-        guard.id = None;
+        if let Some(id) = guard.id.take() {
+            guard.calls.remove(&id);
+        }
         match result {
             Ok(ServerResult::CallToolResult(result)) => {
                 let value = serde_json::to_value(&result)
@@ -116,6 +120,7 @@ struct InFlight {
     id: Option<RequestId>,
     routes: ProgressRoutes,
     token: String,
+    calls: InFlightCalls,
 }
 
 impl Drop for InFlight {
@@ -124,14 +129,23 @@ impl Drop for InFlight {
         let Some(id) = self.id.take() else {
             return;
         };
-        let notification = ClientNotification::from(CancelledNotification::new(
-            CancelledNotificationParam::new(Some(id), Some("the call was abandoned".into())),
-        ));
+        // Sent from a task (a drop cannot wait); should the session stop first, its
+        // shutdown sends it for every call still in flight.
         let peer = self.peer.clone();
+        let calls = self.calls.clone();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = peer.send_notification(notification).await;
+                let _ = peer.send_notification(cancelled(id.clone())).await;
+                calls.remove(&id);
             });
         }
     }
+}
+
+/// `notifications/cancelled` for an abandoned call.
+pub(super) fn cancelled(id: RequestId) -> ClientNotification {
+    ClientNotification::from(CancelledNotification::new(CancelledNotificationParam::new(
+        Some(id),
+        Some("the call was abandoned (the turn was cancelled or the session stopped)".into()),
+    )))
 }

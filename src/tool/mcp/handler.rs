@@ -44,9 +44,33 @@ pub fn token_key(token: &rmcp::model::ProgressToken) -> String {
     serde_json::to_string(token).unwrap_or_default()
 }
 
+/// Calls sent and not yet answered or cancelled: a session that stops cancels them at the
+/// server before it closes the connection.
+#[derive(Clone, Default)]
+pub struct InFlightCalls(Arc<Mutex<Vec<rmcp::model::RequestId>>>);
+
+impl InFlightCalls {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<rmcp::model::RequestId>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn add(&self, id: rmcp::model::RequestId) {
+        self.lock().push(id);
+    }
+
+    pub fn remove(&self, id: &rmcp::model::RequestId) {
+        self.lock().retain(|known| known != id);
+    }
+
+    pub fn take_all(&self) -> Vec<rmcp::model::RequestId> {
+        std::mem::take(&mut *self.lock())
+    }
+}
+
 #[derive(Clone)]
 pub struct Handler {
     pub progress: ProgressRoutes,
+    pub in_flight: InFlightCalls,
     /// Set by `notifications/tools/list_changed`; the hub re-lists between steps.
     pub tools_changed: Arc<AtomicBool>,
 }
@@ -55,6 +79,7 @@ impl Handler {
     pub fn new() -> Handler {
         Handler {
             progress: ProgressRoutes::default(),
+            in_flight: InFlightCalls::default(),
             tools_changed: Arc::new(AtomicBool::new(false)),
         }
     }

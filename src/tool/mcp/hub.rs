@@ -236,7 +236,16 @@ impl McpHub {
         for server in &self.inner.servers {
             let old = std::mem::replace(&mut *server.state.lock().await, State::Stopped);
             server.up.store(false, Ordering::SeqCst);
-            if let State::Up { connection, .. } = old {
+            if let State::Up {
+                connection,
+                handler,
+            } = old
+            {
+                let peer = connection.service.peer().clone();
+                for id in handler.in_flight.take_all() {
+                    let sent = peer.send_notification(super::call::cancelled(id));
+                    let _ = tokio::time::timeout(Duration::from_millis(500), sent).await;
+                }
                 connection.stop().await;
             }
         }
