@@ -142,3 +142,83 @@ async fn servers_from_session_new_and_session_load_give_the_model_their_tools() 
     running.close_stdin();
     assert!(running.wait().await.success());
 }
+
+/// server-everything serving `transport` (`streamableHttp`, `sse`) on a free loopback port,
+/// once it accepts connections; killed on drop.
+async fn http_everything(transport: &str) -> (tokio::process::Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = tokio::process::Command::new(server_bin("mcp-server-everything"))
+        .arg(transport)
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "server-everything {transport} did not listen on {port}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    (child, port)
+}
+
+#[tokio::test]
+async fn http_and_sse_servers_from_the_client_are_reached() {
+    let (_http, http_port) = http_everything("streamableHttp").await;
+    let (_sse, sse_port) = http_everything("sse").await;
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    model.push(Reply::new().tool_call("c1", "web__echo", r#"{"message":"over http"}"#));
+    model.push(Reply::new().tool_call("c2", "old__echo", r#"{"message":"over sse"}"#));
+    model.push(Reply::new().text("Both."));
+    let mut running = start(&h, &model).await;
+    let servers = json!([
+        {"type": "http", "name": "web", "url": format!("http://127.0.0.1:{http_port}/mcp"),
+         "headers": [{"name": "X-Client", "value": "editor"}]},
+        {"type": "sse", "name": "old", "url": format!("http://127.0.0.1:{sse_port}/sse"),
+         "headers": []},
+    ]);
+    let created = request(
+        &mut running,
+        1,
+        "session/new",
+        json!({"cwd": h.work(), "mcpServers": servers}),
+    )
+    .await;
+    let session = created["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("session/new: {created}"))
+        .to_owned();
+    let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]});
+    let line = json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt});
+    running.send_line(&line.to_string()).await;
+    // Each call asks the editor first; both are allowed.
+    for n in 0..2 {
+        let ask = running
+            .wait_for_event(n, |m| m["method"] == "session/request_permission")
+            .await;
+        let answer = json!({"jsonrpc": "2.0", "id": ask["id"],
+                            "result": {"outcome": {"outcome": "selected", "optionId": "allow"}}});
+        running.send_line(&answer.to_string()).await;
+    }
+    let done = running.wait_for_event(0, |m| m["id"] == 2).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    for (id, text) in [("c1", "Echo: over http"), ("c2", "Echo: over sse")] {
+        let results = finished(&running, id);
+        assert_eq!(results.len(), 1, "{id}: {:?}", running.events_so_far());
+        assert!(results[0].to_string().contains(text), "{results:?}");
+    }
+    running.close_stdin();
+    assert!(running.wait().await.success());
+}
