@@ -7,9 +7,14 @@
 //! `model`) switched with `session/set_config_option`. Handlers answer quickly and leave
 //! anything that waits (a turn, a permission round-trip) to spawned tasks: the SDK's
 //! dispatch loop is blocked while a handler runs.
+//!
+//! The `mcpServers` of `session/new` and `session/load` (stdio, HTTP, SSE; see
+//! `mcp_servers`) join the session's MCP servers: the editor is the person's own tool, so it
+//! may define them. A bad one is an `invalid_params` error naming it.
 
 mod editor;
 mod forward;
+mod mcp_servers;
 mod prompt;
 mod updates;
 
@@ -128,14 +133,18 @@ impl Acp {
                 "currentValue": current, "options": options}])
     }
 
-    /// Opens (or resumes) a corral session and starts forwarding its envelopes.
+    /// Opens (or resumes) a corral session and starts forwarding its envelopes. `servers`:
+    /// the client's MCP servers, on top of `--mcp-config`'s (the client's win a name both have).
     async fn open(
         self: &Arc<Self>,
         cwd: Option<String>,
         resume: Option<String>,
+        servers: crate::config::McpServers,
         cx: &Connection,
     ) -> Result<Arc<AcpSession>, AcpError> {
         let defaults = &self.args.sessions;
+        let mut mcp_servers = defaults.mcp_servers.clone();
+        mcp_servers.extend(servers);
         let mode = permission(defaults.permission.as_ref(), self.manager.config());
         let (reads, writes) = *lock(&self.client_fs);
         let editor = (reads || writes).then(|| editor::AcpEditor::new(cx.clone(), reads, writes));
@@ -148,6 +157,7 @@ impl Acp {
             permission: Some(mode.clone()),
             worktree: defaults.worktree && resume.is_none(),
             attended: true,
+            mcp_servers,
             ..defaults.clone()
         };
         let handle = self.manager.open(spec, OWNER).await.map_err(internal)?;
@@ -201,10 +211,10 @@ impl Acp {
         request: NewSessionRequest,
         cx: Connection,
     ) -> Result<Value, AcpError> {
+        let servers = mcp_servers::from_client(&request.mcp_servers).map_err(invalid)?;
         let request = wire(&request);
         let cwd = request["cwd"].as_str().map(str::to_string);
-        note_mcp_servers(&request);
-        let session = self.open(cwd, None, &cx).await?;
+        let session = self.open(cwd, None, servers, &cx).await?;
         let mode = lock(&session.mode).clone();
         Ok(json!({
             "sessionId": session.id,
@@ -214,12 +224,14 @@ impl Acp {
     }
 
     /// Replays a session's event log as updates, then answers. A session still open in
-    /// this process is replayed as it stands; any other is resumed from its log.
+    /// this process is replayed as it stands (with the MCP servers it has); any other is
+    /// resumed from its log with the servers this request gives.
     async fn load_session(
         self: Arc<Self>,
         request: LoadSessionRequest,
         cx: Connection,
     ) -> Result<Value, AcpError> {
+        let servers = mcp_servers::from_client(&request.mcp_servers).map_err(invalid)?;
         let request = wire(&request);
         let id = request["sessionId"]
             .as_str()
@@ -228,7 +240,6 @@ impl Acp {
         if !crate::session::is_valid_id(&id) {
             return Err(not_found(&id));
         }
-        note_mcp_servers(&request);
         let dir = agents_dir().map_err(internal)?;
         let history = crate::session::read_log(&crate::session::log_path(&dir, &id))
             .map_err(|_| not_found(&id))?;
@@ -240,7 +251,7 @@ impl Acp {
             Ok(session) if live => session,
             _ => {
                 let cwd = request["cwd"].as_str().map(str::to_string);
-                self.open(cwd, Some(id.clone()), &cx).await?
+                self.open(cwd, Some(id.clone()), servers, &cx).await?
             }
         };
         let mut projection = Projection::default();
@@ -346,18 +357,6 @@ impl Acp {
     }
 }
 
-/// corral does not attach MCP servers to its sessions; the list is accepted and noted.
-fn note_mcp_servers(request: &Value) {
-    if let Some(servers) = request["mcpServers"].as_array()
-        && !servers.is_empty()
-    {
-        tracing::warn!(
-            count = servers.len(),
-            "MCP servers from the client are not used by corral sessions"
-        );
-    }
-}
-
 fn notify(cx: &Connection, session: &str, update: Value) -> Result<(), AcpError> {
     let notification: SessionNotification = typed(json!({"sessionId": session, "update": update}))?;
     cx.send_notification(notification)
@@ -433,7 +432,7 @@ fn handlers(
                     "agentCapabilities": {
                         "loadSession": true,
                         "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
-                        "mcpCapabilities": {"http": false, "sse": false},
+                        "mcpCapabilities": {"http": true, "sse": true},
                     },
                     "authMethods": [],
                 })))

@@ -8,13 +8,15 @@
 //!
 //! Recursion guard: corral's own sessions have no `agent_*` tools (their registry holds the
 //! file, shell, search and desktop tools only), so an agent opened here cannot open agents
-//! in turn; the guard holds without a deny list.
+//! in turn; the guard holds without a deny list (unless the caller's own `mcp_config` names
+//! `corral mcp` as a server: the caller is the person's tool, and that is its choice).
 //!
 //! Sessions opened here are attended (the manager marks them so): a tool call that needs
 //! approval waits in `agent_pending` until `agent_approve` answers it, or is denied when the
 //! approval timeout (config `approval_timeout_secs`, else [`DEFAULT_APPROVAL_TIMEOUT`])
 //! runs out, with a note saying so.
 
+mod open;
 mod output;
 
 use std::collections::HashMap;
@@ -28,6 +30,7 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt, tool, tool_handler, tool_router
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+pub use self::open::OpenParams;
 use self::output::{Buffer, OutputRequest};
 use super::run::{Exit, load_session_config};
 use crate::error::Error;
@@ -48,35 +51,6 @@ const KEEP_DEAD: usize = 50;
 
 /// The owner recorded on every session opened here.
 const OWNER: &str = "mcp";
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct OpenParams {
-    /// Working directory of the agent; must exist.
-    pub cwd: String,
-    /// Model spec, e.g. ollama:<tag>, llamacpp:<model>, openai:<model> (default: config).
-    pub model: Option<String>,
-    /// Base URL of the model server (wins over config and environment).
-    pub base_url: Option<String>,
-    /// Permission preset: default, readonly, auto … (see `corral policies`).
-    pub permission: Option<String>,
-    /// Tools allowed without asking, on top of the preset.
-    pub allowed_tools: Option<Vec<String>>,
-    /// Tools the agent may not call at all.
-    pub disallowed_tools: Option<Vec<String>>,
-    /// The only tools the agent is offered; every other is denied.
-    pub only: Option<Vec<String>>,
-    /// Reasoning effort (low, medium, high). corral's own loop has no effort setting: it is
-    /// accepted and a note says so.
-    pub effort: Option<String>,
-    /// An external agent (claude, acp:…, codex) gets a private HOME and config directory.
-    pub hermetic: Option<bool>,
-    /// Instructions appended to the agent's system prompt.
-    pub system_prompt: Option<String>,
-    /// Caller-chosen agent id; reopening a dead id reuses its slot.
-    pub id: Option<String>,
-    /// Work in an isolated git worktree of cwd.
-    pub worktree: Option<bool>,
-}
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct AgentParams {
@@ -166,7 +140,10 @@ impl McpServer {
 
     #[tool(
         description = "Open an agent (a corral session) working in cwd. Returns {\"agent_id\"}. \
-        Reopening the id of a closed agent reuses its slot."
+        Reopening the id of a closed agent reuses its slot. mcp_config gives the agent MCP \
+        servers (their tools appear as SERVER__TOOL, behind the same approvals): \
+        {\"mcpServers\": {\"NAME\": {\"command\", \"args\", \"env\"} | {\"url\", \"headers\"}}}, \
+        the map itself, or the path of such a file."
     )]
     async fn agent_open(
         &self,
@@ -181,13 +158,20 @@ impl McpServer {
             .config()
             .approval_timeout_secs
             .map_or(DEFAULT_APPROVAL_TIMEOUT, Duration::from_secs);
+        let mut mcp_servers = match open::mcp_servers(p.mcp_config.as_ref(), &cwd) {
+            Ok(servers) => servers,
+            Err(e) => return fail(e),
+        };
         let mut deny = p.disallowed_tools.unwrap_or_default();
         if let Some(only) = &p.only {
             let tools = match crate::tool::ToolRegistry::builtin() {
                 Ok(tools) => tools,
                 Err(e) => return fail(e),
             };
-            if let Some(unknown) = only.iter().find(|name| tools.get(name).is_none()) {
+            let unknown = only
+                .iter()
+                .find(|name| tools.get(name).is_none() && !crate::tool::is_mcp_name(name));
+            if let Some(unknown) = unknown {
                 let known: Vec<&str> = tools.names().collect();
                 return fail(format!(
                     "unknown tool {unknown:?} in only; tools: {}",
@@ -200,6 +184,12 @@ impl McpServer {
                     .filter(|name| !only.iter().any(|o| o == name))
                     .map(str::to_string),
             );
+            let mut every = self.manager.config().mcp_servers.clone();
+            every.extend(mcp_servers);
+            mcp_servers = match open::narrow_to_only(only, &every) {
+                Ok(servers) => servers,
+                Err(e) => return fail(e),
+            };
         }
         let mut notes = Vec::new();
         if let Some(effort) = &p.effort {
@@ -224,6 +214,7 @@ impl McpServer {
             worktree: p.worktree.unwrap_or(false),
             hermetic: p.hermetic.unwrap_or(false),
             approval_timeout: Some(approval_timeout),
+            mcp_servers,
             ..OpenSpec::default()
         };
         let handle = match self.manager.open(spec, OWNER).await {

@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 use crate::common::acp_open;
 use crate::support::{FakeModel, Harness, Reply, Running};
 
+mod mcp_servers;
+
 /// Where scripts/install-agent-clis puts the npm packages (CORRAL_AGENT_CLIS overrides).
 pub fn agent_clis() -> PathBuf {
     std::env::var_os("CORRAL_AGENT_CLIS").map_or_else(

@@ -3,7 +3,7 @@
 //! npm, `mcp-server-time` and `mcp-server-git` from PyPI. The model is the fake server; each
 //! test scripts the calls it makes to `SERVER__TOOL` tools.
 
-mod basics;
+pub(crate) mod basics;
 mod everything;
 mod faults;
 mod gate;

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use crate::support::{FakeModel, Harness, Reply};
 
 pub(crate) mod client;
+mod mcp_servers;
 
 use client::{Api, Sse, cmdline, code, descendants};
 

@@ -6,6 +6,7 @@
 
 mod events;
 mod history;
+mod mcp_servers;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -225,6 +226,8 @@ struct CreateBody {
     worktree: bool,
     system_prompt: Option<String>,
     base_url: Option<String>,
+    /// Names of configured servers, or (admin tokens) definitions: see `mcp_servers`.
+    mcp_servers: Option<Value>,
 }
 
 fn open_error(e: Error) -> ApiError {
@@ -261,6 +264,11 @@ async fn create_session(
         .map(|text| parse_model(&text, limits.as_ref()))
         .transpose()
         .map_err(open_error)?;
+    let mcp = mcp_servers::parse(
+        body.mcp_servers,
+        limits.is_some(),
+        &state.manager.config().mcp_servers,
+    )?;
     let spec = OpenSpec {
         id: Some(uuid_v4()),
         cwd: Some(body.cwd),
@@ -271,6 +279,8 @@ async fn create_session(
         worktree: body.worktree,
         attended: true,
         limits,
+        mcp_servers: mcp.defined,
+        mcp_select: mcp.select,
         ..OpenSpec::default()
     };
     let handle = state

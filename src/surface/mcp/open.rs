@@ -1,0 +1,172 @@
+//! `agent_open`'s parameters, and the MCP servers they give the agent: `mcp_config` (the
+//! field Kaimon's agents pass) and how `only` narrows every server's tools.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::config::McpServers;
+use crate::config::mcp::{NAME_SEPARATOR, load_file, servers_from_json};
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct OpenParams {
+    /// Working directory of the agent; must exist.
+    pub cwd: String,
+    /// Model spec, e.g. ollama:<tag>, llamacpp:<model>, openai:<model> (default: config).
+    pub model: Option<String>,
+    /// Base URL of the model server (wins over config and environment).
+    pub base_url: Option<String>,
+    /// Permission preset: default, readonly, auto … (see `corral policies`).
+    pub permission: Option<String>,
+    /// Tools allowed without asking, on top of the preset.
+    pub allowed_tools: Option<Vec<String>>,
+    /// Tools the agent may not call at all.
+    pub disallowed_tools: Option<Vec<String>>,
+    /// The only tools the agent is offered; every other is denied. MCP tools by their exact
+    /// SERVER__TOOL names; a server none of whose tools is named is not started.
+    pub only: Option<Vec<String>>,
+    /// Reasoning effort (low, medium, high). corral's own loop has no effort setting: it is
+    /// accepted and a note says so.
+    pub effort: Option<String>,
+    /// An external agent (claude, acp:…, codex) gets a private HOME and config directory.
+    pub hermetic: Option<bool>,
+    /// Instructions appended to the agent's system prompt.
+    pub system_prompt: Option<String>,
+    /// Caller-chosen agent id; reopening a dead id reuses its slot.
+    pub id: Option<String>,
+    /// Work in an isolated git worktree of cwd.
+    pub worktree: Option<bool>,
+    /// MCP servers the agent takes tools from (as SERVER__TOOL), on top of config.toml's
+    /// `[mcp_servers]` (same name: this one wins). Either the JSON other agents write,
+    /// {"mcpServers": {"NAME": {"command": …, "args": […], "env": {…}}}} or
+    /// {"NAME": {"url": "http://…/mcp", "headers": {…}}} (the map itself), or a string: the
+    /// path of such a file (JSON, or TOML with [mcp_servers.NAME]; relative to cwd).
+    pub mcp_config: Option<Value>,
+}
+
+/// The servers `mcp_config` defines; a relative file path is under the agent's `cwd`.
+pub fn mcp_servers(config: Option<&Value>, cwd: &Path) -> Result<McpServers, String> {
+    match config {
+        None | Some(Value::Null) => Ok(McpServers::new()),
+        Some(Value::String(path)) => {
+            load_file(&cwd.join(path)).map_err(|e| format!("mcp_config: {e}"))
+        }
+        Some(value @ Value::Object(_)) => {
+            servers_from_json(value).map_err(|e| format!("mcp_config: {e}"))
+        }
+        Some(_) => {
+            Err("mcp_config is an object ({\"mcpServers\": {…}} or the map) or a file path".into())
+        }
+    }
+}
+
+/// `only` over MCP servers: each server (the config's and the request's) offers just the
+/// tools `only` names of it, within its own allow-list; one it names none of is not started.
+/// Returned as definitions that override the config's by name; an MCP name of a server
+/// the agent does not have is an error.
+pub fn narrow_to_only(only: &[String], servers: &McpServers) -> Result<McpServers, String> {
+    let unknown = only.iter().find(|o| {
+        o.split_once(NAME_SEPARATOR)
+            .is_some_and(|(server, _)| !servers.contains_key(server))
+    });
+    if let Some(unknown) = unknown {
+        let known: Vec<&str> = servers.keys().map(String::as_str).collect();
+        return Err(format!(
+            "only names {unknown:?}, but the agent has no such MCP server (it has: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ));
+    }
+    Ok(servers
+        .iter()
+        .map(|(name, server)| {
+            let prefix = format!("{name}{NAME_SEPARATOR}");
+            let picked: Vec<String> = only
+                .iter()
+                .filter_map(|o| o.strip_prefix(&prefix))
+                // Exact names only: a glob here could match more than the allow-list does.
+                .filter(|tool| !tool.contains(['*', '?']) && server.allows_tool(tool))
+                .map(str::to_string)
+                .collect();
+            let mut server = server.clone();
+            if picked.is_empty() {
+                server.enabled = Some(false);
+            }
+            server.tools = Some(picked);
+            (name.clone(), server)
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn mcp_config_takes_an_object_the_map_or_a_file() {
+        let cwd = tempfile::tempdir().unwrap();
+        let wrapped = json!({"mcpServers": {"git": {"command": "uvx"}}});
+        assert!(
+            mcp_servers(Some(&wrapped), cwd.path()).unwrap()["git"]
+                .command
+                .is_some()
+        );
+        let map = json!({"docs": {"url": "http://127.0.0.1:9/mcp"}});
+        assert!(
+            mcp_servers(Some(&map), cwd.path()).unwrap()["docs"]
+                .url
+                .is_some()
+        );
+        std::fs::write(
+            cwd.path().join("servers.toml"),
+            "[mcp_servers.time]\ncommand = \"mcp-server-time\"\n",
+        )
+        .unwrap();
+        let file = json!("servers.toml");
+        assert!(
+            mcp_servers(Some(&file), cwd.path())
+                .unwrap()
+                .contains_key("time")
+        );
+        assert!(mcp_servers(None, cwd.path()).unwrap().is_empty());
+        let missing = mcp_servers(Some(&json!("nope.json")), cwd.path()).unwrap_err();
+        assert!(missing.contains("nope.json"), "{missing}");
+        let bad = mcp_servers(Some(&json!({"a__b": {"command": "x"}})), cwd.path()).unwrap_err();
+        assert!(bad.contains("a__b"), "{bad}");
+        assert!(mcp_servers(Some(&json!(3)), cwd.path()).is_err());
+    }
+
+    #[test]
+    fn only_narrows_each_server_to_the_tools_it_names() {
+        let servers: McpServers = serde_json::from_value(json!({
+            "git": {"command": "g"},
+            "docs": {"url": "http://x/mcp", "tools": ["search_*"]},
+            "time": {"command": "t"},
+        }))
+        .unwrap();
+        let only = [
+            "read_file".to_string(),
+            "git__status".to_string(),
+            "docs__search_docs".to_string(),
+            "docs__delete_docs".to_string(),
+        ];
+        let narrowed = narrow_to_only(&only, &servers).unwrap();
+        assert!(narrowed["git"].allows_tool("status"));
+        assert!(!narrowed["git"].allows_tool("commit"));
+        assert!(narrowed["docs"].allows_tool("search_docs"));
+        // `only` cannot widen what the config allows.
+        assert!(!narrowed["docs"].allows_tool("delete_docs"));
+        assert!(!narrowed["time"].enabled());
+        assert!(narrowed["git"].enabled());
+        let e = narrow_to_only(&["web__fetch".to_string()], &servers).unwrap_err();
+        assert!(
+            e.contains("web__fetch") && e.contains("docs, git, time"),
+            "{e}"
+        );
+    }
+}
