@@ -261,3 +261,45 @@ async fn a_slow_server_does_not_hold_the_first_request_past_its_timeout() {
     let later = offered_tools(&model, 1);
     assert!(later.iter().any(|t| t == "slow__fail"), "{later:?}");
 }
+
+/// A server's tool names and descriptions are its own text: what the terminal shows of them
+/// carries no escape sequence, and the model-facing name only characters APIs accept.
+#[tokio::test]
+async fn a_servers_escape_sequences_never_reach_the_terminal() {
+    let h = Harness::new();
+    let config = mcp_config(&h, json!({"s": scripted(&[], None)}));
+    let model = FakeModel::start().await;
+    model.push(Reply::new().tool_call("c0", "s__describe__0_pwned_", "{}"));
+    model.push(Reply::new().text("done"));
+    std::fs::create_dir_all(h.work()).unwrap();
+    let out = crate::support::Harness::corral(&h)
+        .args([
+            "run",
+            "-m",
+            "llamacpp:fake-model",
+            "--base-url",
+            &model.openai_base(),
+        ])
+        .args(["-p", "bypass", "--mcp-config", &config, "go"])
+        .run()
+        .await;
+    let offered = offered_tools(&model, 0);
+    assert!(
+        offered.iter().any(|t| t == "s__describe__0_pwned_"),
+        "{offered:?}"
+    );
+    for stream in [&out.stdout, &out.stderr] {
+        assert!(
+            !stream.contains('\u{1b}'),
+            "a raw ESC reached the terminal: {stream:?}"
+        );
+        assert!(
+            !stream.contains('\u{7}'),
+            "a raw BEL reached the terminal: {stream:?}"
+        );
+    }
+    assert!(out.stdout.contains("done"), "{out:?}");
+    // The title was shown, as text: the test sees what the terminal would.
+    let shown = format!("{}{}", out.stdout, out.stderr);
+    assert!(shown.contains("pwned"), "{shown:?}");
+}
