@@ -23,6 +23,9 @@ pub type Notice = Arc<dyn Fn(&str, String) + Send + Sync>;
 
 /// The longest wait between restart attempts of a server that keeps dying.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// A server's tools beyond this many are not offered: every one is paid for in each request,
+/// and a server listing thousands would leave the model no window.
+const MAX_TOOLS_PER_SERVER: usize = 128;
 /// How often a running server is looked at for having died.
 const WATCH_EVERY: Duration = Duration::from_millis(250);
 
@@ -269,10 +272,22 @@ impl Inner {
             .iter()
             .position(|s| Arc::ptr_eq(s, server))
             .unwrap_or_default();
-        let allowed: Vec<&ListedTool> = listed
+        let mut allowed: Vec<&ListedTool> = listed
             .iter()
             .filter(|t| server.config.allows_tool(&t.name))
             .collect();
+        if allowed.len() > MAX_TOOLS_PER_SERVER {
+            (self.notice)(
+                &server.name,
+                format!(
+                    "MCP server {} lists {} tools; only the first {MAX_TOOLS_PER_SERVER} are \
+                     offered (name the ones you want with `tools = [...]` in its config)",
+                    server.name,
+                    allowed.len()
+                ),
+            );
+            allowed.truncate(MAX_TOOLS_PER_SERVER);
+        }
         let names = exposed_names(&server.name, allowed.iter().map(|t| t.name.as_str()));
         let tools = allowed
             .iter()
