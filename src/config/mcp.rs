@@ -12,6 +12,8 @@
 //! bearer_token_env_var = "DOCS_TOKEN"  # Authorization: Bearer $DOCS_TOKEN
 //! tools = ["search_*"]                 # allow-list of this server's tools (globs)
 //! danger = "moderate"                  # its tools' level (default: dangerous)
+//! # stdio servers run in the session's sandbox; `writable = ["~/.cache/uv"]` lets uvx
+//! # keep its cache, `sandbox = false` runs one unconfined.
 //! ```
 
 use std::collections::BTreeMap;
@@ -107,6 +109,11 @@ pub struct McpServer {
     /// stdio: the network inside the sandbox. Default: the session's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkMode>,
+    /// stdio: more paths the server may write inside the sandbox (`~/` is the home directory,
+    /// relative paths are under the session root): a launcher's cache, `~/.cache/uv` for
+    /// `uvx`, `~/.npm` for `npx`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable: Vec<String>,
     #[serde(
         default,
         alias = "startupTimeoutSecs",
@@ -225,9 +232,12 @@ impl McpServer {
             return Err("`headers` and `bearer_token_env_var` are for HTTP servers".into());
         }
         if transport != McpTransport::Stdio
-            && (!self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some())
+            && (!self.args.is_empty()
+                || !self.env.is_empty()
+                || self.cwd.is_some()
+                || !self.writable.is_empty())
         {
-            return Err("`args`, `env` and `cwd` are for stdio servers".into());
+            return Err("`args`, `env`, `cwd` and `writable` are for stdio servers".into());
         }
         for (key, value) in &self.headers {
             let printable = |s: &str| s.chars().all(|c| c == '\t' || (' '..='~').contains(&c));

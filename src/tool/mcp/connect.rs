@@ -239,6 +239,8 @@ fn launch(name: &str, server: &McpServer, env: &McpEnvironment) -> Result<Launch
             if let Some(network) = server.network {
                 spec.network = network;
             }
+            spec.writable
+                .extend(writable_paths(&server.writable, &env.root));
             let mut args: Vec<String> = spec
                 .helper_args(false)
                 .into_iter()
@@ -263,6 +265,27 @@ fn launch(name: &str, server: &McpServer, env: &McpEnvironment) -> Result<Launch
             .map(|dir| dir.join(format!("{}.mcp-{name}.stderr.log", env.session_id))),
         kind: "mcp-server",
     })
+}
+
+/// A server's extra writable paths that exist (`~/` is the home directory, relative paths
+/// are under the root); the helper refuses paths it cannot open.
+fn writable_paths(paths: &[String], root: &Path) -> Vec<PathBuf> {
+    paths
+        .iter()
+        .filter_map(|path| {
+            let full = match path.strip_prefix("~/") {
+                Some(rest) => dirs::home_dir()?.join(rest),
+                None if Path::new(path).is_absolute() => PathBuf::from(path),
+                None => root.join(path),
+            };
+            if full.exists() {
+                Some(full)
+            } else {
+                tracing::warn!(path = %full.display(), "an MCP server's writable path does not exist; left out");
+                None
+            }
+        })
+        .collect()
 }
 
 /// A command with a slash is a path (relative to `cwd`); else the first executable of that

@@ -303,3 +303,27 @@ async fn a_servers_escape_sequences_never_reach_the_terminal() {
     let shown = format!("{}{}", out.stdout, out.stderr);
     assert!(shown.contains("pwned"), "{shown:?}");
 }
+
+/// A stdio server writes only where the session's tools may, plus the paths its config
+/// names in `writable` (a launcher's cache).
+#[tokio::test]
+async fn a_server_writes_outside_the_root_only_where_its_config_says() {
+    let h = Harness::new();
+    let cache = h.home_dir().join("launcher-cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let target = cache.join("file");
+    let call = [("s__write", json!({"path": target}))];
+    let confined = mcp_config(&h, json!({"s": scripted(&[], None)}));
+    let (out, _) = run_with(&h, &confined, "bypass", &call).await;
+    assert_eq!(tool_results(&out)[0]["success"], false, "{}", out.stdout);
+    assert!(
+        !target.exists(),
+        "the confined server wrote outside the root"
+    );
+    let mut server = scripted(&[], None);
+    server["writable"] = json!([cache]);
+    let allowed = mcp_config(&h, json!({"s": server}));
+    let (out, _) = run_with(&h, &allowed, "bypass", &call).await;
+    assert_eq!(tool_results(&out)[0]["success"], true, "{}", out.stdout);
+    assert!(target.exists());
+}

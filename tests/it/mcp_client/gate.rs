@@ -174,8 +174,10 @@ async fn a_huge_result_is_cut_like_a_built_in_tools() {
 #[tokio::test]
 async fn the_configs_allow_list_picks_a_servers_tools_and_a_flood_is_capped() {
     let h = Harness::new();
-    let script =
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/mcp_client/fixtures/scripted_server.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/it/mcp_client/fixtures/scripted_server.py"
+    );
     let config = mcp_config(
         &h,
         json!({
@@ -187,21 +189,30 @@ async fn the_configs_allow_list_picks_a_servers_tools_and_a_flood_is_capped() {
         &h,
         &config,
         "bypass",
-        &[("time__convert_time", json!({"source_timezone": "UTC", "time": "12:00",
-                                        "target_timezone": "UTC"}))],
+        &[(
+            "time__convert_time",
+            json!({"source_timezone": "UTC", "time": "12:00",
+                                        "target_timezone": "UTC"}),
+        )],
     )
     .await;
     let offered = crate::common::offered_tools(&model, 0);
-    assert!(offered.iter().any(|t| t == "time__get_current_time"), "{offered:?}");
-    assert!(!offered.iter().any(|t| t == "time__convert_time"), "{offered:?}");
+    assert!(
+        offered.iter().any(|t| t == "time__get_current_time"),
+        "{offered:?}"
+    );
+    assert!(
+        !offered.iter().any(|t| t == "time__convert_time"),
+        "{offered:?}"
+    );
     // Not offered means not callable either.
     assert_eq!(tool_results(&out)[0]["success"], false);
     let flood = offered.iter().filter(|t| t.starts_with("flood__")).count();
     assert_eq!(flood, 128, "a server's tools are capped");
     assert!(
-        out.of_kind("error")
-            .iter()
-            .any(|e| e["data"]["message"].to_string().contains("only the first 128")),
+        out.of_kind("error").iter().any(|e| e["data"]["message"]
+            .to_string()
+            .contains("only the first 128")),
         "the cap is said"
     );
 }
