@@ -2,7 +2,7 @@
 //!
 //!     cargo bench --bench corral_bench            # everything
 //!     cargo bench --bench corral_bench -- stream  # one section:
-//!                                                 # stream|startup|loop|memory|search|resume|hostile|local
+//!                                                 # stream|startup|loop|memory|search|resume|hostile|local|mcp
 //!
 //! Each figure is measured in this run against the fake model server on 127.0.0.1 (the same
 //! one the tests use), with the release-built `corral` binary; the `local` section runs the
@@ -17,6 +17,8 @@ mod support;
 mod hostile;
 #[path = "corral_bench/local.rs"]
 mod local;
+#[path = "corral_bench/mcp.rs"]
+mod mcp;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -658,6 +660,9 @@ async fn bench_main() {
     }
     if wants("local") {
         local::local(&mut rows).await;
+    }
+    if wants("mcp") {
+        mcp::mcp(&mut rows).await;
     }
     println!("corral benchmarks — {}", support::host::machine());
     println!("binary: {CORRAL}");

@@ -50,6 +50,7 @@ pub use surface::acp::{AcpArgs, acp};
 pub use surface::doctor::doctor;
 pub use surface::eval::{EvalArgs, TaskResult, eval};
 pub use surface::mcp::{DEFAULT_APPROVAL_TIMEOUT, mcp};
+pub use surface::mcp_servers::{McpServersArgs, McpServersCommand, McpServersOutput, mcp_servers};
 pub use surface::policies::{list_policies, show_policy};
 pub use surface::run::load_config;
 pub use surface::run::{Exit, RunArgs, run};

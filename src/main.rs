@@ -111,6 +111,13 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// The MCP servers sessions take tools from (config `[mcp_servers]` plus --mcp-config),
+    /// started as a session in -C DIR would start them (inside its sandbox): status and tools.
+    #[command(name = "mcp-servers")]
+    McpServers {
+        #[command(subcommand)]
+        action: McpServersAction,
+    },
     /// Internal: the clipboard tools' helper process (`read`, or `own` to serve a value).
     #[command(name = "__clipboard", hide = true)]
     Clipboard { mode: String },
@@ -188,6 +195,53 @@ impl From<&WorktreeAction> for corral::WorktreeCommand {
                 force: *force,
             },
             WorktreeAction::Prune { force } => C::Prune { force: *force },
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum McpServersAction {
+    /// Every configured server: its transport, status and tools.
+    List(McpServersFlags),
+    /// Start one server: exit 0 when it comes up, 1 (with its error and stderr tail) when not.
+    Check {
+        name: String,
+        #[command(flatten)]
+        flags: McpServersFlags,
+    },
+}
+
+#[derive(clap::Args)]
+struct McpServersFlags {
+    /// Config file (default: $XDG_CONFIG_HOME/corral/config.toml).
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// More servers, beyond the config's (JSON `{"mcpServers": …}` or TOML
+    /// `[mcp_servers.NAME]`).
+    #[arg(long, value_name = "FILE")]
+    mcp_config: Option<PathBuf>,
+    /// The session root the servers start in (default: the current directory).
+    #[arg(short = 'C', long = "cwd", value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// One JSON array of the servers instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+impl From<McpServersAction> for corral::McpServersArgs {
+    fn from(action: McpServersAction) -> Self {
+        let (command, flags) = match action {
+            McpServersAction::List(flags) => (corral::McpServersCommand::List, flags),
+            McpServersAction::Check { name, flags } => {
+                (corral::McpServersCommand::Check { name }, flags)
+            }
+        };
+        corral::McpServersArgs {
+            command,
+            config_path: flags.config,
+            mcp_config: flags.mcp_config,
+            cwd: flags.cwd,
+            json: flags.json,
         }
     }
 }
@@ -473,6 +527,19 @@ fn main() -> ExitCode {
                 let text = corral::doctor(config).await;
                 let _ = std::io::stdout().write_all(text.as_bytes());
                 Ok(Exit::Ok)
+            }
+            Command::McpServers { action } => {
+                use std::io::Write;
+                match corral::mcp_servers(action.into()).await {
+                    Ok(out) => {
+                        let _ = std::io::stdout().write_all(out.stdout.as_bytes());
+                        if !out.stderr.is_empty() {
+                            report(&anyhow::anyhow!("{}", out.stderr.trim_end()));
+                        }
+                        Ok(out.exit)
+                    }
+                    Err(e) => Err(e),
+                }
             }
             Command::Clipboard { .. }
             | Command::Policies { .. }

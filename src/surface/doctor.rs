@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::model::{self, ModelChoice, Provider};
 use crate::sandbox::{NetworkMode, SandboxMode, SandboxSpec, SandboxSupport};
 
+mod mcp;
 mod serve;
 
 /// Each network check; a machine that needs longer is as good as unreachable here.
@@ -62,6 +63,7 @@ pub async fn doctor(config_path: Option<PathBuf>) -> String {
     output(&mut report, &config);
     agents(&mut report, &config);
     serve::serve(&mut report, &config);
+    mcp::mcp_servers(&mut report, &config);
     models(&mut report, &config).await;
     report.text()
 }

@@ -5,6 +5,7 @@ mod approve;
 pub mod doctor;
 pub mod eval;
 pub mod mcp;
+pub mod mcp_servers;
 pub mod policies;
 pub mod run;
 pub mod safe_text;

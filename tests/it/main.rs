@@ -22,6 +22,7 @@ mod layers;
 mod log_faults;
 mod mcp;
 mod mcp_client;
+mod mcp_servers_cli;
 mod plan;
 mod process_attacks;
 mod prompt_images;

@@ -4,11 +4,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::OpenSpec;
+use super::{OpenSpec, sandbox, settings::Settings, tmpdir::SessionTmp};
 use crate::config::{Config, McpServers};
+use crate::error::{Error, runtime, usage};
 use crate::session::Session;
-use crate::tool::ToolSettings;
 use crate::tool::mcp::{McpEnvironment, McpHub, Notice};
+use crate::tool::{ToolRegistry, ToolSettings};
 
 /// The servers a session gets: the config's (only those `mcp_select` names, when it names
 /// any), then the request's, which win a name both have.
@@ -40,7 +41,22 @@ pub fn start(
     if servers.is_empty() {
         return None;
     }
-    let env = McpEnvironment {
+    let notice_session = session.clone();
+    let notice: Notice = Arc::new(move |server: &str, message: String| {
+        tracing::warn!(server, "{message}");
+        notice_session.emit_error(message, serde_json::json!({"mcpServer": server}));
+    });
+    Some(McpHub::start(
+        servers,
+        environment(tools, root, session),
+        notice,
+    ))
+}
+
+/// What a session's servers run with: its root, sandbox and tool environment; their stderr
+/// logs beside its event log.
+fn environment(tools: &ToolSettings, root: &Path, session: &Session) -> McpEnvironment {
+    McpEnvironment {
         root: root.to_path_buf(),
         sandbox: tools.sandbox.clone(),
         env: tools.env.clone(),
@@ -49,11 +65,47 @@ pub fn start(
             .and_then(Path::parent)
             .map(Path::to_path_buf),
         session_id: session.id().to_string(),
+    }
+}
+
+/// `servers` started outside any session, exactly as a session rooted at `spec.cwd` (default:
+/// the current directory) with `config` would start them: the same preset, sandbox and tool
+/// environment. For `corral mcp-servers`; what it owns is stopped when this is dropped after
+/// [`McpHub::shutdown`].
+pub(crate) struct Standalone {
+    pub hub: McpHub,
+    _session: Arc<Session>,
+    _tmpdir: SessionTmp,
+}
+
+pub(crate) async fn start_standalone(
+    spec: &OpenSpec,
+    config: &Config,
+    servers: McpServers,
+    notice: Notice,
+) -> Result<Standalone, Error> {
+    let cwd = match &spec.cwd {
+        Some(cwd) => cwd.clone(),
+        None => std::env::current_dir().map_err(usage)?,
     };
-    let notice_session = session.clone();
-    let notice: Notice = Arc::new(move |server: &str, message: String| {
-        tracing::warn!(server, "{message}");
-        notice_session.emit_error(message, serde_json::json!({"mcpServer": server}));
-    });
-    Some(McpHub::start(servers, env, notice))
+    let root = super::canonical_dir(&cwd)?;
+    let settings = Settings::resolve(spec, config);
+    let tools = ToolRegistry::builtin().map_err(runtime)?;
+    let policy = super::load_policy(spec, &settings, &tools)?;
+    let modes = sandbox::modes(settings.sandbox, settings.network, &policy)?;
+    if let Ok(dir) = super::agents_dir() {
+        super::clean_up_after_crashes(&dir);
+    }
+    // No event log: nothing here is a session anyone resumes; stderr tails stay in memory.
+    let session = Session::create(None).map_err(runtime)?;
+    let tmpdir = SessionTmp::create(session.id())
+        .map_err(|e| runtime(format!("cannot create a temp dir for the servers: {e}")))?;
+    let mut tool_settings = settings.tools(config, &policy, tmpdir.path());
+    tool_settings.sandbox = sandbox::start(modes, &policy, &root, tmpdir.path(), &session).await?;
+    let env = environment(&tool_settings, &root, &session);
+    Ok(Standalone {
+        hub: McpHub::start(servers, env, notice),
+        _session: session,
+        _tmpdir: tmpdir,
+    })
 }

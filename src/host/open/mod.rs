@@ -39,6 +39,7 @@ use crate::tool::{Danger, ToolRegistry};
 pub use crate::worktree::RunWorktree;
 use crate::worktree::session as worktree;
 pub use limits::Limits;
+pub(crate) use mcp::start_standalone;
 use settings::Settings;
 pub(crate) use settings::permission;
 

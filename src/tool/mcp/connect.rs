@@ -290,7 +290,7 @@ fn writable_paths(paths: &[String], root: &Path) -> Vec<PathBuf> {
 
 /// A command with a slash is a path (relative to `cwd`); else the first executable of that
 /// name on `path`.
-fn find_program(command: &str, path: &str, cwd: &Path) -> Option<PathBuf> {
+pub fn find_program(command: &str, path: &str, cwd: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| {
         p.metadata()

@@ -10,5 +10,5 @@ mod naming;
 mod result;
 mod sse;
 
-pub use connect::McpEnvironment;
-pub use hub::{McpHub, Notice};
+pub use connect::{McpEnvironment, find_program};
+pub use hub::{McpHub, Notice, ServerReport};
