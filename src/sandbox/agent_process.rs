@@ -35,6 +35,9 @@ pub struct Launch {
     pub stderr_log: Option<PathBuf>,
     /// Names the process in pids.json and in messages (`claude`, `codex`, `acp`).
     pub kind: &'static str,
+    /// What messages call it; `None`: the program's path. A confined server's program is the
+    /// sandbox helper, which says nothing to whoever reads its crash report.
+    pub display_name: Option<String>,
 }
 
 pub struct AgentProcess {
@@ -60,7 +63,10 @@ pub struct SpawnError {
 
 impl AgentProcess {
     pub fn spawn(launch: &Launch) -> Result<(AgentProcess, Pipes), SpawnError> {
-        let name = launch.program.display().to_string();
+        let name = launch
+            .display_name
+            .clone()
+            .unwrap_or_else(|| launch.program.display().to_string());
         let mut command = tokio::process::Command::new(&launch.program);
         command
             .args(&launch.args)

@@ -79,6 +79,7 @@ pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, Error> {
         env_clear: false,
         stderr_log: context.stderr_log.clone(),
         kind: "acp",
+        display_name: None,
     })
 }
 

@@ -172,6 +172,7 @@ pub fn launch(context: &ExternalContext, program: PathBuf) -> Launch {
         env_clear: false,
         stderr_log: context.stderr_log.clone(),
         kind: "claude",
+        display_name: None,
     }
 }
 

@@ -51,6 +51,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         env_clear: false,
         stderr_log: context.stderr_log.clone(),
         kind: "codex",
+        display_name: None,
     };
     let (process, pipes) =
         AgentProcess::spawn(&launch).map_err(|e| Error::Runtime(e.to_string()))?;

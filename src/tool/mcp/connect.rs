@@ -264,6 +264,7 @@ fn launch(name: &str, server: &McpServer, env: &McpEnvironment) -> Result<Launch
             .as_ref()
             .map(|dir| dir.join(format!("{}.mcp-{name}.stderr.log", env.session_id))),
         kind: "mcp-server",
+        display_name: Some(command.to_string()),
     })
 }
 
