@@ -343,68 +343,85 @@ impl Inner {
         self: &Arc<Self>,
         server: &Arc<Server>,
     ) -> Result<(rmcp::Peer<rmcp::RoleClient>, Handler), String> {
-        {
-            let mut state = server.state.lock().await;
-            match &mut *state {
+        let asked = Instant::now();
+        loop {
+            // Taken before the state is read, so a change in between still wakes the wait.
+            let changed = self.changed.notified();
+            let restart = {
+                let mut state = server.state.lock().await;
+                match &mut *state {
+                    State::Up {
+                        connection,
+                        handler,
+                    } => {
+                        if !connection.is_gone() {
+                            return Ok((connection.service.peer().clone(), handler.clone()));
+                        }
+                        let report = connection.crash_report().await;
+                        drop(state);
+                        self.server_died(server, report).await;
+                        continue;
+                    }
+                    State::Stopped => {
+                        return Err(format!("MCP server {} was stopped", server.name));
+                    }
+                    // Starting (at session start, or another call's restart): wait for it,
+                    // as long as its startup timeout.
+                    State::Starting => None,
+                    State::Down {
+                        error,
+                        failures,
+                        retry_at,
+                    } => {
+                        let now = Instant::now();
+                        if *retry_at > now {
+                            return Err(format!(
+                                "MCP server {} is down ({error}); corral tries to start it \
+                                 again in {} s",
+                                server.name,
+                                (*retry_at - now).as_secs() + 1
+                            ));
+                        }
+                        // One restart at a time: calls arriving meanwhile wait for it.
+                        let failures = *failures;
+                        *state = State::Starting;
+                        Some(failures)
+                    }
+                }
+            };
+            let Some(failures) = restart else {
+                let limit = server.config.startup_timeout();
+                let Some(left) = limit.checked_sub(asked.elapsed()) else {
+                    return Err(format!(
+                        "MCP server {} is still starting after {} s",
+                        server.name,
+                        limit.as_secs_f64()
+                    ));
+                };
+                tokio::select! {
+                    _ = changed => {}
+                    _ = tokio::time::sleep(left) => {}
+                }
+                continue;
+            };
+            start_server(
+                Arc::downgrade(self),
+                server.clone(),
+                server.config.startup_timeout(),
+                failures,
+            )
+            .await;
+            return match &*server.state.lock().await {
                 State::Up {
                     connection,
                     handler,
-                } => {
-                    if !connection.is_gone() {
-                        return Ok((connection.service.peer().clone(), handler.clone()));
-                    }
-                    let report = connection.crash_report().await;
-                    drop(state);
-                    self.server_died(server, report).await;
-                }
-                State::Starting => {
-                    return Err(format!("MCP server {} is still starting", server.name));
-                }
-                State::Stopped => {
-                    return Err(format!("MCP server {} was stopped", server.name));
-                }
-                State::Down { .. } => {}
-            }
-        }
-        let failures = {
-            let state = server.state.lock().await;
-            match &*state {
-                State::Down {
-                    error,
-                    failures,
-                    retry_at,
-                } => {
-                    let now = Instant::now();
-                    if *retry_at > now {
-                        return Err(format!(
-                            "MCP server {} is down ({error}); corral tries to start it again \
-                             in {} s",
-                            server.name,
-                            (*retry_at - now).as_secs() + 1
-                        ));
-                    }
-                    *failures
-                }
-                _ => 0,
-            }
-        };
-        start_server(
-            Arc::downgrade(self),
-            server.clone(),
-            server.config.startup_timeout(),
-            failures,
-        )
-        .await;
-        match &*server.state.lock().await {
-            State::Up {
-                connection,
-                handler,
-            } => Ok((connection.service.peer().clone(), handler.clone())),
-            State::Down { error, .. } => Err(format!(
-                "MCP server {} could not be restarted: {error}",
-                server.name
-            )),
-            _ => Err(format!("MCP server {} is not available", server.name)),
+                } => Ok((connection.service.peer().clone(), handler.clone())),
+                State::Down { error, .. } => Err(format!(
+                    "MCP server {} could not be restarted: {error}",
+                    server.name
+                )),
+                _ => Err(format!("MCP server {} is not available", server.name)),
+            };
         }
     }
 
