@@ -288,22 +288,73 @@ fn subjects_of(tool: &str, args: &Value, root: &Path) -> Vec<String> {
 }
 
 /// An MCP tool's subjects: each argument as `name=value` (a string as it is, anything else as
-/// compact JSON), so `deny = ["path=/etc/*"]` reads naturally; no arguments: one empty subject.
+/// compact JSON), so `deny = ["path=/etc/*"]` reads naturally. An array gives one subject per
+/// element too (`paths=/etc/passwd` for `paths: ["/etc/passwd"]`), and a string that looks
+/// like a path also gives its lexically normalised form (`/tmp/../etc/x` is `/etc/x`), so
+/// neither hides a path from a rule. No arguments: one empty subject.
 fn mcp_subjects(args: &Value) -> Vec<String> {
-    let subjects: Vec<String> = args
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(name, value)| match value {
-            Value::String(text) => format!("{name}={text}"),
-            other => format!("{name}={other}"),
-        })
-        .collect();
-    if subjects.is_empty() {
-        vec![String::new()]
-    } else {
-        subjects
+    let mut subjects: Vec<String> = Vec::new();
+    let mut add = |subject: String| {
+        if !subjects.contains(&subject) {
+            subjects.push(subject);
+        }
+    };
+    for (name, value) in args.as_object().into_iter().flatten() {
+        let mut scalar = |value: &Value| match value {
+            Value::String(text) => {
+                add(format!("{name}={text}"));
+                if let Some(normal) = normalised_path(text) {
+                    add(format!("{name}={normal}"));
+                }
+            }
+            other => add(format!("{name}={other}")),
+        };
+        match value {
+            Value::Array(items) => {
+                scalar(value);
+                items.iter().for_each(&mut scalar);
+            }
+            other => scalar(other),
+        }
     }
+    if subjects.is_empty() {
+        subjects.push(String::new());
+    }
+    subjects
+}
+
+/// `text` with `.`, `..` and repeated slashes resolved, when it looks like a path (starts
+/// with `/`, `./`, `../` or `~/`, or holds `/./` or `/../`) and that changes it.
+fn normalised_path(text: &str) -> Option<String> {
+    let looks = ["/", "./", "../", "~/"].iter().any(|p| text.starts_with(p))
+        || text.contains("/./")
+        || text.contains("/../")
+        || text.contains("//");
+    if !looks {
+        return None;
+    }
+    let absolute = text.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in text.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.last().is_some_and(|p| *p != "..") {
+                    parts.pop();
+                } else if !absolute {
+                    parts.push("..");
+                }
+            }
+            other => parts.push(other),
+        }
+    }
+    let joined = parts.join("/");
+    let normal = if absolute {
+        format!("/{joined}")
+    } else {
+        joined
+    };
+    (normal != text).then_some(normal)
 }
 
 fn relative(path: &Path, root: &Path) -> String {

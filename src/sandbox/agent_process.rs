@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use super::reaper;
@@ -240,6 +240,12 @@ impl Drop for AgentProcess {
     }
 }
 
+/// A stderr line longer than this is cut (the rest of it is skipped): a process writing
+/// without newlines must not grow corral's memory.
+const MAX_STDERR_LINE: usize = 4096;
+/// The stderr log stops growing here; a last line says so.
+const MAX_STDERR_LOG: u64 = 16 * 1024 * 1024;
+
 async fn keep_stderr(
     stderr: tokio::process::ChildStderr,
     tail: Arc<Mutex<VecDeque<String>>>,
@@ -250,20 +256,66 @@ async fn keep_stderr(
         Some(path) => open_log(path).await,
         None => None,
     };
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::debug!(target: "corral::agent_stderr", agent = kind, "{line}");
-        if let Some(file) = file.as_mut() {
-            let _ = file.write_all(format!("{line}\n").as_bytes()).await;
+    let mut logged: u64 = 0;
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match read_capped_line(&mut reader, &mut line, MAX_STDERR_LINE).await {
+            Ok(false) | Err(_) => break,
+            Ok(true) => {}
+        }
+        let text = String::from_utf8_lossy(&line).into_owned();
+        tracing::debug!(target: "corral::agent_stderr", agent = kind, "{text}");
+        if let Some(f) = file.as_mut()
+            && logged < MAX_STDERR_LOG
+        {
+            let entry = format!("{text}\n");
+            logged += entry.len() as u64;
+            let _ = f.write_all(entry.as_bytes()).await;
+            if logged >= MAX_STDERR_LOG {
+                let _ = f
+                    .write_all(b"[corral: log full; later lines not kept]\n")
+                    .await;
+            }
         }
         let mut tail = tail.lock().unwrap_or_else(|p| p.into_inner());
         if tail.len() == STDERR_TAIL {
             tail.pop_front();
         }
-        tail.push_back(line);
+        tail.push_back(text);
     }
     if let Some(mut file) = file {
         let _ = file.flush().await;
+    }
+}
+
+/// Reads one line (without its newline) into `line`, keeping at most `max` bytes of it and
+/// skipping the rest. `Ok(false)`: end of stream with nothing read.
+async fn read_capped_line<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<bool> {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut any = false;
+    loop {
+        let chunk = reader.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(any);
+        }
+        any = true;
+        let (used, done) = match memchr::memchr(b'\n', chunk) {
+            Some(at) => (at + 1, true),
+            None => (chunk.len(), false),
+        };
+        let content = &chunk[..if done { used - 1 } else { used }];
+        let room = max.saturating_sub(line.len());
+        line.extend_from_slice(&content[..content.len().min(room)]);
+        reader.consume(used);
+        if done {
+            return Ok(true);
+        }
     }
 }
 

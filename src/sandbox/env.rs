@@ -117,6 +117,14 @@ impl Redactor {
         Redactor { secrets, firsts }
     }
 
+    /// This redactor with more secrets (name, value); values under 8 bytes are left out.
+    pub fn with(&self, extra: impl IntoIterator<Item = (String, String)>) -> Redactor {
+        Redactor::from_env(
+            std::iter::empty(),
+            self.secrets.iter().cloned().chain(extra),
+        )
+    }
+
     pub fn is_empty(&self) -> bool {
         self.secrets.is_empty()
     }

@@ -33,7 +33,7 @@ pub fn servers_for(spec: &OpenSpec, config: &Config) -> McpServers {
 pub fn start(
     spec: &OpenSpec,
     config: &Config,
-    tools: &ToolSettings,
+    tools: &mut ToolSettings,
     root: &Path,
     session: &Arc<Session>,
 ) -> Option<McpHub> {
@@ -41,8 +41,13 @@ pub fn start(
     if servers.is_empty() {
         return None;
     }
+    // What the servers' definitions hold in confidence is cut out of everything the session
+    // shows, like corral's own secrets: a `user` token may read these events.
+    tools.redactor = tools.redactor.with(secrets_of(&servers));
+    let redactor = tools.redactor.clone();
     let notice_session = session.clone();
     let notice: Notice = Arc::new(move |server: &str, message: String| {
+        let message = redactor.redact(&message).into_owned();
         tracing::warn!(server, "{message}");
         notice_session.emit_error(message, serde_json::json!({"mcpServer": server}));
     });
@@ -51,6 +56,43 @@ pub fn start(
         environment(tools, root, session),
         notice,
     ))
+}
+
+/// The confidences of server definitions: header values, bearer tokens, URL query strings
+/// and user info, and `env` values whose names look secret.
+pub(crate) fn secrets_of(servers: &McpServers) -> Vec<(String, String)> {
+    let mut secrets = Vec::new();
+    for (name, server) in servers {
+        for (header, value) in &server.headers {
+            secrets.push((
+                format!("mcp_servers.{name}.headers.{header}"),
+                value.clone(),
+            ));
+        }
+        if let Some(var) = &server.bearer_token_env_var
+            && let Ok(token) = std::env::var(var)
+        {
+            secrets.push((var.clone(), token));
+        }
+        if let Some(url) = &server.url {
+            if let Some((_, query)) = url.split_once('?') {
+                secrets.push((format!("mcp_servers.{name}.url query"), query.to_string()));
+            }
+            let authority = url
+                .split("://")
+                .nth(1)
+                .and_then(|rest| rest.split('/').next());
+            if let Some((userinfo, _)) = authority.and_then(|a| a.rsplit_once('@')) {
+                secrets.push((format!("mcp_servers.{name}.url user"), userinfo.to_string()));
+            }
+        }
+        for (var, value) in &server.env {
+            if crate::sandbox::env::looks_secret(var) {
+                secrets.push((var.clone(), value.clone()));
+            }
+        }
+    }
+    secrets
 }
 
 /// What a session's servers run with: its root, sandbox and tool environment; their stderr

@@ -436,7 +436,7 @@ async fn finish_start(
         &mut loop_config.system,
         session,
     );
-    let mcp = mcp::start(spec, &config, &tool_settings, &root, session);
+    let mcp = mcp::start(spec, &config, &mut tool_settings, &root, session);
     let mut agent = LlmLoop::new(
         session.clone(),
         client.clone(),

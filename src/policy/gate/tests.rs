@@ -584,3 +584,35 @@ fn edit_tools_are_ruled_like_write_file_and_a_patch_by_every_path() {
         "always: apply_patch on any path in the session root, for this session"
     );
 }
+
+#[test]
+fn mcp_arguments_cannot_hide_a_path_from_a_rule() {
+    // Bypass: everything runs but what a deny rule names.
+    let g = Gate::new(
+        Policy::parse(
+            "t",
+            "description = \"t\"\nbypass = true\n[[rules]]\ntool = \"fs__*\"\n\
+             deny = [\"path=/etc/*\", \"paths=/etc/*\"]\n",
+            &PolicyOverrides::default(),
+        )
+        .unwrap(),
+    );
+    let check =
+        |args: serde_json::Value| g.check("fs__read_file", Danger::Dangerous, &args, root());
+    for args in [
+        json!({"path": "/etc/passwd"}),
+        json!({"path": "/tmp/../etc/passwd"}),
+        json!({"path": "//etc/passwd"}),
+        json!({"path": "/etc/./passwd"}),
+        json!({"paths": ["/srv/ok", "/etc/shadow"]}),
+    ] {
+        assert!(
+            matches!(check(args.clone()), Verdict::Deny { .. }),
+            "{args} must be denied"
+        );
+    }
+    assert!(
+        !matches!(check(json!({"path": "/srv/ok"})), Verdict::Deny { .. }),
+        "an unrelated path is not denied"
+    );
+}

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::handler::{InFlightCalls, ProgressRoutes, token_key};
 use super::hub::Inner;
 use super::result::map_result;
-use crate::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, cut_head_tail};
 
 pub(super) struct McpTool {
     pub hub: Weak<Inner>,
@@ -31,7 +31,15 @@ impl Tool for McpTool {
     }
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        Box::pin(self.run(args, ctx))
+        Box::pin(async move {
+            // A server's error text is its own output too: the same cap as a result's.
+            self.run(args, ctx).await.map_err(|e| match e {
+                ToolError::Failed(text) => {
+                    ToolError::Failed(cut_head_tail(&text, ctx.max_output_bytes).into_owned())
+                }
+                other => other,
+            })
+        })
     }
 }
 
@@ -45,7 +53,8 @@ impl McpTool {
             .server(self.server)
             .cloned()
             .ok_or_else(|| ToolError::Failed("no such MCP server".into()))?;
-        let (peer, handler) = hub.ready(&server).await.map_err(ToolError::Failed)?;
+        let ready = hub.ready(&server).await.map_err(ToolError::Failed)?;
+        let (peer, handler, epoch) = (ready.peer, ready.handler, ready.epoch);
         let mut params = CallToolRequestParams::new(self.tool.clone());
         if let Value::Object(map) = args {
             params = params.with_arguments(map);
@@ -58,7 +67,7 @@ impl McpTool {
         {
             Ok(handle) => handle,
             Err(e) => {
-                hub.call_failed(&server, e.to_string()).await;
+                hub.call_failed(&server, e.to_string(), epoch).await;
                 return Err(ToolError::Failed(format!(
                     "MCP server {} cannot take the call: {e}",
                     server.name
@@ -73,7 +82,11 @@ impl McpTool {
             token: token_key(&handle.progress_token),
             calls: handler.in_flight.clone(),
         };
-        guard.routes.add(guard.token.clone(), ctx.output.clone());
+        guard.routes.add(
+            guard.token.clone(),
+            ctx.output.clone(),
+            ctx.max_output_bytes,
+        );
         let result = tokio::select! {
             result = handle.await_response() => result,
             _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
@@ -103,7 +116,7 @@ impl McpTool {
                 timeout.as_secs_f64()
             ))),
             Err(e) => {
-                hub.call_failed(&server, e.to_string()).await;
+                hub.call_failed(&server, e.to_string(), epoch).await;
                 Err(ToolError::Failed(format!(
                     "MCP server {} failed during the call: {e}",
                     server.name

@@ -150,7 +150,7 @@ async fn open(
         }
     };
     check_protocol(&service)?;
-    let tools = list_tools(&service).await?;
+    let tools = list_tools(service.peer()).await?;
     Ok(Connection {
         service,
         process: None,
@@ -176,26 +176,46 @@ fn check_protocol(service: &RunningService<RoleClient, Handler>) -> Result<(), S
     ))
 }
 
-/// Every tool the server lists (all pages); none when it offers no tools.
-pub async fn list_tools(
-    service: &RunningService<RoleClient, Handler>,
-) -> Result<Vec<ListedTool>, String> {
-    let offers_tools = service
-        .peer()
+/// Pages of `tools/list` read at most: a server handing out cursors forever is cut off.
+const MAX_PAGES: usize = 20;
+/// Tools read at most, over all pages (corral offers far fewer; see the hub's cap).
+const MAX_LISTED: usize = 1024;
+
+/// Every tool the server lists (its pages, within [`MAX_PAGES`] and [`MAX_LISTED`]); none
+/// when it offers no tools.
+pub async fn list_tools(peer: &rmcp::Peer<RoleClient>) -> Result<Vec<ListedTool>, String> {
+    let offers_tools = peer
         .peer_info()
         .is_none_or(|info| info.capabilities.tools.is_some());
     if !offers_tools {
         return Ok(Vec::new());
     }
-    let tools = service
-        .peer()
-        .list_all_tools()
-        .await
-        .map_err(|e| format!("tools/list failed: {e}"))?;
-    Ok(tools
-        .iter()
-        .filter_map(|tool| ListedTool::from_wire(&serde_json::to_value(tool).ok()?))
-        .collect())
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut seen_cursors: Vec<String> = Vec::new();
+    for _ in 0..MAX_PAGES {
+        let params = cursor
+            .clone()
+            .map(|c| rmcp::model::PaginatedRequestParams::default().with_cursor(Some(c)));
+        let page = peer
+            .list_tools(params)
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        tools.extend(
+            page.tools
+                .iter()
+                .filter_map(|tool| ListedTool::from_wire(&serde_json::to_value(tool).ok()?)),
+        );
+        match page.next_cursor {
+            Some(next) if tools.len() < MAX_LISTED && !seen_cursors.contains(&next) => {
+                seen_cursors.push(next.clone());
+                cursor = Some(next);
+            }
+            _ => break,
+        }
+    }
+    tools.truncate(MAX_LISTED);
+    Ok(tools)
 }
 
 fn bearer_token(server: &McpServer) -> Result<Option<String>, String> {
@@ -232,7 +252,17 @@ fn launch(name: &str, server: &McpServer, env: &McpEnvironment) -> Result<Launch
     };
     let program = find_program(command, &path, &cwd)
         .ok_or_else(|| format!("command {command:?} was not found (PATH={path})"))?;
-    let confined = server.sandbox.unwrap_or(true);
+    let program = program.canonicalize().unwrap_or(program);
+    let confined = server.sandbox.unwrap_or(true) && env.sandbox.is_some();
+    // The root is the model's to write: an unconfined server must not be a program from it.
+    if !confined && program.starts_with(&env.root) {
+        return Err(format!(
+            "{} is inside the session root, which the model can change; an unconfined \
+             server (sandbox = false, or the session's sandbox off) must be a program from \
+             outside it",
+            program.display()
+        ));
+    }
     let (program, args) = match (&env.sandbox, confined) {
         (Some(spec), true) => {
             let mut spec = spec.clone();

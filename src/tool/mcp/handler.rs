@@ -17,25 +17,52 @@ use rmcp::{ClientHandler, ErrorData as McpError, RoleClient};
 use crate::event::OutputStream;
 use crate::sandbox::OutputSink;
 
+/// One progress line's message is cut here.
+const MAX_PROGRESS_MESSAGE: usize = 512;
+
+/// Where a call's progress goes, and how many bytes of it may still go there (a server
+/// sending progress without end gets the call's output cap, like a process's output).
+struct Route {
+    sink: OutputSink,
+    left: usize,
+}
+
 /// Progress tokens of calls in flight → where their `tool_output` goes.
 #[derive(Clone, Default)]
-pub struct ProgressRoutes(Arc<Mutex<HashMap<String, OutputSink>>>);
+pub struct ProgressRoutes(Arc<Mutex<HashMap<String, Route>>>);
 
 impl ProgressRoutes {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, OutputSink>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Route>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn add(&self, token: String, sink: OutputSink) {
-        self.lock().insert(token, sink);
+    pub fn add(&self, token: String, sink: OutputSink, budget: usize) {
+        self.lock().insert(token, Route { sink, left: budget });
     }
 
     pub fn remove(&self, token: &str) {
         self.lock().remove(token);
     }
 
-    fn get(&self, token: &str) -> Option<OutputSink> {
-        self.lock().get(token).cloned()
+    /// Emits `line` on the call's route while its budget lasts; once it runs out, one
+    /// closing line says so and the rest is dropped.
+    fn emit(&self, token: &str, line: &str) {
+        let mut routes = self.lock();
+        let Some(route) = routes.get_mut(token) else {
+            return;
+        };
+        if route.left == 0 {
+            return;
+        }
+        if line.len() <= route.left {
+            route.left -= line.len();
+            route.sink.emit(OutputStream::Stdout, line);
+        } else {
+            route.left = 0;
+            route
+                .sink
+                .emit(OutputStream::Stdout, "[further progress not shown]\n");
+        }
     }
 }
 
@@ -113,18 +140,22 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let Some(sink) = self.progress.get(&token_key(&params.progress_token)) else {
-            return;
-        };
         let amount = match params.total {
             Some(total) => format!("{}/{}", params.progress, total),
             None => params.progress.to_string(),
         };
         let line = match params.message.as_deref().filter(|m| !m.is_empty()) {
-            Some(message) => format!("progress {amount}: {message}\n"),
+            Some(message) => {
+                let message = crate::tool::cut_head_tail(message, MAX_PROGRESS_MESSAGE);
+                format!(
+                    "progress {amount}: {}\n",
+                    message.replace(['\n', '\r'], " ")
+                )
+            }
             None => format!("progress {amount}\n"),
         };
-        sink.emit(OutputStream::Stdout, &line);
+        self.progress
+            .emit(&token_key(&params.progress_token), &line);
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

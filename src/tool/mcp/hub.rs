@@ -26,6 +26,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// A server's tools beyond this many are not offered: every one is paid for in each request,
 /// and a server listing thousands would leave the model no window.
 const MAX_TOOLS_PER_SERVER: usize = 128;
+/// A server that stayed up this long and then died starts afresh: no backoff.
+const STABLE_UPTIME: Duration = Duration::from_secs(60);
 /// How often a running server is looked at for having died.
 const WATCH_EVERY: Duration = Duration::from_millis(250);
 
@@ -41,6 +43,11 @@ pub(super) struct Inner {
     notice: Notice,
     changed: Notify,
     stopped: AtomicBool,
+    /// Start and restart attempts in flight: a stopping session aborts them, so no server
+    /// still in its handshake outlives it.
+    starts: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Numbers connections, so news about an old one never touches its successor.
+    epochs: AtomicU64,
 }
 
 pub(super) struct Server {
@@ -58,6 +65,11 @@ pub(super) enum State {
     Up {
         connection: Box<Connection>,
         handler: Handler,
+        epoch: u64,
+        since: Instant,
+        /// Failed attempts before this one came up: a server that dies soon after is a
+        /// crash loop, and backs off.
+        failures_before: u32,
     },
     Down {
         error: String,
@@ -102,16 +114,17 @@ impl McpHub {
             notice,
             changed: Notify::new(),
             stopped: AtomicBool::new(false),
+            starts: Mutex::new(Vec::new()),
+            epochs: AtomicU64::new(0),
         });
         for server in &inner.servers {
             let hub = Arc::downgrade(&inner);
             let server = server.clone();
-            tokio::spawn(async move {
-                // A server still starting when the session stops waiting keeps going, up to
-                // this bound, and its tools join between steps.
-                let limit = (server.config.startup_timeout() * 4).max(Duration::from_secs(30));
-                start_server(hub, server, limit, 0).await;
-            });
+            // A server still starting when the session stops waiting keeps going, up to this
+            // bound, and its tools join between steps.
+            let limit = (server.config.startup_timeout() * 4).max(Duration::from_secs(30));
+            let task = tokio::spawn(start_server(hub, server, limit, 0));
+            inner.track_start(task.abort_handle());
         }
         McpHub { inner }
     }
@@ -177,25 +190,39 @@ impl McpHub {
             let State::Up {
                 connection,
                 handler,
+                epoch,
+                ..
             } = &mut *state
             else {
                 continue;
             };
+            let epoch = *epoch;
             if connection.is_gone() {
                 let report = connection.crash_report().await;
                 drop(state);
-                self.inner.server_died(server, report).await;
+                self.inner.server_died(server, report, epoch).await;
                 continue;
             }
-            if handler.tools_changed.swap(false, Ordering::SeqCst) {
-                match list_tools(&connection.service).await {
-                    Ok(tools) => {
-                        connection.tools = tools.clone();
+            if !handler.tools_changed.swap(false, Ordering::SeqCst) {
+                continue;
+            }
+            // Listed without the state held: a server that never answers must not wedge the
+            // session (its calls, its shutdown); the listing is bounded by its timeout.
+            let peer = connection.service.peer().clone();
+            drop(state);
+            let listed =
+                tokio::time::timeout(server.config.startup_timeout(), list_tools(&peer)).await;
+            match listed {
+                Ok(Ok(tools)) => {
+                    let state = server.state.lock().await;
+                    if matches!(&*state, State::Up { epoch: now, .. } if *now == epoch) {
+                        drop(state);
                         self.inner.set_tools(server, &tools);
                         self.inner.bump();
                     }
-                    Err(e) => tracing::warn!(server = %server.name, error = %e, "re-listing tools"),
                 }
+                Ok(Err(e)) => tracing::warn!(server = %server.name, error = %e, "re-listing tools"),
+                Err(_) => tracing::warn!(server = %server.name, "re-listing tools timed out"),
             }
         }
     }
@@ -236,12 +263,18 @@ impl McpHub {
     /// Stops every server (their process groups too).
     pub async fn shutdown(&self) {
         self.inner.stopped.store(true, Ordering::SeqCst);
+        let starts =
+            std::mem::take(&mut *self.inner.starts.lock().unwrap_or_else(|p| p.into_inner()));
+        for start in starts {
+            start.abort();
+        }
         for server in &self.inner.servers {
             let old = std::mem::replace(&mut *server.state.lock().await, State::Stopped);
             server.up.store(false, Ordering::SeqCst);
             if let State::Up {
                 connection,
                 handler,
+                ..
             } = old
             {
                 let peer = connection.service.peer().clone();
@@ -260,6 +293,12 @@ impl Inner {
     fn bump(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         self.changed.notify_waiters();
+    }
+
+    fn track_start(&self, task: tokio::task::AbortHandle) {
+        let mut starts = self.starts.lock().unwrap_or_else(|p| p.into_inner());
+        starts.retain(|t| !t.is_finished());
+        starts.push(task);
     }
 
     pub(super) fn server(&self, index: usize) -> Option<&Arc<Server>> {
@@ -305,18 +344,39 @@ impl Inner {
     }
 
     /// A server that was up is gone: its tools are withdrawn and the session told why.
-    pub(super) async fn server_died(self: &Arc<Self>, server: &Arc<Server>, report: String) {
+    /// `epoch` is the connection the news is about; a newer one is left alone.
+    pub(super) async fn server_died(
+        self: &Arc<Self>,
+        server: &Arc<Server>,
+        report: String,
+        epoch: u64,
+    ) {
         let mut state = server.state.lock().await;
-        if !matches!(*state, State::Up { .. }) {
-            return;
-        }
+        let (since, failures_before) = match &*state {
+            State::Up {
+                epoch: current,
+                since,
+                failures_before,
+                ..
+            } if *current == epoch => (*since, *failures_before),
+            _ => return,
+        };
+        // The first death restarts at the next call; dying again soon after backs off.
+        let failures = if since.elapsed() >= STABLE_UPTIME {
+            0
+        } else {
+            failures_before + 1
+        };
+        let delay = match failures {
+            0 | 1 => Duration::ZERO,
+            n => backoff(n - 1),
+        };
         let old = std::mem::replace(
             &mut *state,
-            // The first restart is at the next call; only failures to start back off.
             State::Down {
                 error: report.clone(),
-                failures: 0,
-                retry_at: Instant::now(),
+                failures,
+                retry_at: Instant::now() + delay,
             },
         );
         server.up.store(false, Ordering::SeqCst);
@@ -329,7 +389,7 @@ impl Inner {
                 &server.name,
                 format!(
                     "MCP server {} stopped: {report}; its tools are withdrawn until a call \
-                 restarts it",
+                     restarts it",
                     server.name
                 ),
             );
@@ -339,11 +399,9 @@ impl Inner {
 
     /// The server ready for a call: up, or restarted now when it is down and its backoff
     /// has passed. Err: why it cannot take calls.
-    pub(super) async fn ready(
-        self: &Arc<Self>,
-        server: &Arc<Server>,
-    ) -> Result<(rmcp::Peer<rmcp::RoleClient>, Handler), String> {
+    pub(super) async fn ready(self: &Arc<Self>, server: &Arc<Server>) -> Result<Ready, String> {
         let asked = Instant::now();
+        let mut restarted = false;
         loop {
             // Taken before the state is read, so a change in between still wakes the wait.
             let changed = self.changed.notified();
@@ -353,13 +411,20 @@ impl Inner {
                     State::Up {
                         connection,
                         handler,
+                        epoch,
+                        ..
                     } => {
+                        let epoch = *epoch;
                         if !connection.is_gone() {
-                            return Ok((connection.service.peer().clone(), handler.clone()));
+                            return Ok(Ready {
+                                peer: connection.service.peer().clone(),
+                                handler: handler.clone(),
+                                epoch,
+                            });
                         }
                         let report = connection.crash_report().await;
                         drop(state);
-                        self.server_died(server, report).await;
+                        self.server_died(server, report, epoch).await;
                         continue;
                     }
                     State::Stopped => {
@@ -368,6 +433,12 @@ impl Inner {
                     // Starting (at session start, or another call's restart): wait for it,
                     // as long as its startup timeout.
                     State::Starting => None,
+                    State::Down { error, .. } if restarted => {
+                        return Err(format!(
+                            "MCP server {} could not be restarted: {error}",
+                            server.name
+                        ));
+                    }
                     State::Down {
                         error,
                         failures,
@@ -389,56 +460,69 @@ impl Inner {
                     }
                 }
             };
-            let Some(failures) = restart else {
-                let limit = server.config.startup_timeout();
-                let Some(left) = limit.checked_sub(asked.elapsed()) else {
-                    return Err(format!(
-                        "MCP server {} is still starting after {} s",
-                        server.name,
-                        limit.as_secs_f64()
+            match restart {
+                Some(failures) => {
+                    // Its own task: a call cancelled meanwhile must not leave the server
+                    // "starting" for good.
+                    let task = tokio::spawn(start_server(
+                        Arc::downgrade(self),
+                        server.clone(),
+                        server.config.startup_timeout(),
+                        failures,
                     ));
-                };
-                tokio::select! {
-                    _ = changed => {}
-                    _ = tokio::time::sleep(left) => {}
+                    self.track_start(task.abort_handle());
+                    let _ = task.await;
+                    restarted = true;
                 }
-                continue;
-            };
-            start_server(
-                Arc::downgrade(self),
-                server.clone(),
-                server.config.startup_timeout(),
-                failures,
-            )
-            .await;
-            return match &*server.state.lock().await {
-                State::Up {
-                    connection,
-                    handler,
-                } => Ok((connection.service.peer().clone(), handler.clone())),
-                State::Down { error, .. } => Err(format!(
-                    "MCP server {} could not be restarted: {error}",
-                    server.name
-                )),
-                _ => Err(format!("MCP server {} is not available", server.name)),
-            };
+                None => {
+                    let limit = server.config.startup_timeout();
+                    let Some(left) = limit.checked_sub(asked.elapsed()) else {
+                        return Err(format!(
+                            "MCP server {} is still starting after {} s",
+                            server.name,
+                            limit.as_secs_f64()
+                        ));
+                    };
+                    tokio::select! {
+                        _ = changed => {}
+                        _ = tokio::time::sleep(left) => {}
+                    }
+                }
+            }
         }
     }
 
-    /// A call found the connection broken.
-    pub(super) async fn call_failed(self: &Arc<Self>, server: &Arc<Server>, why: String) {
+    /// A call found the connection it was given (`epoch`) broken.
+    pub(super) async fn call_failed(
+        self: &Arc<Self>,
+        server: &Arc<Server>,
+        why: String,
+        epoch: u64,
+    ) {
         let report = {
             let mut state = server.state.lock().await;
             match &mut *state {
-                State::Up { connection, .. } => {
+                State::Up {
+                    connection,
+                    epoch: current,
+                    ..
+                } if *current == epoch => {
                     let report = connection.crash_report().await;
                     format!("{why}; {report}")
                 }
                 _ => return,
             }
         };
-        self.server_died(server, report).await;
+        self.server_died(server, report, epoch).await;
     }
+}
+
+/// A server that can take a call: its connection, the handler its notifications reach, and
+/// which connection this is.
+pub(super) struct Ready {
+    pub peer: rmcp::Peer<rmcp::RoleClient>,
+    pub handler: Handler,
+    pub epoch: u64,
 }
 
 /// 1 s after the first failure, doubling, at most a minute.
@@ -472,14 +556,18 @@ async fn start_server(hub: Weak<Inner>, server: Arc<Server>, limit: Duration, fa
     match result {
         Ok(connection) => {
             inner.set_tools(&server, &connection.tools);
+            let epoch = inner.epochs.fetch_add(1, Ordering::SeqCst);
             *state = State::Up {
                 connection: Box::new(connection),
                 handler,
+                epoch,
+                since: Instant::now(),
+                failures_before: failures,
             };
             server.up.store(true, Ordering::SeqCst);
             drop(state);
             tracing::info!(server = %server.name, "MCP server up");
-            tokio::spawn(watch(hub, server.clone()));
+            tokio::spawn(watch(hub, server.clone(), epoch));
         }
         Err(error) => {
             let failures = failures + 1;
@@ -502,20 +590,28 @@ async fn start_server(hub: Weak<Inner>, server: Arc<Server>, limit: Duration, fa
 
 /// Notices a running server's death while nobody calls it, so its `error` is said and its
 /// tools withdrawn before the next step.
-async fn watch(hub: Weak<Inner>, server: Arc<Server>) {
+async fn watch(hub: Weak<Inner>, server: Arc<Server>, epoch: u64) {
     loop {
         tokio::time::sleep(WATCH_EVERY).await;
         let Some(inner) = hub.upgrade() else {
             return;
         };
         let mut state = server.state.lock().await;
-        let State::Up { connection, .. } = &mut *state else {
+        let State::Up {
+            connection,
+            epoch: current,
+            ..
+        } = &mut *state
+        else {
             return;
         };
+        if *current != epoch {
+            return;
+        }
         if connection.is_gone() {
             let report = connection.crash_report().await;
             drop(state);
-            inner.server_died(&server, report).await;
+            inner.server_died(&server, report, epoch).await;
             return;
         }
     }

@@ -78,7 +78,12 @@ pub fn manifest(
         .map(str::trim)
         .filter(|d| !d.is_empty())
         .map_or_else(
-            || format!("The {} tool of the {server_name} MCP server.", tool.name),
+            || {
+                format!(
+                    "The {} tool of the {server_name} MCP server.",
+                    cut(&tool.name, 64)
+                )
+            },
             |d| cut(d, MAX_DESCRIPTION),
         );
     let title = tool
@@ -89,7 +94,9 @@ pub fn manifest(
     ToolManifest {
         name: name.to_string(),
         title: format!("{server_name}: {}", cut(&title, 80)),
-        kind: if tool.hint("readOnlyHint") == Some(true) {
+        // An editor may treat `read` calls as harmless: only a tool the config let its
+        // annotation lower is called one.
+        kind: if danger_of(tool, server) < server.danger() {
             "read".into()
         } else {
             "other".into()

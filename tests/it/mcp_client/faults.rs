@@ -327,3 +327,40 @@ async fn a_server_writes_outside_the_root_only_where_its_config_says() {
     assert_eq!(tool_results(&out)[0]["success"], true, "{}", out.stdout);
     assert!(target.exists());
 }
+
+/// A server that says its tools changed and then never lists them does not wedge the
+/// session: the re-listing is bounded by its timeout, the next step comes.
+#[tokio::test]
+async fn a_server_that_never_answers_a_relisting_does_not_wedge_the_session() {
+    let h = Harness::new();
+    let mut server = scripted(&[], None);
+    server["startup_timeout_secs"] = json!(1);
+    let config = mcp_config(&h, json!({"s": server}));
+    let (out, model) = run_with(
+        &h,
+        &config,
+        "bypass",
+        &[("s__wedge", json!({})), ("s__fail", json!({}))],
+    )
+    .await;
+    assert_eq!(model.chat_requests().len(), 3, "{}", out.stdout);
+    assert!(tool_results(&out)[1].to_string().contains("went wrong on purpose"));
+    assert_eq!(crate::common::result_of(&out)["stopReason"], "end_turn");
+}
+
+/// Progress without end gets the call's output cap, like a process's output.
+#[tokio::test]
+async fn a_progress_flood_is_capped() {
+    let h = Harness::new();
+    let config = mcp_config(&h, json!({"s": scripted(&[], None)}));
+    let (out, _) = run_with(&h, &config, "bypass", &[("s__flood", json!({}))]).await;
+    let shown: String = out
+        .of_kind("tool_output")
+        .iter()
+        .map(|e| e["data"]["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(shown.contains("progress 1/5000"), "{}", &shown[..shown.len().min(300)]);
+    assert!(shown.len() <= 40 * 1024, "{} bytes of progress shown", shown.len());
+    assert!(shown.contains("[further progress not shown]"));
+    assert!(tool_results(&out)[0].to_string().contains("flooded"));
+}
