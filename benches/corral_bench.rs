@@ -449,6 +449,7 @@ fn write_session_log(h: &Harness, server: &FakeModel, calls: usize) -> String {
         external_id: None,
         owner: None,
         permission: None,
+        mcp_servers: None,
     }
     .save(&dir)
     .unwrap();

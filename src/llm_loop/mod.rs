@@ -329,7 +329,11 @@ impl LlmLoop {
             if cancel.is_cancelled() {
                 return TurnEnd::Stop(StopReason::Cancelled);
             }
-            self.sync_mcp_tools().await;
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return TurnEnd::Stop(StopReason::Cancelled),
+                _ = self.sync_mcp_tools() => {}
+            }
             self.maybe_compact(cancel, usage).await;
             let output = self.stream_step(step, cancel).await;
             self.steps_taken += 1;

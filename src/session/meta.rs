@@ -30,6 +30,12 @@ pub struct SessionMeta {
     /// it rather than falling back to the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission: Option<String>,
+    /// The MCP servers it was opened with, by name, when it was opened with a choice (a
+    /// REST `mcp_servers`, its own definitions): a reopened session gets the config's servers
+    /// of these names, never more. Definitions are not kept (their `env` and headers may
+    /// hold secrets). `None`: every configured server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<Vec<String>>,
 }
 
 /// Where a worktree session's changes live and what they started from, so they can be

@@ -203,6 +203,8 @@ impl SessionManager {
             // What it was opened with, not the defaults: a reopen never widens its preset.
             system: meta.system.clone(),
             permission: meta.permission.clone(),
+            // Its MCP servers as chosen, of those the config still names: never more.
+            mcp_select: meta.mcp_servers.clone(),
             owner: Some(owner.clone()),
             limits,
             ..OpenSpec::default()

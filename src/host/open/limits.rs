@@ -283,6 +283,7 @@ mod tests {
             external_id: None,
             owner: owner.map(str::to_string),
             permission: None,
+            mcp_servers: None,
         };
         let mine = meta(Some("alice"), "ollama:qwen3");
         assert!(limits.check_resumed(&mine, Some("alice")).is_ok());

@@ -29,6 +29,19 @@ pub fn servers_for(spec: &OpenSpec, config: &Config) -> McpServers {
     servers
 }
 
+/// The names of the servers a request chose, if it chose (`SessionMeta::mcp_servers`): a
+/// reopen picks these again.
+pub(super) fn chosen(spec: &OpenSpec) -> Option<Vec<String>> {
+    if spec.mcp_select.is_none() && spec.mcp_servers.is_empty() {
+        return None;
+    }
+    let mut names: Vec<String> = spec.mcp_select.clone().unwrap_or_default();
+    names.extend(spec.mcp_servers.keys().cloned());
+    names.sort();
+    names.dedup();
+    Some(names)
+}
+
 /// Starts the session's servers in the background; `None` when it has none.
 pub fn start(
     spec: &OpenSpec,
@@ -150,4 +163,49 @@ pub(crate) async fn start_standalone(
         _session: session,
         _tmpdir: tmpdir,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::McpServer;
+
+    fn server() -> McpServer {
+        McpServer {
+            command: Some("x".into()),
+            ..McpServer::default()
+        }
+    }
+
+    #[test]
+    fn a_choice_is_kept_for_a_reopen_and_picks_no_more_than_it_named() {
+        let mut config = Config::default();
+        for name in ["time", "git", "docs"] {
+            config.mcp_servers.insert(name.into(), server());
+        }
+        let all = OpenSpec::default();
+        assert_eq!(chosen(&all), None);
+        assert_eq!(servers_for(&all, &config).len(), 3);
+        let mut picked = OpenSpec {
+            mcp_select: Some(vec!["time".into()]),
+            ..OpenSpec::default()
+        };
+        picked.mcp_servers.insert("own".into(), server());
+        let names = chosen(&picked).unwrap();
+        assert_eq!(names, vec!["own".to_string(), "time".to_string()]);
+        // The reopen: the recorded names select; the definition itself is not kept, so only
+        // the config's `time` comes back.
+        let reopened = OpenSpec {
+            mcp_select: Some(names),
+            ..OpenSpec::default()
+        };
+        let servers = servers_for(&reopened, &config);
+        assert_eq!(servers.keys().collect::<Vec<_>>(), vec!["time"]);
+        let none = OpenSpec {
+            mcp_select: Some(Vec::new()),
+            ..OpenSpec::default()
+        };
+        assert_eq!(chosen(&none), Some(Vec::new()));
+        assert!(servers_for(&none, &config).is_empty());
+    }
 }

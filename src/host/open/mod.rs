@@ -484,6 +484,7 @@ fn session_meta(
         external_id: None,
         owner: spec.owner.clone(),
         permission: spec.permission.clone(),
+        mcp_servers: mcp::chosen(spec),
     };
     if let Some(dir) = session.log_path().and_then(Path::parent)
         && let Err(e) = meta.save(dir)

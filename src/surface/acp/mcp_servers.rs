@@ -7,17 +7,55 @@ use agent_client_protocol::v1::schema::{EnvVariable, HttpHeader, McpServer as Ac
 use crate::config::mcp::{McpServer, McpServers, McpTransport, check_servers};
 
 /// The client's list as a map by name, every definition checked; the error names the server
-/// and what is wrong with it.
+/// and what is wrong with it. Editors name servers freely ("GitHub Issues", "context7.com"):
+/// a name the model's tool names cannot carry is made into one (`GitHub-Issues`,
+/// `context7-com`) rather than refusing the session.
 pub fn from_client(list: &[AcpServer]) -> Result<McpServers, String> {
     let mut servers = McpServers::new();
     for server in list {
-        let (name, converted) = convert(server)?;
+        let (given, converted) = convert(server)?;
+        let name = usable_name(&given);
+        if name != given {
+            tracing::info!(given = %given, name = %name, "an ACP client's MCP server renamed");
+        }
         if servers.insert(name.clone(), converted).is_some() {
-            return Err(format!("MCP server {name:?} is given twice"));
+            return Err(format!(
+                "MCP server {given:?} is given twice (as {name:?} in tool names)"
+            ));
         }
     }
     check_servers(&servers).map_err(|e| e.to_string())?;
     Ok(servers)
+}
+
+/// `name` as a server name (see `config::mcp::check_name`): other characters become `-`, runs
+/// of `_` one `_`, no `_` or `-` at either end, at most 32 characters; nothing left: `server`.
+fn usable_name(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        let c = if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+            c
+        } else {
+            '-'
+        };
+        if c == '_' && out.ends_with('_') {
+            continue;
+        }
+        out.push(c);
+    }
+    let mut out: String = out
+        .trim_matches(|c| c == '_' || c == '-')
+        .chars()
+        .take(32)
+        .collect();
+    while out.ends_with('_') || out.ends_with('-') {
+        out.pop();
+    }
+    if out.is_empty() {
+        "server".to_string()
+    } else {
+        out
+    }
 }
 
 fn convert(server: &AcpServer) -> Result<(String, McpServer), String> {
@@ -123,10 +161,29 @@ mod tests {
     }
 
     #[test]
+    fn free_form_names_become_server_names() {
+        for (given, name) in [
+            ("GitHub Issues", "GitHub-Issues"),
+            ("context7.com", "context7-com"),
+            ("a__b", "a_b"),
+            ("__x__", "x"),
+            ("...", "server"),
+            ("git", "git"),
+        ] {
+            assert_eq!(usable_name(given), name, "{given}");
+            assert!(crate::config::mcp::check_name(&usable_name(given)).is_ok());
+        }
+        assert_eq!(usable_name(&"y".repeat(50)).len(), 32);
+    }
+
+    #[test]
     fn a_bad_definition_is_refused_naming_the_server() {
         let bad = |list| parse(list).unwrap_err();
-        let e = bad(json!([{"name": "a__b", "command": "x", "args": [], "env": []}]));
-        assert!(e.contains("\"a__b\"") && e.contains("\"__\""), "{e}");
+        let e = bad(json!([
+            {"name": "a__b", "command": "x", "args": [], "env": []},
+            {"name": "a_b", "command": "y", "args": [], "env": []},
+        ]));
+        assert!(e.contains("\"a_b\" is given twice"), "{e}");
         let e = bad(json!([{"type": "http", "name": "web", "url": "file:///etc", "headers": []}]));
         assert!(e.contains("\"web\"") && e.contains("http://"), "{e}");
         let e = bad(json!([

@@ -72,18 +72,22 @@ async fn servers_from_session_new_and_session_load_give_the_model_their_tools() 
     model.push(Reply::new().text("Echoed again."));
 
     let mut running = start(&h, &model).await;
-    // A name the model's tool names cannot carry: refused, naming it, nothing opened.
+    // A definition corral cannot use (an http URL that is not http): refused, naming the
+    // server, nothing opened.
     let bad = request(
         &mut running,
         1,
         "session/new",
-        json!({"cwd": h.work(), "mcpServers": [{"name": "a__b", "command": "x",
-                                                "args": [], "env": []}]}),
+        json!({"cwd": h.work(), "mcpServers": [{"type": "http", "name": "bad-web",
+                                                "url": "file:///etc", "headers": []}]}),
     )
     .await;
     assert_eq!(bad["error"]["code"], -32602, "{bad}");
     assert!(
-        bad["error"]["message"].as_str().unwrap().contains("a__b"),
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("bad-web"),
         "{bad}"
     );
     let created = request(

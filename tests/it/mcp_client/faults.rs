@@ -344,7 +344,11 @@ async fn a_server_that_never_answers_a_relisting_does_not_wedge_the_session() {
     )
     .await;
     assert_eq!(model.chat_requests().len(), 3, "{}", out.stdout);
-    assert!(tool_results(&out)[1].to_string().contains("went wrong on purpose"));
+    assert!(
+        tool_results(&out)[1]
+            .to_string()
+            .contains("went wrong on purpose")
+    );
     assert_eq!(crate::common::result_of(&out)["stopReason"], "end_turn");
 }
 
@@ -359,8 +363,16 @@ async fn a_progress_flood_is_capped() {
         .iter()
         .map(|e| e["data"]["text"].as_str().unwrap_or_default().to_string())
         .collect();
-    assert!(shown.contains("progress 1/5000"), "{}", &shown[..shown.len().min(300)]);
-    assert!(shown.len() <= 40 * 1024, "{} bytes of progress shown", shown.len());
+    assert!(
+        shown.contains("progress 1/5000"),
+        "{}",
+        &shown[..shown.len().min(300)]
+    );
+    assert!(
+        shown.len() <= 40 * 1024,
+        "{} bytes of progress shown",
+        shown.len()
+    );
     assert!(shown.contains("[further progress not shown]"));
     assert!(tool_results(&out)[0].to_string().contains("flooded"));
 }
