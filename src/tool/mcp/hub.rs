@@ -26,6 +26,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// A server's tools beyond this many are not offered: every one is paid for in each request,
 /// and a server listing thousands would leave the model no window.
 const MAX_TOOLS_PER_SERVER: usize = 128;
+/// What one server's tool definitions may add to every request, descriptions and schemas.
+const MAX_PROMPT_BYTES_PER_SERVER: usize = 128 * 1024;
 /// A server that stayed up this long and then died starts afresh: no backoff.
 const STABLE_UPTIME: Duration = Duration::from_secs(60);
 /// How often a running server is looked at for having died.
@@ -328,18 +330,33 @@ impl Inner {
             allowed.truncate(MAX_TOOLS_PER_SERVER);
         }
         let names = exposed_names(&server.name, allowed.iter().map(|t| t.name.as_str()));
-        let tools = allowed
-            .iter()
-            .zip(names)
-            .map(|(tool, (exposed, original))| RegisteredTool {
-                manifest: Arc::new(manifest(&server.name, &server.config, tool, &exposed)),
+        let mut tools = Vec::new();
+        let mut spent = 0;
+        for (tool, (exposed, original)) in allowed.iter().zip(names) {
+            let manifest = manifest(&server.name, &server.config, tool, &exposed);
+            spent += manifest.description.len() + manifest.parameters.to_string().len();
+            if spent > MAX_PROMPT_BYTES_PER_SERVER {
+                (self.notice)(
+                    &server.name,
+                    format!(
+                        "MCP server {}'s tools take more than {} KiB of every request; the \
+                         first {} are offered (name the ones you want with `tools = [...]`)",
+                        server.name,
+                        MAX_PROMPT_BYTES_PER_SERVER / 1024,
+                        tools.len()
+                    ),
+                );
+                break;
+            }
+            tools.push(RegisteredTool {
+                manifest: Arc::new(manifest),
                 tool: Arc::new(McpTool {
                     hub: Arc::downgrade(self),
                     server: index,
                     tool: original,
                 }),
-            })
-            .collect();
+            });
+        }
         *server.tools.lock().unwrap_or_else(|p| p.into_inner()) = tools;
     }
 

@@ -183,6 +183,7 @@ async fn the_configs_allow_list_picks_a_servers_tools_and_a_flood_is_capped() {
         json!({
             "time": {"command": server_bin("mcp-server-time"), "tools": ["get_*"]},
             "flood": {"command": "python3", "args": [script, "--many-tools", "5000"]},
+            "fat": {"command": "python3", "args": [script, "--fat-tools", "20"]},
         }),
     );
     let (out, model) = run_with(
