@@ -28,7 +28,7 @@ pub use openai::OpenAiClient;
 pub use prompt_mode::PromptMode;
 pub use spec::{
     BaseUrlSource, ModelSpec, Provider, SpecError, Wire, bound_api_key, check_base_url,
-    resolve_base_url,
+    requires_api_key, resolve_base_url,
 };
 pub use types::*;
 

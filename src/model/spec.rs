@@ -198,6 +198,24 @@ pub fn bound_api_key(key: Option<String>, configured_for: &str, base_url: &str) 
     }
 }
 
+/// OpenAI's own API host: the one endpoint a request is refused without a key.
+const OPENAI_API_HOST: &str = "api.openai.com";
+
+/// Whether a request to `base_url` cannot go without an API key: only OpenAI's own endpoint.
+/// Any other server an `openai:` spec is pointed at (`OPENAI_BASE_URL`, `--base-url`, the
+/// config) is a local or self-hosted one that may take none; if it does want one, its own 401
+/// says so. A URL that does not parse demands nothing here: connecting reports it.
+pub fn requires_api_key(provider: Provider, base_url: &str) -> bool {
+    provider == Provider::OpenAi
+        && reqwest::Url::parse(base_url)
+            .ok()
+            .and_then(|u| {
+                u.host_str()
+                    .map(|h| h.eq_ignore_ascii_case(OPENAI_API_HOST))
+            })
+            .unwrap_or(false)
+}
+
 /// Refuses a base URL that is not an http(s) URL (after the same normalization requests get:
 /// a bare `host:port` means `http://host:port`). `field` names the setting in the error.
 pub fn check_base_url(field: &str, raw: &str) -> Result<(), String> {
@@ -322,6 +340,29 @@ mod tests {
             assert_eq!(bound_api_key(key(), &configured, &url), None, "{other}");
         }
         assert_eq!(bound_api_key(Some(String::new()), "a", "a"), None);
+    }
+
+    #[test]
+    fn only_openais_own_endpoint_demands_a_key() {
+        let none = |_: &str| None;
+        let (default, _) = resolve_base_url(Provider::OpenAi, None, None, &none);
+        assert!(requires_api_key(Provider::OpenAi, &default));
+        assert!(requires_api_key(
+            Provider::OpenAi,
+            "https://API.openai.com/v1"
+        ));
+        let local = |k: &str| (k == "OPENAI_BASE_URL").then(|| "http://127.0.0.1:9/v1".to_string());
+        let (from_env, source) = resolve_base_url(Provider::OpenAi, None, None, &local);
+        assert_eq!(source, BaseUrlSource::Env("OPENAI_BASE_URL"));
+        assert!(!requires_api_key(Provider::OpenAi, &from_env));
+        for other in [
+            "https://api.openai.com.evil.example/v1",
+            "http://localhost:8080/v1",
+            "not a url",
+        ] {
+            assert!(!requires_api_key(Provider::OpenAi, other), "{other}");
+        }
+        assert!(!requires_api_key(Provider::Vllm, &default));
     }
 
     #[test]

@@ -351,3 +351,48 @@ async fn an_unreachable_server_is_reported_after_retries() {
         "4 retry notices + the final error"
     );
 }
+
+#[tokio::test]
+async fn openai_base_url_at_a_local_server_needs_no_key() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("local answer"));
+    // The harness clears the environment: no OPENAI_API_KEY, only the base URL.
+    let out = h
+        .corral()
+        .env("OPENAI_BASE_URL", server.openai_base())
+        .args(["run", "--json", "-m", "openai:fake-model", "hi"])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(authoritative(&out, "assistant_text"), ["local answer"]);
+    assert_eq!(server.chat_requests().len(), 1);
+}
+
+#[tokio::test]
+async fn openais_own_endpoint_without_a_key_is_refused_before_connecting() {
+    let h = Harness::new();
+    // OPENAI_BASE_URL unset: the real endpoint. Fails before any request is made.
+    let out = h
+        .corral()
+        .args(["run", "--json", "-m", "openai:gpt-x", "hi"])
+        .run()
+        .await;
+    assert_ne!(out.code, Some(0), "{out:?}");
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        text.contains("needs an API key for https://api.openai.com/v1: set OPENAI_API_KEY"),
+        "{text}"
+    );
+    // The same endpoint named explicitly is held to the same rule.
+    let out = h
+        .corral()
+        .args(["run", "--json", "-m", "openai:gpt-x", "--base-url"])
+        .arg("https://api.openai.com/v1/")
+        .arg("hi")
+        .run()
+        .await;
+    assert_ne!(out.code, Some(0), "{out:?}");
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(text.contains("needs an API key"), "{text}");
+}

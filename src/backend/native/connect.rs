@@ -61,14 +61,21 @@ pub(crate) async fn model_client(
         .clone()
         .or_else(|| model_spec.provider.api_key_env().map(str::to_string));
     let api_key = model::bound_api_key(key_var.as_deref().and_then(env), &key_base_url, &base_url);
-    if model_spec.provider == model::Provider::OpenAi
-        && api_key.is_none()
-        && requested_url.is_none()
-        && provider_config.base_url.is_none()
-    {
+    // Only OpenAI's own endpoint is refused up front: a local server named by OPENAI_BASE_URL,
+    // the config or --base-url may take no key, and one that wants it answers 401 itself.
+    if api_key.is_none() && model::requires_api_key(model_spec.provider, &base_url) {
+        let var = key_var.as_deref().unwrap_or("OPENAI_API_KEY");
+        let why = if key_var
+            .as_deref()
+            .and_then(env)
+            .is_some_and(|k| !k.is_empty())
+        {
+            format!("{var} is configured for {key_base_url}, so it is not sent there")
+        } else {
+            format!("set {var}")
+        };
         return Err(usage(format!(
-            "{model_spec} needs an API key: set {}",
-            key_var.as_deref().unwrap_or("OPENAI_API_KEY")
+            "{model_spec} needs an API key for {base_url}: {why}"
         )));
     }
     let window = match model_spec.provider.wire() {
