@@ -4,8 +4,9 @@
 //! One turn at a time per session: a second message while one runs is refused
 //! (`TurnInProgress`), never queued behind the user's back. Every session's envelopes are
 //! also published on one global stream (with a global id for `Last-Event-ID` resume) so a
-//! monitor can follow all agents without polling. Closed sessions stay listed as dead for
-//! review, the most recent `keep_dead` of them.
+//! monitor can follow all agents without polling. Dead sessions (closed, or ended by
+//! themselves) stay listed for review, the most recent [`KEEP_DEAD`] of them on every surface
+//! (oldest dropped first, as Kaimon's agents do); their logs stay on disk regardless.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -33,6 +34,9 @@ const GLOBAL_RING: usize = 8192;
 /// And at most this many bytes of them (serialized) beyond the newest: one huge answer
 /// block is not held here after it went out.
 const GLOBAL_RING_BYTES: usize = 16 << 20;
+
+/// Dead sessions kept listed, on every surface alike.
+pub const KEEP_DEAD: usize = 10;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SendError {
@@ -184,6 +188,35 @@ impl Handle {
     }
 }
 
+/// Counts `session` among the dead (once), dropping the oldest beyond [`KEEP_DEAD`]. Only
+/// the slot still holding that very session counts: a late notice of a session whose id was
+/// reopened since must not retire the live one, nor may dropping an old entry.
+fn retire(inner: &Inner, session: &Arc<Session>) {
+    let id = session.id();
+    let sessions = lock(&inner.sessions);
+    if !sessions
+        .get(id)
+        .is_some_and(|h| Arc::ptr_eq(&h.session, session))
+    {
+        return;
+    }
+    drop(sessions);
+    let mut dead = lock(&inner.dead);
+    dead.retain(|d| d != id);
+    dead.push_back(id.to_string());
+    while dead.len() > KEEP_DEAD {
+        if let Some(old) = dead.pop_front() {
+            let mut sessions = lock(&inner.sessions);
+            if sessions
+                .get(&old)
+                .is_some_and(|h| h.session.status() == Status::Dead)
+            {
+                sessions.remove(&old);
+            }
+        }
+    }
+}
+
 struct Global {
     next_id: u64,
     ring: VecDeque<(u64, SharedEvent)>,
@@ -194,7 +227,6 @@ struct Global {
 struct Inner {
     config: Config,
     log_dir: std::path::PathBuf,
-    keep_dead: usize,
     sessions: Mutex<HashMap<String, Arc<Handle>>>,
     dead: Mutex<VecDeque<String>>,
     /// Sessions a previous process left open (see `dormant`), until reopened.
@@ -208,13 +240,12 @@ pub struct SessionManager {
 }
 
 impl SessionManager {
-    pub fn new(config: Config, log_dir: std::path::PathBuf, keep_dead: usize) -> Self {
+    pub fn new(config: Config, log_dir: std::path::PathBuf) -> Self {
         let (sender, _) = broadcast::channel(GLOBAL_RING);
         SessionManager {
             inner: Arc::new(Inner {
                 config,
                 log_dir,
-                keep_dead,
                 sessions: Mutex::new(HashMap::new()),
                 dead: Mutex::new(VecDeque::new()),
                 dormant: Mutex::new(dormant::Table::default()),
@@ -276,7 +307,7 @@ impl SessionManager {
             }),
             task: Mutex::new(None),
         });
-        self.forward_events(&handle.session);
+        self.forward_events(&handle);
         let task = tokio::spawn(run_session(opened, receiver, Arc::downgrade(&handle)));
         *lock(&handle.task) = Some(task);
         lock(&self.inner.sessions).insert(handle.id().to_string(), handle.clone());
@@ -284,9 +315,11 @@ impl SessionManager {
     }
 
     /// Republishes a session's envelopes on the global stream.
-    fn forward_events(&self, session: &Arc<Session>) {
-        let mut events = session.tap(0);
+    /// A session that dies by itself (a crashed agent) is retired like a closed one.
+    fn forward_events(&self, handle: &Arc<Handle>) {
+        let mut events = handle.session.tap(0);
         let inner = self.inner.clone();
+        let session = Arc::downgrade(&handle.session);
         tokio::spawn(async move {
             while let Some(event) = events.recv().await {
                 let dead = matches!(&event.envelope.payload,
@@ -306,6 +339,9 @@ impl SessionManager {
                 let _ = global.sender.send((id, event));
                 drop(global);
                 if dead {
+                    if let Some(session) = session.upgrade() {
+                        retire(&inner, &session);
+                    }
                     break;
                 }
             }
@@ -512,20 +548,8 @@ impl SessionManager {
         {
             tracing::error!(error = %e, "session task failed");
         }
-        self.retire(id);
+        retire(&self.inner, &handle.session);
         Ok(true)
-    }
-
-    /// Keeps the last `keep_dead` dead sessions for review.
-    fn retire(&self, id: &str) {
-        let mut dead = lock(&self.inner.dead);
-        dead.retain(|d| d != id);
-        dead.push_back(id.to_string());
-        while dead.len() > self.inner.keep_dead {
-            if let Some(old) = dead.pop_front() {
-                lock(&self.inner.sessions).remove(&old);
-            }
-        }
     }
 
     /// Closes every live session (and so every child process).

@@ -42,8 +42,6 @@ use crate::event::{ResultData, Status, StopReason};
 use crate::host::manager::{SessionManager, TurnMode};
 use crate::host::open::{OpenSpec, agents_dir, permission, user_policy_dir};
 
-/// Closed sessions kept for `session/load` within one process.
-const KEEP_DEAD: usize = 50;
 const OWNER: &str = "acp";
 
 /// What `corral acp` was started with.
@@ -381,7 +379,7 @@ pub async fn acp(args: AcpArgs) -> Result<Exit, Error> {
     let config = load_session_config(args.config_path.as_ref(), args.no_instructions)?;
     let log_dir = agents_dir()?;
     crate::host::open::clean_up_after_crashes(&log_dir);
-    let manager = SessionManager::new(config, log_dir, KEEP_DEAD);
+    let manager = SessionManager::new(config, log_dir);
     let state = Arc::new(Acp {
         manager: manager.clone(),
         args,

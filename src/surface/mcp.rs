@@ -18,6 +18,7 @@
 
 mod open;
 mod output;
+mod status;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -45,9 +46,6 @@ pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// `agent_run` gives up waiting (the turn goes on) after this long unless told otherwise.
 const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// Closed agents kept listed as dead for review.
-const KEEP_DEAD: usize = 50;
 
 /// The owner recorded on every session opened here.
 const OWNER: &str = "mcp";
@@ -149,6 +147,9 @@ impl McpServer {
         &self,
         Parameters(p): Parameters<OpenParams>,
     ) -> Result<CallToolResult, ErrorData> {
+        if let Some(refusal) = open::unknown_fields(&p) {
+            return fail(refusal);
+        }
         let cwd = PathBuf::from(&p.cwd);
         if !cwd.is_dir() {
             return fail(format!("cwd {:?} is not an existing directory", p.cwd));
@@ -162,8 +163,9 @@ impl McpServer {
             Ok(servers) => servers,
             Err(e) => return fail(e),
         };
+        let only = p.only_tools();
         let mut deny = p.disallowed_tools.unwrap_or_default();
-        if let Some(only) = &p.only {
+        if let Some(only) = &only {
             let tools = match crate::tool::ToolRegistry::builtin() {
                 Ok(tools) => tools,
                 Err(e) => return fail(e),
@@ -354,7 +356,7 @@ impl McpServer {
         Parameters(p): Parameters<AgentParams>,
     ) -> Result<CallToolResult, ErrorData> {
         match self.manager.get(&p.agent_id) {
-            Some(handle) => ok(json!(handle.info())),
+            Some(handle) => ok(status::status(&handle)),
             None => fail(format!("no agent {}", p.agent_id)),
         }
     }
@@ -365,7 +367,7 @@ impl McpServer {
             .manager
             .list()
             .iter()
-            .map(|h| json!(h.info()))
+            .map(|h| status::status(h))
             .collect();
         ok(json!({"agents": agents}))
     }
@@ -472,7 +474,7 @@ pub async fn mcp(config_path: Option<PathBuf>, no_instructions: bool) -> Result<
     let config = load_session_config(config_path.as_ref(), no_instructions)?;
     let log_dir = agents_dir()?;
     crate::host::open::clean_up_after_crashes(&log_dir);
-    let manager = SessionManager::new(config, log_dir, KEEP_DEAD);
+    let manager = SessionManager::new(config, log_dir);
     let server = McpServer::new(manager.clone());
     let served = match server.serve(rmcp::transport::stdio()).await {
         Ok(running) => running

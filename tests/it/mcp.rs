@@ -11,6 +11,7 @@ use crate::common::{holding, marker, mcp_call, mcp_turn_started, mcp_wait_done, 
 use crate::support::procs::{members, pgid_of, tracked};
 use crate::support::{FakeModel, Harness, Reply};
 
+mod kaimon;
 mod servers;
 
 /// The client's venv: scripts/install-mcp-client puts it here (CORRAL_MCP_VENV overrides).

@@ -1,5 +1,8 @@
 //! `agent_open`'s parameters, and the MCP servers they give the agent: `mcp_config` (the
 //! field Kaimon's agents pass) and how `only` narrows every server's tools.
+//!
+//! A field corral does not know is refused, never ignored: a client written for another
+//! agent host (Kaimon's `agent_open`) must learn that a setting it relies on has no effect.
 
 use std::path::Path;
 
@@ -10,6 +13,7 @@ use crate::config::McpServers;
 use crate::config::mcp::{NAME_SEPARATOR, load_file, servers_from_json};
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct OpenParams {
     /// Working directory of the agent; must exist.
     pub cwd: String,
@@ -23,9 +27,11 @@ pub struct OpenParams {
     pub allowed_tools: Option<Vec<String>>,
     /// Tools the agent may not call at all.
     pub disallowed_tools: Option<Vec<String>>,
-    /// The only tools the agent is offered; every other is denied. MCP tools by their exact
-    /// SERVER__TOOL names; a server none of whose tools is named is not started.
-    pub only: Option<Vec<String>>,
+    /// The only tools the agent is offered; every other is denied. Either the list itself, or
+    /// (as Kaimon's agent_open) true: allowed_tools are the whole tool set; false: they only
+    /// spare approvals. MCP tools by their exact SERVER__TOOL names; a server none of whose
+    /// tools is named is not started.
+    pub only: Option<Only>,
     /// Reasoning effort (low, medium, high). corral's own loop has no effort setting: it is
     /// accepted and a note says so.
     pub effort: Option<String>,
@@ -43,6 +49,57 @@ pub struct OpenParams {
     /// {"NAME": {"url": "http://…/mcp", "headers": {…}}} (the map itself), or a string: the
     /// path of such a file (JSON, or TOML with [mcp_servers.NAME]; relative to cwd).
     pub mcp_config: Option<Value>,
+    /// Every field not named above, so it can be refused by name (see [`unknown_fields`]).
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: serde_json::Map<String, Value>,
+}
+
+/// `only`: Kaimon's boolean over `allowed_tools`, or the list of tools itself.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(untagged, expecting = "only is true, false or a list of tool names")]
+pub enum Only {
+    Flag(bool),
+    Tools(Vec<String>),
+}
+
+impl OpenParams {
+    /// The tools the agent is limited to, if it is: `only: true` makes `allowed_tools` (none
+    /// given: no tool at all) the whole set, as Kaimon's specialist agents expect.
+    pub fn only_tools(&self) -> Option<Vec<String>> {
+        match &self.only {
+            None | Some(Only::Flag(false)) => None,
+            Some(Only::Flag(true)) => Some(self.allowed_tools.clone().unwrap_or_default()),
+            Some(Only::Tools(tools)) => Some(tools.clone()),
+        }
+    }
+}
+
+/// The refusal of fields `agent_open` does not take, naming each and the ones it does;
+/// `None` when there are none.
+pub fn unknown_fields(params: &OpenParams) -> Option<String> {
+    if params.unknown.is_empty() {
+        return None;
+    }
+    let mut unknown: Vec<String> = params.unknown.keys().map(|k| format!("{k:?}")).collect();
+    unknown.sort();
+    // The known names are the schema's own, so the message cannot drift from the struct.
+    let schema = schemars::schema_for!(OpenParams);
+    let known: Vec<&str> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    Some(format!(
+        "agent_open does not take {}: {}; its fields are {}",
+        if unknown.len() == 1 {
+            "the field"
+        } else {
+            "the fields"
+        },
+        unknown.join(", "),
+        known.join(", ")
+    ))
 }
 
 /// The servers `mcp_config` defines; a relative file path is under the agent's `cwd`.
@@ -106,6 +163,39 @@ pub fn narrow_to_only(only: &[String], servers: &McpServers) -> Result<McpServer
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn params(value: Value) -> Result<OpenParams, serde_json::Error> {
+        serde_json::from_value(value)
+    }
+
+    #[test]
+    fn only_is_kaimons_boolean_or_a_list() {
+        let allowed = json!(["read_file", "list_dir"]);
+        let p = params(json!({"cwd": "/", "allowed_tools": allowed, "only": true})).unwrap();
+        assert_eq!(
+            p.only_tools(),
+            Some(vec!["read_file".to_string(), "list_dir".to_string()])
+        );
+        let p = params(json!({"cwd": "/", "only": true})).unwrap();
+        assert_eq!(p.only_tools(), Some(vec![]));
+        let p = params(json!({"cwd": "/", "allowed_tools": allowed, "only": false})).unwrap();
+        assert_eq!(p.only_tools(), None);
+        let p = params(json!({"cwd": "/", "only": ["shell"]})).unwrap();
+        assert_eq!(p.only_tools(), Some(vec!["shell".to_string()]));
+        let e = params(json!({"cwd": "/", "only": "shell"})).unwrap_err();
+        assert!(e.to_string().contains("true, false or a list"), "{e}");
+    }
+
+    #[test]
+    fn unknown_fields_are_named_with_the_known_ones() {
+        let p = params(json!({"cwd": "/", "model": "ollama:x"})).unwrap();
+        assert_eq!(unknown_fields(&p), None);
+        let p = params(json!({"cwd": "/", "colour": "red", "sandbox": 1})).unwrap();
+        let e = unknown_fields(&p).unwrap();
+        assert!(e.contains(r#""colour", "sandbox""#), "{e}");
+        assert!(e.contains("cwd, model, base_url, permission"), "{e}");
+        assert!(e.contains("mcp_config") && !e.contains("unknown"), "{e}");
+    }
 
     #[test]
     fn mcp_config_takes_an_object_the_map_or_a_file() {

@@ -228,7 +228,7 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, Error> {
     let log_dir = agents_dir()?;
     // At start, not at the first session: a crashed server's tools must not run on meanwhile.
     crate::host::open::clean_up_after_crashes(&log_dir);
-    let manager = SessionManager::new(config.clone(), log_dir, 10);
+    let manager = SessionManager::new(config.clone(), log_dir);
     let dormant = manager.load_dormant();
     if dormant > 0 {
         tracing::warn!(
