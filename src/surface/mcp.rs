@@ -193,6 +193,14 @@ impl McpServer {
                 Err(e) => return fail(e),
             };
         }
+        let mode = match p.permission_mode.as_deref().map(open::permission_mode) {
+            Some(Err(e)) => return fail(e),
+            Some(Ok(mode)) => mode,
+            None => open::permission_mode("default").unwrap_or(open::ModeOverride {
+                preset: None,
+                auto_approve: None,
+            }),
+        };
         let mut notes = Vec::new();
         if let Some(effort) = &p.effort {
             notes.push(format!(
@@ -210,7 +218,9 @@ impl McpServer {
             model,
             base_url: p.base_url,
             system: p.system_prompt,
-            permission: p.permission,
+            // An explicit permission_mode overrides the preset's mode.
+            permission: mode.preset.map(str::to_string).or(p.permission),
+            auto_approve: mode.auto_approve,
             allow: p.allowed_tools.unwrap_or_default(),
             deny,
             worktree: p.worktree.unwrap_or(false),

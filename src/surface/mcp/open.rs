@@ -23,6 +23,10 @@ pub struct OpenParams {
     pub base_url: Option<String>,
     /// Permission preset: default, readonly, auto … (see `corral policies`).
     pub permission: Option<String>,
+    /// Overrides the preset's mode, with claude's names: default (the preset as it is),
+    /// acceptEdits (edits and other moderate tools run without asking), plan (read-only:
+    /// the readonly preset), auto (the auto preset), bypassPermissions (the bypass preset).
+    pub permission_mode: Option<String>,
     /// Tools allowed without asking, on top of the preset.
     pub allowed_tools: Option<Vec<String>>,
     /// Tools the agent may not call at all.
@@ -61,6 +65,36 @@ pub struct OpenParams {
 pub enum Only {
     Flag(bool),
     Tools(Vec<String>),
+}
+
+/// What `permission_mode` does to the preset and the auto-approval level.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModeOverride {
+    /// A preset that replaces the requested one.
+    pub preset: Option<&'static str>,
+    pub auto_approve: Option<crate::model::Danger>,
+}
+
+/// Kaimon's `permission_mode` (claude's permission-mode names) as corral's presets, for
+/// every backend: claude's own flags follow from the preset (`backend::claude::launch`).
+pub fn permission_mode(mode: &str) -> Result<ModeOverride, String> {
+    let (preset, auto_approve) = match mode {
+        "default" => (None, None),
+        "acceptEdits" => (None, Some(crate::model::Danger::Moderate)),
+        "plan" => (Some("readonly"), None),
+        "auto" => (Some("auto"), None),
+        "bypassPermissions" => (Some("bypass"), None),
+        other => {
+            return Err(format!(
+                "permission_mode {other:?} is not one of default, acceptEdits, plan, auto, \
+                 bypassPermissions"
+            ));
+        }
+    };
+    Ok(ModeOverride {
+        preset,
+        auto_approve,
+    })
 }
 
 impl OpenParams {
@@ -161,6 +195,22 @@ pub fn narrow_to_only(only: &[String], servers: &McpServers) -> Result<McpServer
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn permission_modes_map_to_presets_and_others_are_refused() {
+        use crate::model::Danger;
+        let mode = |m: &str| super::permission_mode(m).unwrap();
+        assert_eq!(mode("default").preset, None);
+        assert_eq!(mode("acceptEdits").auto_approve, Some(Danger::Moderate));
+        assert_eq!(mode("plan").preset, Some("readonly"));
+        assert_eq!(mode("auto").preset, Some("auto"));
+        assert_eq!(mode("bypassPermissions").preset, Some("bypass"));
+        assert!(
+            super::permission_mode("yolo")
+                .unwrap_err()
+                .contains("acceptEdits")
+        );
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -295,3 +295,57 @@ async fn ten_dead_agents_are_kept_and_the_oldest_dropped_first() {
     running.close_stdin();
     let _ = running.wait().await;
 }
+
+/// Kaimon's `permission_mode` overrides the preset's mode: `bypassPermissions` lets a write
+/// run that the default preset would have asked for (nobody is there to answer, so it would
+/// be refused), `plan` offers no writing tool at all, and a name claude does not have is
+/// refused before anything opens.
+#[tokio::test]
+async fn permission_mode_overrides_the_presets_mode() {
+    let h = Harness::new();
+    std::fs::create_dir_all(h.work()).unwrap();
+    let model = FakeModel::start().await;
+    model.push(Reply::new().tool_call("c1", "write_file", r#"{"path":"x.txt","content":"hi"}"#));
+    model.push(Reply::new().text("Wrote it."));
+    model.push(Reply::new().text("Planned."));
+    let mut running = mcp(&h).await;
+    let open = |mode: &str| {
+        json!({"cwd": h.work(), "model": "llamacpp:fake-model", "base_url": model.openai_base(),
+               "permission": "default", "permission_mode": mode})
+    };
+    let bypass = mcp_call(&mut running, 1, "agent_open", open("bypassPermissions")).await;
+    let ran = mcp_call(
+        &mut running,
+        2,
+        "agent_run",
+        json!({"agent_id": bypass["agent_id"], "text": "write x.txt"}),
+    )
+    .await;
+    assert!(ran["text"].as_str().unwrap().contains("Wrote it."), "{ran}");
+    assert!(
+        h.work().join("x.txt").exists(),
+        "bypassPermissions did not let the write run"
+    );
+    let plan = mcp_call(&mut running, 3, "agent_open", open("plan")).await;
+    let _ = mcp_call(
+        &mut running,
+        4,
+        "agent_run",
+        json!({"agent_id": plan["agent_id"], "text": "plan it"}),
+    )
+    .await;
+    let offered_in_plan = offered(&model, 2);
+    assert!(
+        offered_in_plan.iter().any(|t| t == "read_file"),
+        "{offered_in_plan:?}"
+    );
+    assert!(
+        !offered_in_plan.iter().any(|t| t == "write_file"),
+        "{offered_in_plan:?}"
+    );
+    let bad = mcp_call_result(&mut running, 5, "agent_open", open("yolo")).await;
+    assert_eq!(bad["isError"], true, "{bad}");
+    assert!(bad.to_string().contains("bypassPermissions"), "{bad}");
+    running.close_stdin();
+    let _ = running.wait().await;
+}
