@@ -38,6 +38,10 @@ pub struct ExternalContext {
     /// commands run outside corral's sandbox, so only the person opts in
     /// (`[agents] project_settings = true`).
     pub project_settings: bool,
+    /// The request's `system` text (`--system`, `system_prompt`): instructions added to the
+    /// agent's own (claude `--append-system-prompt`, codex `developerInstructions`, an ACP
+    /// agent's first prompt).
+    pub system: Option<String>,
 }
 
 /// A tool call an external agent wants to make, described in corral's terms.

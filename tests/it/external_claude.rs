@@ -369,3 +369,29 @@ async fn a_claude_program_that_is_not_there_is_a_clear_error() {
     assert!(error.as_str().unwrap().contains("claude"), "{error}");
     assert_eq!(statuses(&out), ["starting", "dead"]);
 }
+
+/// `--system` reaches claude as `--append-system-prompt`: the request to the model carries it
+/// in its system prompt (dropped silently before).
+#[tokio::test]
+async fn the_sessions_system_text_reaches_claudes_system_prompt() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("OK"));
+    let out = claude_run(
+        &h,
+        &server,
+        &["--system", "Always answer in PIRATE-SPEAK-7731.", "hi"],
+    )
+    .run()
+    .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let requests = crate::support::fake_anthropic::message_requests(&server);
+    let system = requests
+        .iter()
+        .map(|r| r["system"].to_string())
+        .find(|s| s.contains("PIRATE-SPEAK-7731"));
+    assert!(
+        system.is_some(),
+        "the system text is not in claude's requests: {requests:?}"
+    );
+}

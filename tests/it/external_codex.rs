@@ -576,3 +576,25 @@ async fn a_line_that_is_not_json_rpc_is_reported_and_the_turn_goes_on() {
     assert_eq!(authoritative(&out, "assistant_text"), ["STILL_HERE"]);
     assert_eq!(result_of(&out)["stopReason"], "end_turn");
 }
+
+/// `--system` reaches codex as the thread's `developerInstructions`: the model request
+/// carries it (dropped silently before).
+#[tokio::test]
+async fn the_sessions_system_text_reaches_codex_as_developer_instructions() {
+    let program = codex_program();
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("OK"));
+    let out = codex_run(&h, &server, &program)
+        .args(["--system", "Always answer in PIRATE-SPEAK-7731.", "hi"])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let requests = server.responses_requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.to_string().contains("PIRATE-SPEAK-7731")),
+        "the system text is not in codex's requests: {requests:?}"
+    );
+}

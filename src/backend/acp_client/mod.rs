@@ -51,6 +51,8 @@ pub(crate) struct AcpBackend {
     /// The legacy `models` block of `session/new` (gemini): `{availableModels, currentModelId}`.
     models: Value,
     dead: bool,
+    /// The request's instructions, sent ahead of the first prompt (ACP has no system prompt).
+    system: Option<String>,
 }
 
 pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> {
@@ -112,6 +114,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         queues_prompts: ready.queues_prompts,
         models: ready.models,
         dead: false,
+        system: context.system.clone(),
     };
     if let Some(model) = &context.spec.model
         && let Err(e) = backend.switch(model).await

@@ -53,9 +53,17 @@ impl AcpBackend {
         }
         let turn_cancel = cancel.child_token();
         self.shared.begin_turn(turn_cancel.clone());
+        let mut blocks = Vec::new();
+        if let Some(system) = self.system.take() {
+            // An ACP agent has no system prompt: the instructions come first, once, as the
+            // first block of the first prompt.
+            blocks.push(json!({"type": "text", "text": format!(
+                "Instructions for this session (from the person who started it):\n{system}")}));
+        }
+        blocks.push(json!({"type": "text", "text": prompt}));
         let mut reply = self.shared.rpc.start_request(
             "session/prompt",
-            json!({"sessionId": self.session_id, "prompt": [{"type": "text", "text": prompt}]}),
+            json!({"sessionId": self.session_id, "prompt": blocks}),
         );
         let mut pending = Pending::default();
         let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;

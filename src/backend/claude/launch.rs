@@ -121,6 +121,10 @@ pub fn launch(context: &ExternalContext, program: PathBuf) -> Launch {
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if let Some(system) = &context.system {
+        args.push("--append-system-prompt".into());
+        args.push(system.clone());
+    }
     if !flags.allowed.is_empty() {
         args.push("--allowedTools".into());
         args.push(flags.allowed.join(","));

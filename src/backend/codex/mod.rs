@@ -137,6 +137,10 @@ impl CodexBackend {
         if let Some(model) = &context.spec.model {
             params["model"] = Value::String(model.clone());
         }
+        if let Some(system) = &context.system {
+            // Added to codex's own instructions, as the developer's.
+            params["developerInstructions"] = Value::String(system.clone());
+        }
         if !context.project_settings {
             // codex trusts the directory a thread starts in (and saves that), and a trusted
             // project's `.codex/config.toml` brings MCP servers and hooks that run outside

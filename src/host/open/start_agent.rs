@@ -81,6 +81,7 @@ pub(super) async fn start(
         stderr_log: log_dir.map(|d| d.join(format!("{}.stderr.log", session.id()))),
         record_external_id,
         project_settings: settings.project_settings,
+        system: spec.system.clone().filter(|text| !text.trim().is_empty()),
     };
     let backend = crate::backend::start_external(context)
         .await

@@ -17,7 +17,7 @@ use crate::support::{Cmd, Harness, Running};
 /// `stop <stopReason>`, `read <path>` / `write <path> <content>` (fs/* answers said back),
 /// `ask <command>` (a shell call asking permission; the option chosen said back),
 /// `edit <path> <content>` (an edit with its own tool, written by the agent once allowed),
-/// `whoami`
+/// `blocks` (says every block of the prompt), `whoami`
 /// (pid to `agent.pid`, HOME said back), `crash`, `ask-and-crash`, `ask-twice` (two
 /// permission requests at once), `leave-after` (exit 4 a moment after the turn's answer).
 const SCRIPTED_AGENT: &str = include_str!("scripted_agent.py");
@@ -620,4 +620,32 @@ async fn an_agents_child_in_a_session_of_its_own_is_stopped_with_it() {
             .status();
     }
     assert!(!left, "the agent's child {pid} outlived the session");
+}
+
+/// `--system` reaches an ACP agent (which has no system prompt) as the first block of the
+/// first prompt, once; the person's text stays the last block.
+#[tokio::test]
+async fn the_sessions_system_text_reaches_an_acp_agent_ahead_of_the_first_prompt() {
+    let h = Harness::new();
+    let script = h.home_dir().join("scripted_agent.py");
+    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
+    let agent = format!("acp:cmd=python3 {}", script.display());
+    let out = h
+        .corral()
+        .args(["run", "--json", "-m", &agent, "-i"])
+        .args(["--system", "Always answer in PIRATE-SPEAK-7731."])
+        .stdin_text("blocks\nblocks\n")
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let said = crate::common::authoritative(&out, "assistant_text");
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said[0].contains("PIRATE-SPEAK-7731") && said[0].contains("blocks"),
+        "{said:?}"
+    );
+    assert!(
+        !said[1].contains("PIRATE-SPEAK-7731"),
+        "sent again: {said:?}"
+    );
 }

@@ -50,7 +50,9 @@ for line in sys.stdin:
     elif method == "session/prompt":
         sid = message["params"]["sessionId"]
         stop = "end_turn"
-        for command in message["params"]["prompt"][0]["text"].split(";"):
+        blocks = message["params"]["prompt"]
+        # The person's text is the last block; blocks before it are context (instructions).
+        for command in blocks[-1]["text"].split(";"):
             command = command.strip()
             if command == "ask-and-crash":
                 send({"jsonrpc": "2.0", "id": 7, "method": "session/request_permission",
@@ -150,6 +152,8 @@ for line in sys.stdin:
                 say(sid, "HOME=" + os.environ.get("HOME", "") + "\n")
             elif command.startswith("say "):
                 say(sid, command[4:])
+            elif command == "blocks":
+                say(sid, "BLOCKS " + json.dumps([b.get("text", "") for b in blocks]) + "\n")
             elif command.startswith("read "):
                 answer = request("fs/read_text_file", {"sessionId": sid, "path": command[5:]})
                 say(sid, "READ " + json.dumps(answer.get("result", answer.get("error"))) + "\n")
@@ -160,7 +164,7 @@ for line in sys.stdin:
                 say(sid, "WRITE " + json.dumps(answer.get("result", answer.get("error"))) + "\n")
         send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": stop,
               "usage": {"inputTokens": 30, "outputTokens": 7}}})
-        if "leave-after" in message["params"]["prompt"][0]["text"]:
+        if "leave-after" in message["params"]["prompt"][-1]["text"]:
             import time
             time.sleep(0.3)
             sys.stderr.write("scripted agent: leaving between turns\n")
