@@ -1,9 +1,17 @@
 //! The projection of corral's envelopes onto the seed's WebSocket message types.
 //!
 //! Decisions the seed leaves open, made here once:
-//! - `token.final`: a token is final unless a tool call has already been announced in the
-//!   current step (a step ends at each tool result). The future is unknown when a token is
-//!   sent, so preamble text before the step's first tool call is reported as final too.
+//! - `token.final`, as the seed defines it: false until the turn's first tool call is seen
+//!   (so a turn without tools is all `false`: the flag only means something once tools ran),
+//!   false while a step's tool calls are announced and not all answered, true for text once
+//!   every call so far has its result. The future is unknown when a token is sent: text
+//!   after a tool result that turns out to be the preamble of a further tool call is `true`
+//!   (the seed's "after all tool calls complete" cannot be known before the turn ends).
+//! - `done.message_id`: a fresh UUID v4 per turn (the seed's "UUID of the AI message");
+//!   replays repeat the buffered message, so a reconnecting client sees the same id.
+//! - `tool_start.tool` / `tool_end.tool`: the name the `tool_use` announce carried (its
+//!   `tool`, not the display `call.title`); `tool_end` repeats the name its `tool_start`
+//!   sent, so the two agree whatever name the backend's result record holds.
 //! - Only `delta: true` chunks become `token`/`thought`; the authoritative `delta: false`
 //!   block repeats text the client already has.
 //! - A failed turn sends `error`, `agent_state error`, `agent_state idle`, then `done`: the
@@ -12,6 +20,7 @@
 //! - `memory_update.tokens_used` is an estimate (summary length / 4): the compaction event
 //!   carries the size before, not after.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use serde_json::{Map, Value, json};
@@ -49,11 +58,14 @@ pub struct Projector {
     /// The `agent_state` clients last saw; a reconnecting client is told this.
     pub state: &'static str,
     in_turn: bool,
-    tool_in_step: bool,
+    /// Calls started (`tool_start` sent) and not answered yet.
+    pending: HashSet<String>,
     wrote: bool,
     errored: bool,
     tool_calls: u64,
     started: Option<Instant>,
+    /// The name each `tool_start` of this turn sent, by call id, for its `tool_end`.
+    names: HashMap<String, String>,
 }
 
 /// Parameters with large values last, so a dialog shows the short ones first.
@@ -108,6 +120,12 @@ impl Projector {
         }
     }
 
+    /// Whether text now is the answer: tools ran this turn and none is waiting for its
+    /// result.
+    fn answering(&self) -> bool {
+        self.tool_calls > 0 && self.pending.is_empty()
+    }
+
     fn set(&mut self, out: &mut Vec<Message>, state: &'static str) {
         self.state = state;
         out.push(agent_state(state));
@@ -146,7 +164,7 @@ impl Projector {
                 if let crate::event::ContentBlock::Text { text } = &t.content {
                     out.push(msg(
                         "token",
-                        json!({ "text": text, "final": !self.tool_in_step }),
+                        json!({ "text": text, "final": self.answering() }),
                     ));
                 }
             }
@@ -154,7 +172,7 @@ impl Projector {
                 if let crate::event::ContentBlock::Text { text } = &t.content {
                     out.push(msg(
                         "thought",
-                        json!({ "text": text, "final": !self.tool_in_step }),
+                        json!({ "text": text, "final": self.answering() }),
                     ));
                 }
             }
@@ -166,8 +184,9 @@ impl Projector {
                     } else {
                         &u.tool
                     };
-                    self.tool_in_step = true;
+                    self.pending.insert(u.call.tool_call_id.clone());
                     self.tool_calls += 1;
+                    self.names.insert(u.call.tool_call_id.clone(), name.clone());
                     out.push(msg(
                         "tool_start",
                         json!({ "tool": name, "tool_call_id": u.call.tool_call_id,
@@ -180,16 +199,17 @@ impl Projector {
                 json!({ "tool_call_id": o.tool_call_id, "stream": o.stream, "text": o.text }),
             )),
             Payload::ToolResult(r) => {
-                self.tool_in_step = false;
                 let record = &r.result;
+                self.pending.remove(&record.tool_call_id);
                 let error = if record.success {
                     Value::Null
                 } else {
                     json!(record.error.clone().unwrap_or_else(|| "failed".to_string()))
                 };
+                let name = self.names.get(&record.tool_call_id).unwrap_or(&record.tool);
                 out.push(msg(
                     "tool_end",
-                    json!({ "tool": record.tool, "tool_call_id": record.tool_call_id,
+                    json!({ "tool": name, "tool_call_id": record.tool_call_id,
                             "duration_ms": record.duration_ms, "error": error }),
                 ));
             }
@@ -230,18 +250,13 @@ impl Projector {
                 self.errored = true;
                 out.push(error("AGENT_ERROR", &e.message));
             }
-            Payload::Result(r) => self.finish(&mut out, envelope, r),
+            Payload::Result(r) => self.finish(&mut out, r),
             _ => {}
         }
         out
     }
 
-    fn finish(
-        &mut self,
-        out: &mut Vec<Message>,
-        envelope: &Envelope,
-        r: &crate::event::ResultData,
-    ) {
+    fn finish(&mut self, out: &mut Vec<Message>, r: &crate::event::ResultData) {
         match r.stop_reason {
             StopReason::Cancelled => {
                 self.set(out, "idle");
@@ -267,7 +282,7 @@ impl Projector {
         out.push(msg(
             "done",
             json!({
-                "message_id": format!("{}-{}", envelope.session, envelope.turn),
+                "message_id": crate::session::ids::uuid_v4(),
                 "total_tokens": r.usage.input_tokens + r.usage.output_tokens,
                 "input_tokens": r.usage.input_tokens,
                 "output_tokens": r.usage.output_tokens,
@@ -347,7 +362,8 @@ mod tests {
             ["agent_state", "agent_state", "token", "agent_state", "done"]
         );
         assert_eq!(out[1].payload["state"], "writing");
-        assert_eq!(out[2].payload, json!({"text": "Hi", "final": true}));
+        // No tool call in the turn: nothing is "the answer after the tools".
+        assert_eq!(out[2].payload, json!({"text": "Hi", "final": false}));
         assert_eq!(out[4].payload["total_tokens"], 15);
         assert_eq!(p.state, "idle");
     }
@@ -407,6 +423,108 @@ mod tests {
             .collect();
         assert_eq!(finals, [false, true]);
         assert_eq!(out.last().unwrap().payload["tool_calls"], 1);
+    }
+
+    fn announce(id: &str, tool: &str, title: &str) -> Payload {
+        Payload::ToolUse(ToolUseData::new(
+            tool,
+            ToolCallInfo {
+                tool_call_id: id.into(),
+                title: title.into(),
+                kind: "other".into(),
+                status: ToolCallStatus::InProgress,
+                content: vec![],
+                locations: vec![],
+                raw_input: Some(json!({})),
+            },
+        ))
+    }
+
+    fn finished(id: &str, tool: &str) -> Payload {
+        Payload::ToolResult(ToolResultData::finished(
+            id,
+            tool,
+            Ok("ok".into()),
+            1,
+            vec![],
+        ))
+    }
+
+    #[test]
+    fn tokens_are_final_only_once_every_started_call_has_its_result() {
+        let mut p = Projector::new(false);
+        let out = kinds(
+            &mut p,
+            vec![
+                working(),
+                text(true, "pre"),
+                announce("a", "shell", "Run ls"),
+                announce("b", "read_file", "Read x"),
+                finished("a", "shell"),
+                text(true, "between"),
+                finished("b", "read_file"),
+                text(true, "answer"),
+                result(StopReason::EndTurn),
+            ],
+            TurnMode::Normal,
+        );
+        let finals: Vec<(String, bool)> = out
+            .iter()
+            .filter(|m| m.kind == "token")
+            .map(|m| {
+                let t = m.payload["text"].as_str().unwrap().to_string();
+                (t, m.payload["final"].as_bool().unwrap())
+            })
+            .collect();
+        let expected = [("pre", false), ("between", false), ("answer", true)];
+        let expected: Vec<(String, bool)> =
+            expected.iter().map(|(t, f)| (t.to_string(), *f)).collect();
+        assert_eq!(finals, expected);
+    }
+
+    #[test]
+    fn tool_end_names_the_tool_its_start_named() {
+        let mut p = Projector::new(false);
+        // An agent whose result record holds a title that changed since the announce.
+        let out = kinds(
+            &mut p,
+            vec![
+                working(),
+                announce("c", "Read", "Read /a"),
+                finished("c", "Read /a (3 lines)"),
+                result(StopReason::EndTurn),
+            ],
+            TurnMode::Normal,
+        );
+        let start = out.iter().find(|m| m.kind == "tool_start").unwrap();
+        let end = out.iter().find(|m| m.kind == "tool_end").unwrap();
+        assert_eq!(start.payload["tool"], "Read");
+        assert_eq!(end.payload["tool"], "Read");
+    }
+
+    #[test]
+    fn done_message_ids_are_uuids_and_differ_per_turn() {
+        let mut p = Projector::new(false);
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let out = kinds(
+                &mut p,
+                vec![working(), result(StopReason::EndTurn)],
+                TurnMode::Normal,
+            );
+            let id = out.last().unwrap().payload["message_id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let groups: Vec<usize> = id.split('-').map(str::len).collect();
+            assert_eq!(groups, [8, 4, 4, 4, 12], "{id}");
+            assert!(
+                id.chars().all(|c| c == '-' || c.is_ascii_hexdigit()),
+                "{id}"
+            );
+            ids.push(id);
+        }
+        assert_ne!(ids[0], ids[1]);
     }
 
     #[test]
