@@ -13,6 +13,7 @@ use crate::support::server::Server;
 use crate::support::{FakeModel, Harness, Reply};
 
 mod confirm;
+mod logs;
 mod seed;
 
 pub(crate) type Ws =

@@ -288,7 +288,7 @@ async fn serve_session(
                     deadline.as_mut().reset(tokio::time::Instant::now() + idle);
                     match incoming {
                         Some(Ok(Message::Text(text))) => {
-                            client_message(&state, &channel, handle.id(), text.as_str());
+                            client_message(&state, &channel, (handle.id(), conn), text.as_str());
                         }
                         Some(Ok(Message::Binary(_))) => channel.push(&error(
                             "INVALID_MESSAGE", "messages are JSON text frames")),
@@ -319,10 +319,13 @@ fn field<'a>(payload: &'a Value, key: &str) -> Option<&'a str> {
 
 /// One client message; replies (pong, errors) go out through the channel so they carry a
 /// `seq` like everything else.
-fn client_message(state: &Shared, channel: &Channel, id: &str, text: &str) {
+fn client_message(state: &Shared, channel: &Channel, (id, conn): (&str, u64), text: &str) {
     let reply = match serde_json::from_str::<Value>(text) {
         Ok(value) => {
             let payload = value.get("payload").cloned().unwrap_or(json!({}));
+            // The type quoted (`{:?}`): it is the client's text.
+            let kind = value.get("type").and_then(Value::as_str).unwrap_or("");
+            tracing::debug!(target: "corral::ws", "session {id}: connection {conn} sent {kind:?}");
             match value.get("type").and_then(Value::as_str) {
                 Some("ping") => Some(Out {
                     kind: "pong",
