@@ -181,3 +181,43 @@ async fn ws_token_final_is_the_answer_after_the_tools() {
     assert_eq!(tokens(&turn, true), "It says hello.");
     assert_eq!(turn.last().unwrap()["payload"]["tool_calls"], 2);
 }
+
+/// An ACP agent renames its call between announce and result (as agents do: "Read a.txt",
+/// then "Read a.txt (1 line)"): `tool_start.tool` and `tool_end.tool` still agree, and are
+/// the `tool_use` event's `tool`, and the answer after the call is `final`.
+#[tokio::test]
+async fn ws_tool_start_and_end_name_the_same_tool_for_an_external_agent() {
+    let h = Harness::new();
+    let server = Server::start(&h, &[]).await;
+    let agent = h.home_dir().join("renaming_agent.py");
+    std::fs::write(&agent, include_str!("renaming_agent.py")).unwrap();
+    let admin = server.token("root", true);
+    let body = json!({"cwd": h.work(), "model": format!("acp:cmd=python3 {}", agent.display())});
+    let (status, opened) = server.post("/api/v1/sessions", &admin, &body).await;
+    assert_eq!(status, 201, "{opened}");
+    let id = opened["id"].as_str().unwrap();
+    let mut ws = connect(&session_url(&server, id, &admin)).await;
+    assert!(state_is("idle")(&next(&mut ws).await));
+    send(&mut ws, user("read a.txt")).await;
+    let turn = collect(&mut ws, is("done")).await;
+    let start = turn.iter().find(|m| m["type"] == "tool_start").unwrap();
+    let end = turn.iter().find(|m| m["type"] == "tool_end").unwrap();
+    assert_eq!(start["payload"]["tool_call_id"], "r1");
+    assert_eq!(start["payload"]["input"], json!({"path": "a.txt"}));
+    assert_eq!(end["payload"]["tool_call_id"], "r1");
+    assert_eq!(
+        end["payload"]["tool"], start["payload"]["tool"],
+        "{start}\n{end}"
+    );
+    assert_ne!(end["payload"]["tool"], "Read a.txt (1 line)");
+    let finals: Vec<(&str, bool)> = turn
+        .iter()
+        .filter(|m| m["type"] == "token")
+        .map(|m| {
+            let p = &m["payload"];
+            (p["text"].as_str().unwrap(), p["final"].as_bool().unwrap())
+        })
+        .collect();
+    assert_eq!(finals, [("Looking.", false), ("It says hello.", true)]);
+    assert_eq!(turn.last().unwrap()["payload"]["tool_calls"], 1);
+}
