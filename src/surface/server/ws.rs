@@ -4,9 +4,9 @@
 //! Refusals happen after the upgrade, as close codes (4001 unauthorized, 4003 forbidden,
 //! 4004 unknown or closed session): a browser's WebSocket cannot read an HTTP status. Another
 //! user's session is 4004 with the same reason as a missing one. A session closed while a
-//! connection is attached closes it with 4004 too, once its last messages are sent. 4000 (registry not ready) is never
-//! sent: the manager exists before the listener accepts anything. A connection is closed
-//! with 4001 the moment its token expires. (A foreign `Origin` never gets this far: see
+//! connection is attached closes it with 4004 too, once its last messages are sent. 4000
+//! (registry not ready) is never sent: the manager exists before the listener accepts
+//! anything. A connection is closed with 4001 the moment its token expires. (A foreign `Origin` never gets this far: see
 //! `guard`.)
 //! A connection silent for `idle_drop` is closed with 1000 (a normal, expected end);
 //! shutdown and replacement by a newer connection close with 1001.
@@ -22,8 +22,9 @@
 //!
 //! `seq` is per session, across connections (see `hub`). On connect, `?last_seq=N` first
 //! replays the buffered messages after N (all or nothing: if the buffer no longer reaches
-//! back to N+1, nothing; a negative N, the seed's -1, replays from the start), then the current `agent_state` follows as a new message, so the
-//! stream a client sees stays in `seq` order. Each connection's start and end are logged at
+//! back to N+1, nothing; a negative N, the seed's -1, replays from the start), then the
+//! current `agent_state` follows as a new message, so the stream a client sees stays in
+//! `seq` order. Each connection's start and end are logged at
 //! INFO (`session ID: connection N attached` / `… detached`); the replay window runs from
 //! the end.
 
