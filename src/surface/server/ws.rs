@@ -6,8 +6,8 @@
 //! user's session is 4004 with the same reason as a missing one. A session closed while a
 //! connection is attached closes it with 4004 too, once its last messages are sent. 4000
 //! (registry not ready) is never sent: the manager exists before the listener accepts
-//! anything. A connection is closed with 4001 the moment its token expires. (A foreign `Origin` never gets this far: see
-//! `guard`.)
+//! anything. A connection is closed with 4001 the moment its token expires. (A foreign
+//! `Origin` never gets this far: see `guard`.)
 //! A connection silent for `idle_drop` is closed with 1000 (a normal, expected end);
 //! shutdown and replacement by a newer connection close with 1001.
 //!

@@ -1,8 +1,8 @@
 //! `/ws/v1/logs`: admin only; plain `log_line` JSON objects (no envelope) at or above the
 //! requested level (DEBUG included: corral's own DEBUG lines are captured while such a
-//! subscriber is connected, see `logs`), and a plain-text "ping" answered with `{"type":"pong"}`. Closed with
-//! 4001 when the token expires, 1013 when a line cannot be written for the send timeout
-//! (lines a slow reader misses are skipped, not queued).
+//! subscriber is connected, see `logs`), and a plain-text "ping" answered with
+//! `{"type":"pong"}`. Closed with 4001 when the token expires, 1013 when a line cannot be
+//! written for the send timeout (lines a slow reader misses are skipped, not queued).
 
 use std::time::Duration;
 
