@@ -264,6 +264,9 @@ function handle(type, p) {
       break;
     case "done": {
       closeStreams();
+      // token.final is false throughout a turn without tool calls: that text was the answer.
+      if (!p.tool_calls) state.preambles.forEach((item) => item.classList.remove("preamble"));
+      state.preambles = [];
       const parts = [];
       if (p.duration_ms != null) parts.push((p.duration_ms / 1000).toFixed(1) + " s");
       if (p.total_tokens != null) parts.push(p.total_tokens + " tokens");

@@ -16,6 +16,7 @@ const state = {
   running: false,
   text: null, // the assistant message tokens are appended to
   thought: null, // the open thought block
+  preambles: [], // this turn's text shown as preamble (token.final false)
   cards: new Map(), // tool_call_id -> card elements
   plan: null, // the running turn's plan list, updated in place
   confirms: [], // pending tool_confirm_request payloads, first one shown
@@ -80,7 +81,8 @@ function closeStreams() {
 function appendText(text, final) {
   if (!state.text) {
     state.text = el("div", { class: "text" });
-    logItem("assistant" + (final === false ? " preamble" : ""), state.text);
+    const item = logItem("assistant" + (final === false ? " preamble" : ""), state.text);
+    if (final === false) state.preambles.push(item);
   }
   state.text.textContent += text;
   state.thought = null;

@@ -660,11 +660,11 @@ impl TryFrom<Run> for RunArgs {
     }
 }
 
-/// Logs go to stderr, quiet by default (`RUST_LOG=corral=debug` for more): everything a user
-/// needs to see already arrives as events.
 /// Logs go to stderr, quiet by default (`RUST_LOG=corral=debug` for more). The server also
-/// feeds every INFO-and-above line to `/ws/v1/logs`.
+/// feeds log lines to `/ws/v1/logs`, under the hub's own filter (DEBUG when asked), so the
+/// stderr filter is the stderr layer's alone.
 fn init_tracing(hub: Option<&corral::LogHub>) {
+    use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let default = if hub.is_some() { "info" } else { "error" };
@@ -675,8 +675,7 @@ fn init_tracing(hub: Option<&corral::LogHub>) {
         .with_writer(|| corral::SafeWriter::new(std::io::stderr()))
         .with_ansi(false);
     let _ = tracing_subscriber::registry()
-        .with(filter)
-        .with(fmt)
+        .with(fmt.with_filter(filter))
         .with(hub.map(|h| h.layer()))
         .try_init();
 }

@@ -2,11 +2,12 @@
 //! corral's envelopes (see `projection`).
 //!
 //! Refusals happen after the upgrade, as close codes (4001 unauthorized, 4003 forbidden,
-//! 4004 unknown session): a browser's WebSocket cannot read an HTTP status. Another user's
-//! session is 4004 with the same reason as a missing one. 4000 (registry not ready) is never
-//! sent: the manager exists before the listener accepts anything. A connection is closed
-//! with 4001 the moment its token expires. (A foreign `Origin` never gets this far: see
-//! `guard`.)
+//! 4004 unknown or closed session): a browser's WebSocket cannot read an HTTP status. Another
+//! user's session is 4004 with the same reason as a missing one. A session closed while a
+//! connection is attached closes it with 4004 too, once its last messages are sent. 4000
+//! (registry not ready) is never sent: the manager exists before the listener accepts
+//! anything. A connection is closed with 4001 the moment its token expires. (A foreign
+//! `Origin` never gets this far: see `guard`.)
 //! A connection silent for `idle_drop` is closed with 1000 (a normal, expected end);
 //! shutdown and replacement by a newer connection close with 1001.
 //!
@@ -21,8 +22,9 @@
 //!
 //! `seq` is per session, across connections (see `hub`). On connect, `?last_seq=N` first
 //! replays the buffered messages after N (all or nothing: if the buffer no longer reaches
-//! back to N+1, nothing), then the current `agent_state` follows as a new message, so the
-//! stream a client sees stays in `seq` order. Each connection's start and end are logged at
+//! back to N+1, nothing; a negative N, the seed's -1, replays from the start), then the
+//! current `agent_state` follows as a new message, so the stream a client sees stays in
+//! `seq` order. Each connection's start and end are logged at
 //! INFO (`session ID: connection N attached` / `… detached`); the replay window runs from
 //! the end.
 
@@ -47,6 +49,7 @@ pub use self::hub::Hub;
 use self::hub::{Attached, Channel, Next};
 use self::projection::{Message as Out, error};
 use super::{Shared, bearer};
+use crate::event::Status;
 use crate::host::manager::{Handle, SendError, TurnMode};
 use crate::policy::Decision;
 
@@ -56,6 +59,9 @@ const MAX_TEXT: usize = 65_536;
 /// The largest message (and frame) a client may send: room for a maximal user message even
 /// when every character is escaped in JSON. Larger ones close the connection with 1009.
 pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
+
+/// The close reason of a connection whose session was closed while it was attached.
+const SESSION_ENDED: &str = "session closed";
 
 /// The close reason of a client that fell behind (code 1013, "try again later").
 const FELL_BEHIND: &str = "fell behind: too many unsent messages; reconnect with last_seq";
@@ -69,7 +75,28 @@ pub fn routes() -> Router<Shared> {
 #[derive(Deserialize)]
 struct SessionQuery {
     token: Option<String>,
-    last_seq: Option<u64>,
+    /// Signed: the seed has clients reset it to -1 on a page load ("from the start").
+    last_seq: Option<i64>,
+}
+
+/// Where a connection starts in the session's stream, from its `?last_seq=`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Resume {
+    /// No `last_seq`: a new client, told the current state (and the project instructions).
+    Fresh,
+    /// `last_seq` below 0 (the seed's -1): everything still buffered, as from seq 0.
+    FromStart,
+    /// `last_seq=N`: what came after N.
+    After(u64),
+}
+
+impl Resume {
+    fn from_query(last_seq: Option<i64>) -> Resume {
+        match last_seq {
+            None => Resume::Fresh,
+            Some(n) => u64::try_from(n).map_or(Resume::FromStart, Resume::After),
+        }
+    }
 }
 
 /// Closes with a code and a reason (the reason is truncated to the protocol's 123 bytes).
@@ -105,6 +132,11 @@ fn admit(
         .map_err(|e| (4001, e.to_string()))?;
     let handle =
         super::access::visible(&state.manager, &claims, id).map_err(|e| (4004, e.message))?;
+    // Closed (or left dead by a crash, kept for review over REST): "does not exist or was
+    // archived" in the seed's words. A connection would be served nothing, ever.
+    if handle.session.status() == Status::Dead {
+        return Err((4004, format!("session {id} is closed")));
+    }
     Ok((handle, claims.remaining()))
 }
 
@@ -129,7 +161,14 @@ async fn session_socket(
                 close(&mut socket, code, &reason, wait).await;
             }
             Ok((handle, valid)) => {
-                serve_session(state, socket, handle, query.last_seq, valid).await;
+                serve_session(
+                    state,
+                    socket,
+                    handle,
+                    Resume::from_query(query.last_seq),
+                    valid,
+                )
+                .await;
             }
         }
     })
@@ -193,7 +232,16 @@ where
                     Err(_) => return stuck(),
                 }
             }
-            Next::Wait => attached.wake.notified().await,
+            // The session ended and its last messages are out: nothing more will come.
+            Next::Wait if channel.ended().is_cancelled() => {
+                return End::Close(4004, SESSION_ENDED.into());
+            }
+            Next::Wait => {
+                tokio::select! {
+                    () = attached.wake.notified() => {}
+                    () = channel.ended().cancelled() => {}
+                }
+            }
             // Replaced or behind: the loop's other arms say which.
             Next::Gone => std::future::pending::<()>().await,
         }
@@ -204,12 +252,12 @@ async fn serve_session(
     state: Shared,
     socket: WebSocket,
     handle: Arc<Handle>,
-    last_seq: Option<u64>,
+    resume: Resume,
     valid: Duration,
 ) {
     let channel = state.ws.channel(&handle, state.settings.replay_window);
     let conn = state.ws.next_conn();
-    let attached = channel.attach(conn, last_seq);
+    let attached = channel.attach(conn, resume);
     tracing::info!(target: "corral::ws", "session {}: connection {conn} attached", handle.id());
     let send_timeout = state.settings.send_timeout;
     let (mut sink, mut stream) = socket.split();
@@ -241,7 +289,7 @@ async fn serve_session(
                     deadline.as_mut().reset(tokio::time::Instant::now() + idle);
                     match incoming {
                         Some(Ok(Message::Text(text))) => {
-                            client_message(&state, &channel, handle.id(), text.as_str());
+                            client_message(&state, &channel, (handle.id(), conn), text.as_str());
                         }
                         Some(Ok(Message::Binary(_))) => channel.push(&error(
                             "INVALID_MESSAGE", "messages are JSON text frames")),
@@ -272,10 +320,13 @@ fn field<'a>(payload: &'a Value, key: &str) -> Option<&'a str> {
 
 /// One client message; replies (pong, errors) go out through the channel so they carry a
 /// `seq` like everything else.
-fn client_message(state: &Shared, channel: &Channel, id: &str, text: &str) {
+fn client_message(state: &Shared, channel: &Channel, (id, conn): (&str, u64), text: &str) {
     let reply = match serde_json::from_str::<Value>(text) {
         Ok(value) => {
             let payload = value.get("payload").cloned().unwrap_or(json!({}));
+            // The type quoted (`{:?}`): it is the client's text.
+            let kind = value.get("type").and_then(Value::as_str).unwrap_or("");
+            tracing::debug!(target: "corral::ws", "session {id}: connection {conn} sent {kind:?}");
             match value.get("type").and_then(Value::as_str) {
                 Some("ping") => Some(Out {
                     kind: "pong",

@@ -21,6 +21,7 @@ use serde_json::json;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::Resume;
 use super::projection::{Message, Projector};
 use crate::event::{Payload, Status, Timestamp};
 use crate::host::manager::Handle;
@@ -72,11 +73,16 @@ struct State {
     /// The project instructions the session loaded as it opened, before anyone could
     /// connect: each new connection is told, as it is told the agent's state.
     instructions: Option<Message>,
+    /// The `seq` of the last `instructions` message pushed, to tell whether a replay from
+    /// the start already carries it.
+    instructions_seq: Option<u64>,
 }
 
 pub struct Channel {
     session_id: String,
     window: Duration,
+    /// Cancelled once the session is dead and everything it said is pushed.
+    ended: CancellationToken,
     state: Mutex<State>,
 }
 
@@ -102,6 +108,11 @@ pub enum Next {
 const BATCH: usize = 64;
 
 impl Channel {
+    /// Cancelled once the session died: what is buffered is all there will be.
+    pub fn ended(&self) -> &CancellationToken {
+        &self.ended
+    }
+
     fn render(&self, seq: u64, message: &Message) -> Arc<str> {
         let value = json!({
             "type": message.kind,
@@ -150,6 +161,9 @@ impl Channel {
         state.next_seq += 1;
         let seq = state.next_seq;
         let text = self.render(seq, message);
+        if message.kind == "instructions" {
+            state.instructions_seq = Some(seq);
+        }
         let now = Instant::now();
         // What is unsent before this message: one large message alone is not a backlog.
         let before = state.pushed_bytes;
@@ -204,8 +218,9 @@ impl Channel {
 
     /// Attaches a connection, replacing (closing) the previous one. With `last_seq`, the
     /// buffered messages after it are sent first, unless the buffer no longer reaches
-    /// back that far; then the current `agent_state` follows either way.
-    pub fn attach(&self, conn: u64, last_seq: Option<u64>) -> Attached {
+    /// back that far (from the start: back to seq 1); then the current `agent_state`
+    /// follows either way.
+    pub fn attach(&self, conn: u64, resume: Resume) -> Attached {
         let wake = Arc::new(Notify::new());
         let replaced = CancellationToken::new();
         let behind = CancellationToken::new();
@@ -216,6 +231,11 @@ impl Channel {
         }
         let next = state.next_seq + 1;
         let oldest = state.buffer.front().map_or(next, |b| b.seq);
+        let last_seq = match resume {
+            Resume::Fresh => None,
+            Resume::FromStart => Some(0),
+            Resume::After(n) => Some(n),
+        };
         let cursor = match last_seq {
             Some(after) if after + 1 >= oldest && after < next => after + 1,
             _ => next,
@@ -239,8 +259,14 @@ impl Channel {
         });
         let current = super::projection::agent_state(state.projector.state);
         self.push_locked(&mut state, &current);
-        // A reconnect that names what it saw has had them.
-        if let (None, Some(instructions)) = (last_seq, state.instructions.clone()) {
+        // A reconnect that names what it saw has had them; one from the start has them
+        // unless its replay carried them.
+        let told = match resume {
+            Resume::Fresh => false,
+            Resume::FromStart => state.instructions_seq.is_some_and(|s| s >= cursor),
+            Resume::After(_) => true,
+        };
+        if let (false, Some(instructions)) = (told, state.instructions.clone()) {
             self.push_locked(&mut state, &instructions);
         }
         Attached {
@@ -291,6 +317,7 @@ impl Hub {
         let channel = Arc::new(Channel {
             session_id: handle.id().to_string(),
             window,
+            ended: CancellationToken::new(),
             state: Mutex::new(State {
                 next_seq: 0,
                 pushed_bytes: 0,
@@ -300,6 +327,7 @@ impl Hub {
                 last_disconnect: None,
                 projector: Projector::new(working),
                 instructions: None,
+                instructions_seq: None,
             }),
         });
         // Tapped before the status check: a session dying in between still shows its `dead`.
@@ -319,6 +347,7 @@ impl Hub {
         if handle.session.status() == Status::Dead {
             // Nothing more will happen here: no pump, nothing to keep (a pump would wait
             // forever on a session that never speaks again).
+            channel.ended.cancel();
             return channel;
         }
         channels.insert(handle.id().to_string(), channel.clone());
@@ -341,6 +370,7 @@ impl Hub {
                     pump.push_locked(&mut state, message);
                 }
             }
+            pump.ended.cancel();
             let mut channels = lock(&registry);
             if channels
                 .get(&pump.session_id)

@@ -1,7 +1,8 @@
 //! `/ws/v1/logs`: admin only; plain `log_line` JSON objects (no envelope) at or above the
-//! requested level, and a plain-text "ping" answered with `{"type":"pong"}`. Closed with
-//! 4001 when the token expires, 1013 when a line cannot be written for the send timeout
-//! (lines a slow reader misses are skipped, not queued).
+//! requested level (DEBUG included: corral's own DEBUG lines are captured while such a
+//! subscriber is connected, see `logs`), and a plain-text "ping" answered with
+//! `{"type":"pong"}`. Closed with 4001 when the token expires, 1013 when a line cannot be
+//! written for the send timeout (lines a slow reader misses are skipped, not queued).
 
 use std::time::Duration;
 
@@ -56,7 +57,8 @@ pub(super) async fn log_socket(
 }
 
 async fn stream_logs(state: Shared, mut socket: WebSocket, min: Level, valid: Duration) {
-    let mut lines = state.logs.subscribe();
+    let mut subscription = state.logs.subscribe(min);
+    let lines = &mut subscription.lines;
     let wait = state.settings.send_timeout;
     let idle = state.settings.idle_drop;
     let deadline = tokio::time::sleep(idle);

@@ -1,9 +1,17 @@
 //! The projection of corral's envelopes onto the seed's WebSocket message types.
 //!
 //! Decisions the seed leaves open, made here once:
-//! - `token.final`: a token is final unless a tool call has already been announced in the
-//!   current step (a step ends at each tool result). The future is unknown when a token is
-//!   sent, so preamble text before the step's first tool call is reported as final too.
+//! - `token.final`, as the seed defines it: false until the turn's first tool call is seen
+//!   (so a turn without tools is all `false`: the flag only means something once tools ran),
+//!   false while a step's tool calls are announced and not all answered, true for text once
+//!   every call so far has its result. The future is unknown when a token is sent: text
+//!   after a tool result that turns out to be the preamble of a further tool call is `true`
+//!   (the seed's "after all tool calls complete" cannot be known before the turn ends).
+//! - `done.message_id`: a fresh UUID v4 per turn (the seed's "UUID of the AI message");
+//!   replays repeat the buffered message, so a reconnecting client sees the same id.
+//! - `tool_start.tool` / `tool_end.tool`: the name the `tool_use` announce carried (its
+//!   `tool`, not the display `call.title`); `tool_end` repeats the name its `tool_start`
+//!   sent, so the two agree whatever name the backend's result record holds.
 //! - Only `delta: true` chunks become `token`/`thought`; the authoritative `delta: false`
 //!   block repeats text the client already has.
 //! - A failed turn sends `error`, `agent_state error`, `agent_state idle`, then `done`: the
@@ -12,6 +20,7 @@
 //! - `memory_update.tokens_used` is an estimate (summary length / 4): the compaction event
 //!   carries the size before, not after.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use serde_json::{Map, Value, json};
@@ -49,11 +58,14 @@ pub struct Projector {
     /// The `agent_state` clients last saw; a reconnecting client is told this.
     pub state: &'static str,
     in_turn: bool,
-    tool_in_step: bool,
+    /// Calls started (`tool_start` sent) and not answered yet.
+    pending: HashSet<String>,
     wrote: bool,
     errored: bool,
     tool_calls: u64,
     started: Option<Instant>,
+    /// The name each `tool_start` of this turn sent, by call id, for its `tool_end`.
+    names: HashMap<String, String>,
 }
 
 /// Parameters with large values last, so a dialog shows the short ones first.
@@ -108,6 +120,12 @@ impl Projector {
         }
     }
 
+    /// Whether text now is the answer: tools ran this turn and none is waiting for its
+    /// result.
+    fn answering(&self) -> bool {
+        self.tool_calls > 0 && self.pending.is_empty()
+    }
+
     fn set(&mut self, out: &mut Vec<Message>, state: &'static str) {
         self.state = state;
         out.push(agent_state(state));
@@ -146,7 +164,7 @@ impl Projector {
                 if let crate::event::ContentBlock::Text { text } = &t.content {
                     out.push(msg(
                         "token",
-                        json!({ "text": text, "final": !self.tool_in_step }),
+                        json!({ "text": text, "final": self.answering() }),
                     ));
                 }
             }
@@ -154,7 +172,7 @@ impl Projector {
                 if let crate::event::ContentBlock::Text { text } = &t.content {
                     out.push(msg(
                         "thought",
-                        json!({ "text": text, "final": !self.tool_in_step }),
+                        json!({ "text": text, "final": self.answering() }),
                     ));
                 }
             }
@@ -166,8 +184,9 @@ impl Projector {
                     } else {
                         &u.tool
                     };
-                    self.tool_in_step = true;
+                    self.pending.insert(u.call.tool_call_id.clone());
                     self.tool_calls += 1;
+                    self.names.insert(u.call.tool_call_id.clone(), name.clone());
                     out.push(msg(
                         "tool_start",
                         json!({ "tool": name, "tool_call_id": u.call.tool_call_id,
@@ -180,16 +199,17 @@ impl Projector {
                 json!({ "tool_call_id": o.tool_call_id, "stream": o.stream, "text": o.text }),
             )),
             Payload::ToolResult(r) => {
-                self.tool_in_step = false;
                 let record = &r.result;
+                self.pending.remove(&record.tool_call_id);
                 let error = if record.success {
                     Value::Null
                 } else {
                     json!(record.error.clone().unwrap_or_else(|| "failed".to_string()))
                 };
+                let name = self.names.get(&record.tool_call_id).unwrap_or(&record.tool);
                 out.push(msg(
                     "tool_end",
-                    json!({ "tool": record.tool, "tool_call_id": record.tool_call_id,
+                    json!({ "tool": name, "tool_call_id": record.tool_call_id,
                             "duration_ms": record.duration_ms, "error": error }),
                 ));
             }
@@ -230,18 +250,13 @@ impl Projector {
                 self.errored = true;
                 out.push(error("AGENT_ERROR", &e.message));
             }
-            Payload::Result(r) => self.finish(&mut out, envelope, r),
+            Payload::Result(r) => self.finish(&mut out, r),
             _ => {}
         }
         out
     }
 
-    fn finish(
-        &mut self,
-        out: &mut Vec<Message>,
-        envelope: &Envelope,
-        r: &crate::event::ResultData,
-    ) {
+    fn finish(&mut self, out: &mut Vec<Message>, r: &crate::event::ResultData) {
         match r.stop_reason {
             StopReason::Cancelled => {
                 self.set(out, "idle");
@@ -267,7 +282,7 @@ impl Projector {
         out.push(msg(
             "done",
             json!({
-                "message_id": format!("{}-{}", envelope.session, envelope.turn),
+                "message_id": crate::session::ids::uuid_v4(),
                 "total_tokens": r.usage.input_tokens + r.usage.output_tokens,
                 "input_tokens": r.usage.input_tokens,
                 "output_tokens": r.usage.output_tokens,
@@ -280,203 +295,5 @@ impl Projector {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::event::*;
-
-    fn env(payload: Payload) -> Envelope {
-        Envelope {
-            seq: 1,
-            ts: Timestamp::now(),
-            session: Arc::from("a1"),
-            turn: 1,
-            payload,
-        }
-    }
-
-    fn kinds(p: &mut Projector, payloads: Vec<Payload>, mode: TurnMode) -> Vec<Message> {
-        payloads
-            .into_iter()
-            .flat_map(|pl| p.project(&env(pl), mode))
-            .collect()
-    }
-
-    fn text(delta: bool, t: &str) -> Payload {
-        Payload::AssistantText(TextData {
-            delta,
-            content: ContentBlock::text(t),
-        })
-    }
-
-    fn result(stop: StopReason) -> Payload {
-        Payload::Result(ResultData {
-            stop_reason: stop,
-            usage: Usage {
-                input_tokens: 10,
-                output_tokens: 5,
-                ..Usage::default()
-            },
-            error: None,
-        })
-    }
-
-    fn working() -> Payload {
-        Payload::Status(StatusData {
-            status: Status::Working,
-        })
-    }
-
-    #[test]
-    fn a_plain_turn_is_thinking_writing_tokens_done() {
-        let mut p = Projector::new(false);
-        let out = kinds(
-            &mut p,
-            vec![
-                working(),
-                text(true, "Hi"),
-                text(false, "Hi"),
-                result(StopReason::EndTurn),
-            ],
-            TurnMode::Normal,
-        );
-        let types: Vec<&str> = out.iter().map(|m| m.kind).collect();
-        assert_eq!(
-            types,
-            ["agent_state", "agent_state", "token", "agent_state", "done"]
-        );
-        assert_eq!(out[1].payload["state"], "writing");
-        assert_eq!(out[2].payload, json!({"text": "Hi", "final": true}));
-        assert_eq!(out[4].payload["total_tokens"], 15);
-        assert_eq!(p.state, "idle");
-    }
-
-    #[test]
-    fn tools_start_and_end_and_tokens_in_a_tool_step_are_not_final() {
-        let mut p = Projector::new(false);
-        let call = ToolCallInfo {
-            tool_call_id: "c1".into(),
-            title: "x".into(),
-            kind: "other".into(),
-            status: ToolCallStatus::Pending,
-            content: vec![],
-            locations: vec![],
-            raw_input: None,
-        };
-        let mut full = call.clone();
-        full.raw_input = Some(json!({"path": "a"}));
-        let out = kinds(
-            &mut p,
-            vec![
-                working(),
-                Payload::ToolUse(ToolUseData::new("read_file", call)),
-                Payload::ToolUse(ToolUseData::new("read_file", full)),
-                text(true, "mid"),
-                Payload::ToolResult(ToolResultData {
-                    update: ToolUpdate {
-                        tool_call_id: "c1".into(),
-                        status: ToolCallStatus::Failed,
-                        content: vec![],
-                    },
-                    result: ToolResultRecord {
-                        tool_call_id: "c1".into(),
-                        tool: "read_file".into(),
-                        success: false,
-                        output: None,
-                        error: Some("nope".into()),
-                        duration_ms: 3,
-                    },
-                }),
-                text(true, "end"),
-                result(StopReason::EndTurn),
-            ],
-            TurnMode::Normal,
-        );
-        let start = out.iter().find(|m| m.kind == "tool_start").unwrap();
-        assert_eq!(start.payload["input"], json!({"path": "a"}));
-        // The announce's own name, not its display title ("x").
-        assert_eq!(start.payload["tool"], "read_file");
-        let end = out.iter().find(|m| m.kind == "tool_end").unwrap();
-        assert_eq!(end.payload["error"], "nope");
-        assert_eq!(end.payload["tool"], "read_file");
-        let finals: Vec<bool> = out
-            .iter()
-            .filter(|m| m.kind == "token")
-            .map(|m| m.payload["final"].as_bool().unwrap())
-            .collect();
-        assert_eq!(finals, [false, true]);
-        assert_eq!(out.last().unwrap().payload["tool_calls"], 1);
-    }
-
-    #[test]
-    fn cancel_is_idle_then_cancelled_without_done() {
-        let mut p = Projector::new(false);
-        let out = kinds(
-            &mut p,
-            vec![working(), result(StopReason::Cancelled)],
-            TurnMode::Normal,
-        );
-        let tail: Vec<(&str, Value)> = out[1..]
-            .iter()
-            .map(|m| (m.kind, m.payload.clone()))
-            .collect();
-        assert_eq!(tail[0], ("agent_state", json!({"state": "idle"})));
-        assert_eq!(tail[1].1["code"], "CANCELLED");
-        assert!(out.iter().all(|m| m.kind != "done"));
-    }
-
-    #[test]
-    fn a_failed_turn_is_error_then_error_idle_states_then_done() {
-        let mut p = Projector::new(false);
-        let out = kinds(
-            &mut p,
-            vec![working(), result(StopReason::Error)],
-            TurnMode::Think,
-        );
-        let seen: Vec<String> = out
-            .iter()
-            .map(|m| match m.kind {
-                "agent_state" => m.payload["state"].as_str().unwrap().to_string(),
-                other => other.to_string(),
-            })
-            .collect();
-        assert_eq!(
-            seen,
-            ["thinking", "analyzing", "error", "error", "idle", "done"]
-        );
-    }
-
-    #[test]
-    fn confirm_requests_sort_large_values_last_and_describe_the_action() {
-        let mut p = Projector::new(true);
-        let mut request = PermissionRequest::sample(
-            "write_file",
-            json!({"content": "x".repeat(2048), "path": "/tmp/r.md"}),
-        );
-        request.request_id = "perm_1".into();
-        let out = p.project(
-            &env(Payload::Permission(PermissionData::Request(Box::new(
-                request,
-            )))),
-            TurnMode::Normal,
-        );
-        assert_eq!(out[0].kind, "tool_confirm_request");
-        assert_eq!(out[0].payload["confirmation_id"], "perm_1");
-        assert_eq!(out[0].payload["message"], "Write 2 KB to /tmp/r.md");
-        let keys: Vec<&String> = out[0].payload["parameters"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .collect();
-        assert_eq!(keys, ["path", "content"]);
-        let resolved = PermissionResolution::new("perm_1", "allow", None);
-        assert!(
-            p.project(
-                &env(Payload::Permission(PermissionData::Resolution(resolved))),
-                TurnMode::Normal
-            )
-            .is_empty()
-        );
-    }
-}
+#[path = "projection_tests.rs"]
+mod tests;
