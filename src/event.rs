@@ -416,6 +416,10 @@ pub struct CompactionData {
     pub messages_compacted: usize,
     pub tokens_before: u64,
     pub context_window: u64,
+    /// The context after summarizing: the system prompt with the summary and the messages
+    /// kept (estimated as the loop budgets it; logs from before it was recorded read 0).
+    #[serde(default)]
+    pub tokens_after: u64,
 }
 
 /// UTC time with milliseconds, serialized as `2026-11-30T12:00:00.123Z` without allocating.

@@ -508,11 +508,13 @@ impl LlmLoop {
                 self.summary = Some(summary.clone());
                 self.refresh_system();
                 self.last_prompt_tokens = None;
+                let tokens_after = self.history.iter().map(Message::estimated_tokens).sum();
                 self.session.emit(Payload::Compaction(CompactionData {
                     summary,
                     messages_compacted: compacted,
                     tokens_before: used,
                     context_window: self.context_window,
+                    tokens_after,
                 }));
             }
             Err(e) => self.session.emit_error(

@@ -176,6 +176,11 @@ async fn a_full_context_is_compacted_once_and_the_turn_goes_on() {
     assert_eq!(compactions.len(), 1, "{out:?}");
     let data = &compactions[0]["data"];
     assert_eq!(data["tokensBefore"], 1710);
+    let after = data["tokensAfter"].as_u64().unwrap();
+    assert!(
+        after > 0 && after < 1710,
+        "the context after summarizing: {data}"
+    );
     assert_eq!(data["contextWindow"], 2000);
     assert!(data["messagesCompacted"].as_u64().unwrap() >= 1);
 

@@ -17,8 +17,8 @@
 //! - A failed turn sends `error`, `agent_state error`, `agent_state idle`, then `done`: the
 //!   seed calls `done` "always the last message for a turn (successfully or after an error
 //!   recovery)". A cancelled turn sends `agent_state idle` and `error CANCELLED`, no `done`.
-//! - `memory_update.tokens_used` is an estimate (summary length / 4): the compaction event
-//!   carries the size before, not after.
+//! - `memory_update.tokens_used` is the context after summarizing (`tokensAfter` of the
+//!   compaction event; for a log written before it was recorded, the summary's size).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -243,7 +243,7 @@ impl Projector {
             )),
             Payload::Compaction(c) => out.push(msg(
                 "memory_update",
-                json!({ "mode": "conversation", "tokens_used": c.summary.len() / 4,
+                json!({ "mode": "conversation", "tokens_used": tokens_after(c),
                         "summarized": true }),
             )),
             Payload::Error(e) => {
@@ -297,3 +297,13 @@ impl Projector {
 #[cfg(test)]
 #[path = "projection_tests.rs"]
 mod tests;
+
+/// The context size after a compaction; a log from before `tokensAfter` was recorded gives
+/// the summary's size (a quarter of its bytes).
+fn tokens_after(c: &crate::event::CompactionData) -> u64 {
+    if c.tokens_after > 0 {
+        c.tokens_after
+    } else {
+        (c.summary.len() / 4) as u64
+    }
+}

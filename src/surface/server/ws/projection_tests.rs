@@ -300,3 +300,24 @@ fn confirm_requests_sort_large_values_last_and_describe_the_action() {
         .is_empty()
     );
 }
+
+#[test]
+fn memory_update_says_the_context_after_summarizing() {
+    let compaction = |tokens_after| {
+        Payload::Compaction(CompactionData {
+            summary: "s".repeat(400),
+            messages_compacted: 8,
+            tokens_before: 9000,
+            context_window: 8192,
+            tokens_after,
+        })
+    };
+    let mut p = Projector::new(false);
+    let out = kinds(&mut p, vec![compaction(2100)], TurnMode::Normal);
+    let update = out.iter().find(|m| m.kind == "memory_update").unwrap();
+    assert_eq!(update.payload["tokens_used"], 2100);
+    // A log from before tokensAfter was recorded: the summary's size.
+    let out = kinds(&mut p, vec![compaction(0)], TurnMode::Normal);
+    let update = out.iter().find(|m| m.kind == "memory_update").unwrap();
+    assert_eq!(update.payload["tokens_used"], 100);
+}
