@@ -289,6 +289,7 @@ async fn the_readonly_preset_takes_claudes_writing_tools_away() {
         "WebFetch",
         "Task",
         "Agent",
+        "Workflow",
     ] {
         assert!(
             !tools.iter().any(|t| t == gone),

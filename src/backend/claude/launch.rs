@@ -9,7 +9,7 @@
 //! | anything else (default, readonly, specialist) | `--permission-mode default`                |
 //! | a tool not offered (readonly, specialist, `--deny`) | its claude tools in `--disallowedTools` |
 //! | `--allow TOOL`                     | its claude tools in `--allowedTools`                  |
-//! | always (recursion guard)           | `Task`, `Agent` in `--disallowedTools`                |
+//! | always (recursion guard)           | `Task`, `Agent`, `Workflow` in `--disallowedTools`    |
 //! | any other offered tool (not bypass)| its claude tools in `permissions.ask` (`--settings`)  |
 //! | always, unless `[agents] project_settings = true` | `--setting-sources user`           |
 //!
@@ -50,7 +50,7 @@ const TOOL_MAP: &[(&str, &[&str])] = &[
 ];
 
 /// Subagent spawners: a claude agent owned by corral may not multiply itself.
-const RECURSION_GUARD: &[&str] = &["Task", "Agent"];
+const RECURSION_GUARD: &[&str] = &["Task", "Agent", "Workflow"];
 
 /// The claude CLI: `$CORRAL_CLAUDE`, else on PATH, else the copy scripts/install-agent-clis
 /// installs.

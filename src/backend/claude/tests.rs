@@ -24,7 +24,7 @@ fn presets_become_claudes_permission_flags() {
     let default = permission_flags(&policy("default", &[], &[]));
     assert_eq!(default.mode, "default");
     assert!(default.allowed.is_empty());
-    assert_eq!(default.disallowed, ["Task", "Agent"]);
+    assert_eq!(default.disallowed, ["Task", "Agent", "Workflow"]);
     for tool in [
         "Bash", "Read", "Write", "Edit", "Glob", "Grep", "LS", "WebFetch",
     ] {
