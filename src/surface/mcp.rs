@@ -196,10 +196,7 @@ impl McpServer {
         let mode = match p.permission_mode.as_deref().map(open::permission_mode) {
             Some(Err(e)) => return fail(e),
             Some(Ok(mode)) => mode,
-            None => open::permission_mode("default").unwrap_or(open::ModeOverride {
-                preset: None,
-                auto_approve: None,
-            }),
+            None => open::ModeOverride::default(),
         };
         let mut notes = Vec::new();
         if let Some(effort) = &p.effort {

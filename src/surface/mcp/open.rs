@@ -67,8 +67,8 @@ pub enum Only {
     Tools(Vec<String>),
 }
 
-/// What `permission_mode` does to the preset and the auto-approval level.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What `permission_mode` does to the preset and the auto-approval level (default: nothing).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ModeOverride {
     /// A preset that replaces the requested one.
     pub preset: Option<&'static str>,

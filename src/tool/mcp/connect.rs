@@ -18,6 +18,7 @@ use super::sse::{LegacySse, header_map};
 use crate::config::{McpServer, McpTransport};
 use crate::sandbox::SandboxSpec;
 use crate::sandbox::agent_process::{AgentProcess, Launch};
+use crate::sandbox::programs::{is_executable, on_path};
 
 /// Where a session's servers run and what they get.
 #[derive(Debug, Clone)]
@@ -322,17 +323,9 @@ fn writable_paths(paths: &[String], root: &Path) -> Vec<PathBuf> {
 /// A command with a slash is a path (relative to `cwd`); else the first executable of that
 /// name on `path`.
 pub fn find_program(command: &str, path: &str, cwd: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &Path| {
-        p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
     if command.contains('/') {
         let candidate = cwd.join(command);
-        return executable(&candidate).then_some(candidate);
+        return is_executable(&candidate).then_some(candidate);
     }
-    path.split(':')
-        .filter(|dir| !dir.is_empty())
-        .map(|dir| Path::new(dir).join(command))
-        .find(|candidate| executable(candidate))
+    on_path(command, |_| Some(path.to_string()))
 }

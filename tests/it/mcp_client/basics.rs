@@ -42,6 +42,21 @@ pub fn mcp_config(h: &Harness, servers: Value) -> String {
     path.display().to_string()
 }
 
+/// Everything the run's calls streamed as `tool_output` (an MCP call's progress lines).
+pub fn streamed(out: &Outcome) -> String {
+    out.of_kind("tool_output")
+        .iter()
+        .map(|e| e["data"]["text"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Whether an `error` event of the run says `text`.
+pub fn said_error(out: &Outcome, text: &str) -> bool {
+    out.of_kind("error")
+        .iter()
+        .any(|e| e["data"]["message"].to_string().contains(text))
+}
+
 /// A run whose model makes `calls`, one per step, then answers "done".
 pub async fn run_with(
     h: &Harness,

@@ -79,11 +79,7 @@ async fn progress_notifications_stream_as_tool_output() {
         )],
     )
     .await;
-    let output: String = out
-        .of_kind("tool_output")
-        .iter()
-        .map(|e| e["data"]["text"].as_str().unwrap_or_default().to_string())
-        .collect();
+    let output = super::basics::streamed(&out);
     assert!(
         output.contains("progress 1/3"),
         "{output:?} in {}",

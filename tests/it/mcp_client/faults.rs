@@ -206,10 +206,7 @@ async fn a_server_answering_an_older_protocol_works_and_an_unknown_one_is_a_clea
         "{offered:?}"
     );
     assert!(
-        out.of_kind("error").iter().any(|e| {
-            let m = e["data"]["message"].to_string();
-            m.contains("MCP server odd failed to start")
-        }),
+        super::basics::said_error(&out, "MCP server odd failed to start"),
         "{}",
         out.stdout
     );
@@ -358,11 +355,7 @@ async fn a_progress_flood_is_capped() {
     let h = Harness::new();
     let config = mcp_config(&h, json!({"s": scripted(&[], None)}));
     let (out, _) = run_with(&h, &config, "bypass", &[("s__flood", json!({}))]).await;
-    let shown: String = out
-        .of_kind("tool_output")
-        .iter()
-        .map(|e| e["data"]["text"].as_str().unwrap_or_default().to_string())
-        .collect();
+    let shown = super::basics::streamed(&out);
     assert!(
         shown.contains("progress 1/5000"),
         "{}",

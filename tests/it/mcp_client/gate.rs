@@ -211,9 +211,14 @@ async fn the_configs_allow_list_picks_a_servers_tools_and_a_flood_is_capped() {
     let flood = offered.iter().filter(|t| t.starts_with("flood__")).count();
     assert_eq!(flood, 128, "a server's tools are capped");
     assert!(
-        out.of_kind("error").iter().any(|e| e["data"]["message"]
-            .to_string()
-            .contains("only the first 128")),
+        super::basics::said_error(&out, "only the first 128"),
         "the cap is said"
+    );
+    // Twenty tools of 34 KB each would add 680 KB to every request: a budget holds them.
+    let fat = offered.iter().filter(|t| t.starts_with("fat__fat")).count();
+    assert!((1..20).contains(&fat), "{fat} of the fat tools offered");
+    assert!(
+        super::basics::said_error(&out, "KiB of every request"),
+        "the budget is said"
     );
 }

@@ -87,11 +87,7 @@ async fn a_streamable_http_server_and_a_legacy_sse_server_both_serve_tools() {
         results[1].to_string().contains("over legacy sse"),
         "{results:?}"
     );
-    let progress: String = out
-        .of_kind("tool_output")
-        .iter()
-        .map(|e| e["data"]["text"].as_str().unwrap_or_default().to_string())
-        .collect();
+    let progress = super::basics::streamed(&out);
     assert!(progress.contains("progress 2/2"), "{progress:?}");
 }
 
@@ -110,9 +106,7 @@ async fn an_unreachable_http_server_is_an_error_naming_it_and_the_session_goes_o
     );
     let (out, _) = run_with(&h, &config, "bypass", &[]).await;
     assert!(
-        out.of_kind("error").iter().any(|e| e["data"]["message"]
-            .to_string()
-            .contains("MCP server gone failed to start")),
+        super::basics::said_error(&out, "MCP server gone failed to start"),
         "{}",
         out.stdout
     );
