@@ -450,6 +450,8 @@ fn write_session_log(h: &Harness, server: &FakeModel, calls: usize) -> String {
         owner: None,
         permission: None,
         mcp_servers: None,
+        effort: None,
+        parent: None,
     }
     .save(&dir)
     .unwrap();

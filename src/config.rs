@@ -110,10 +110,14 @@ pub struct Config {
     pub tool_choice: Option<ToolChoiceMode>,
     /// `compact`, `full` or `auto` (compact for windows of 8192 tokens or less).
     pub prompt: Option<crate::model::PromptMode>,
+    /// How hard models reason: `low`, `medium` or `high` (default: each model's own).
+    pub effort: Option<crate::model::Effort>,
     #[serde(default)]
     pub local: Local,
     #[serde(default)]
     pub agents: Agents,
+    #[serde(default)]
+    pub delegate: Delegate,
     #[serde(default)]
     pub server: Server,
     #[serde(default)]
@@ -134,6 +138,13 @@ fn model_choice<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ModelChoice>, 
     let Some(text) = Option::<String>::deserialize(d)? else {
         return Ok(None);
     };
+    if let (head, Some(effort)) = crate::model::split_effort_suffix(&text) {
+        return Err(serde::de::Error::custom(format!(
+            "model {text:?}: write the effort as its own key: model = {head:?} and effort = \
+             {:?}",
+            effort.as_str()
+        )));
+    }
     text.parse().map(Some).map_err(serde::de::Error::custom)
 }
 
@@ -186,6 +197,20 @@ pub struct Agents {
     /// Whether an external agent loads the settings planted in the project it works on
     /// (hooks, MCP servers, which run outside corral's sandbox). Default: no.
     pub project_settings: Option<bool>,
+}
+
+/// `delegate`'s sub-sessions.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Delegate {
+    /// How many run at once (1 to 8; default 2).
+    pub max_parallel: Option<u32>,
+}
+
+impl Delegate {
+    pub fn max_parallel(&self) -> usize {
+        self.max_parallel.unwrap_or(2).clamp(1, 8) as usize
+    }
 }
 
 /// `corral serve`.

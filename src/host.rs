@@ -2,5 +2,6 @@
 //! worktree, resuming from its log) and keeping many running for the server, MCP and ACP.
 //! `session` below holds what a session is; this layer builds and runs them.
 
+pub(crate) mod delegate;
 pub mod manager;
 pub mod open;

@@ -26,17 +26,17 @@ pub fn load_mcp_config(path: &std::path::Path) -> Result<McpServers, Error> {
 }
 pub use error::Error;
 pub use event::*;
-pub use host::manager::{SessionInfo, SessionManager, TurnMode};
+pub use host::manager::{SessionInfo, SessionManager, TurnMode, TurnRequest};
 pub use host::open::OpenSpec;
 /// For the fuzz targets in `fuzz/`: not part of the API.
 #[doc(hidden)]
 pub use llm_loop::recover::fuzz_recover;
 pub use llm_loop::{LlmLoop, LoopConfig, PromptMode};
 pub use model::{
-    BaseUrlSource, ChatRequest, ChoiceError, HttpSettings, Image, Message, ModelChoice,
+    BaseUrlSource, ChatRequest, ChoiceError, Effort, HttpSettings, Image, Message, ModelChoice,
     ModelClient, ModelError, ModelEvent, ModelInfo, ModelSpec, OllamaClient, OpenAiClient,
     Provider, RetryPolicy, Role, SpecError, TokenCounts, ToolCall, ToolChoice, ToolChoiceMode,
-    ToolSchema, Wire, capabilities_of, resolve_base_url,
+    ToolSchema, Wire, capabilities_of, resolve_base_url, split_effort_suffix,
 };
 pub use policy::{Decision, Policy, PolicyError, PolicyOverrides};
 pub use sandbox::{

@@ -300,6 +300,11 @@ struct Run {
     /// auto.
     #[arg(long = "prompt", value_name = "compact|full|auto")]
     prompt_mode: Option<corral::PromptMode>,
+    /// How hard the model reasons: low, medium or high (Ollama think, reasoning_effort,
+    /// claude --effort, codex effort). Wins over a /high suffix on --model. Default: config
+    /// `effort`, else the model's own.
+    #[arg(long, value_name = "low|medium|high")]
+    effort: Option<corral::Effort>,
     /// Permission preset (default, readonly, auto, specialist, bypass, or your own) or a path
     /// to a preset file.
     #[arg(short = 'p', long = "permission", value_name = "PRESET|PATH")]
@@ -482,8 +487,8 @@ fn main() -> ExitCode {
                 no_instructions,
                 mcp_config,
             } => {
-                let model = match model_choice(model) {
-                    Ok(model) => model,
+                let (model, effort) = match model_choice(model) {
+                    Ok(choice) => choice,
                     Err(e) => return Err(e),
                 };
                 let mcp_servers = match mcp_config.as_deref().map(corral::load_mcp_config) {
@@ -494,6 +499,7 @@ fn main() -> ExitCode {
                 let args = corral::AcpArgs {
                     sessions: OpenSpec {
                         model,
+                        effort,
                         base_url,
                         permission,
                         worktree,
@@ -602,23 +608,31 @@ fn report(e: &anyhow::Error) {
     eprintln!("corral: {}", corral::escape_for_terminal(&format!("{e:#}")));
 }
 
-/// A model spec as the command line gives it, parsed once here.
-fn model_choice(text: Option<String>) -> Result<Option<ModelChoice>, corral::Error> {
-    text.map(|text| {
-        text.parse()
-            .map_err(|e: corral::ChoiceError| corral::Error::Usage(e.to_string()))
-    })
-    .transpose()
+/// A model spec as the command line gives it, parsed once here, with an effort suffix
+/// (`claude:sonnet/high`) split off.
+fn model_choice(
+    text: Option<String>,
+) -> Result<(Option<ModelChoice>, Option<corral::Effort>), corral::Error> {
+    let Some(text) = text else {
+        return Ok((None, None));
+    };
+    let (text, effort) = corral::split_effort_suffix(&text);
+    let choice = text
+        .parse()
+        .map_err(|e: corral::ChoiceError| corral::Error::Usage(e.to_string()))?;
+    Ok((Some(choice), effort))
 }
 
 impl TryFrom<Run> for RunArgs {
     type Error = corral::Error;
 
     fn try_from(run: Run) -> Result<Self, corral::Error> {
+        let (model, suffix_effort) = model_choice(run.model)?;
         let open = OpenSpec {
             resume: run.resume,
             cwd: run.cwd,
-            model: model_choice(run.model)?,
+            model,
+            effort: run.effort.or(suffix_effort),
             base_url: run.base_url,
             system: run.system,
             permission: run.permission,

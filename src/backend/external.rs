@@ -42,6 +42,9 @@ pub struct ExternalContext {
     /// agent's own (claude `--append-system-prompt`, codex `developerInstructions`, an ACP
     /// agent's first prompt).
     pub system: Option<String>,
+    /// The effort the agent starts at (claude `--effort`; others take it through
+    /// [`Backend::set_effort`](super::Backend::set_effort)); `None`: its own default.
+    pub effort: Option<crate::model::Effort>,
 }
 
 /// A tool call an external agent wants to make, described in corral's terms.

@@ -81,6 +81,38 @@ pub trait Backend: Send {
         Box::pin(async { Ok(false) })
     }
 
+    /// How hard the agent reasons from the next turn on (`None`: its own default). Called
+    /// before every turn with that turn's effort. `Err`: a note for the session saying why it
+    /// is not applied (the turn runs anyway, at the agent's default).
+    fn set_effort(
+        &mut self,
+        effort: Option<crate::model::Effort>,
+    ) -> BoxFuture<'_, Result<(), String>> {
+        let kind = self.info().kind;
+        Box::pin(async move {
+            match effort {
+                None => Ok(()),
+                Some(effort) => Err(format!(
+                    "effort {effort} is not applied: the {kind} backend has no effort setting"
+                )),
+            }
+        })
+    }
+
+    /// Whether the next turn is in delegate mode (its model gets the `delegate` tool and must
+    /// split the task first). `Err`: why not; the turn runs normally. Only corral's own loop
+    /// delegates.
+    fn set_delegating(&mut self, on: bool) -> Result<(), String> {
+        if on {
+            Err(format!(
+                "delegate mode needs corral's own loop; the {} backend runs this turn normally",
+                self.info().kind
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
     /// Stops what the backend owns (a model server, an agent process). Called once.
     fn shutdown(&mut self) -> BoxFuture<'_, ()>;
 

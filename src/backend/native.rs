@@ -96,6 +96,15 @@ impl Backend for NativeBackend {
         Box::pin(async { Ok(true) })
     }
 
+    fn set_effort(&mut self, effort: Option<model::Effort>) -> BoxFuture<'_, Result<(), String>> {
+        let applied = self.llm_loop.set_effort(effort);
+        Box::pin(async move { applied })
+    }
+
+    fn set_delegating(&mut self, on: bool) -> Result<(), String> {
+        self.llm_loop.set_delegating(on)
+    }
+
     fn shutdown(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             self.llm_loop.shutdown_tools().await;

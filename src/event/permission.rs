@@ -37,6 +37,9 @@ pub struct PermissionRequest {
     pub options: Vec<PermissionOption>,
     #[serde(flatten)]
     pub preview: ApprovalPreview,
+    /// The delegated sub-session that asks (its requests are asked on its parent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_session: Option<String>,
     /// Given by the session when it opens the request; answers name it.
     pub request_id: String,
 }
@@ -61,6 +64,7 @@ impl PermissionRequest {
             always: None,
             options: Vec::new(),
             preview: ApprovalPreview::default(),
+            sub_session: None,
             request_id: "perm_c1".into(),
         }
     }

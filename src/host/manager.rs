@@ -17,6 +17,8 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 mod dormant;
+mod turn_request;
+pub use turn_request::{TurnMode, TurnRequest};
 
 use super::open::{self, OpenSpec};
 use crate::backend::BackendInfo;
@@ -48,21 +50,13 @@ pub enum SendError {
     TurnInProgress(String),
 }
 
-/// The turn's flavour, as the WebSocket API knows it. corral's loop treats them alike; the
-/// mode shapes the `agent_state` phases a client is shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TurnMode {
-    #[default]
-    Normal,
-    Think,
-    Delegate,
-}
-
 enum Command {
     Turn {
         text: String,
         images: Vec<crate::model::Image>,
+        /// This turn's own effort, if it asks for one.
+        effort: Option<crate::model::Effort>,
+        mode: TurnMode,
     },
     SetModel {
         model: String,
@@ -103,6 +97,9 @@ pub struct SessionInfo {
     pub worktree: Option<String>,
     /// Open permission requests.
     pub pending_permissions: usize,
+    /// The session that delegated this one (`delegate`); its requests are asked there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 struct Stats {
@@ -184,6 +181,7 @@ impl Handle {
                 .as_ref()
                 .map(|w| w.path.display().to_string()),
             pending_permissions: self.session.pending_permissions().len(),
+            parent: self.meta.parent.clone(),
         }
     }
 }
@@ -234,6 +232,12 @@ struct Inner {
     global: Mutex<Global>,
 }
 
+impl std::fmt::Debug for SessionManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionManager(..)")
+    }
+}
+
 #[derive(Clone)]
 pub struct SessionManager {
     inner: Arc<Inner>,
@@ -277,8 +281,13 @@ impl SessionManager {
             lock(&self.inner.sessions).remove(id);
             lock(&self.inner.dead).retain(|d| d != id);
         }
-        spec.attended = true;
+        // A sub-session asks through its parent's desk, attended as its parent is.
+        if spec.parent.is_none() {
+            spec.attended = true;
+        }
         spec.owner.get_or_insert_with(|| owner.to_string());
+        // Sessions this one delegates to are hosted (and listed) here.
+        spec.delegate_host.get_or_insert_with(|| self.clone());
         let progress: crate::model::Progress =
             Arc::new(|line: &str| tracing::info!(target: "corral::llama_server", "{line}"));
         let plan = open::plan(spec, self.inner.config.clone(), progress).await?;
@@ -378,9 +387,10 @@ impl SessionManager {
         all
     }
 
-    /// Starts a turn; returns its number. Refused while another turn runs.
-    pub fn send(&self, id: &str, text: &str, mode: TurnMode) -> Result<u32, SendError> {
-        self.send_with_images(id, text, Vec::new(), mode)
+    /// Starts a turn; returns its number. While another turn runs: taken into it when the
+    /// request steers and the backend can, else refused (`TurnInProgress`).
+    pub fn send(&self, id: &str, text: &str, request: TurnRequest) -> Result<u32, SendError> {
+        self.send_with_images(id, text, Vec::new(), request)
     }
 
     /// A turn whose prompt carries images.
@@ -389,7 +399,7 @@ impl SessionManager {
         id: &str,
         text: &str,
         images: Vec<crate::model::Image>,
-        mode: TurnMode,
+        request: TurnRequest,
     ) -> Result<u32, SendError> {
         let handle = self
             .get(id)
@@ -402,9 +412,10 @@ impl SessionManager {
         // even before the session's task has wound that turn down (the command waits in the
         // queue). Until then, and until the turn it sends has its result, it is refused.
         let sent = handle.sent_turn.load(Ordering::SeqCst);
-        // A backend that steers takes the message into the running turn (held until a safe
-        // boundary); it is part of that turn.
+        // Asked to steer, a backend that can takes the message into the running turn (held
+        // until a safe boundary); it is part of that turn.
         if handle.is_busy()
+            && request.steer
             && images.is_empty()
             && let Some(steer) = &handle.steer
             && steer.send(text.to_string()).is_ok()
@@ -423,7 +434,7 @@ impl SessionManager {
         }
         {
             let mut stats = lock(&handle.stats);
-            stats.last_mode = mode;
+            stats.last_mode = request.mode;
             stats.last_activity = Timestamp::now();
             stats.turn_started = Some(Instant::now());
         }
@@ -433,6 +444,8 @@ impl SessionManager {
             .send(Command::Turn {
                 text: text.to_string(),
                 images,
+                effort: request.turn_effort(),
+                mode: request.mode,
             })
             .is_err()
         {
@@ -578,6 +591,8 @@ async fn run_session(
     mut commands: mpsc::UnboundedReceiver<Command>,
     handle: std::sync::Weak<Handle>,
 ) {
+    // Opening applied the session's effort; a turn that asks for another gets it for itself.
+    let mut applied_effort = opened.effort;
     loop {
         // Between turns, an external agent's process dying closes the session at once; so
         // does its event log failing.
@@ -588,8 +603,13 @@ async fn run_session(
             () = halted.cancelled() => break,
         };
         let Some(command) = command else { break };
-        let (text, images) = match command {
-            Command::Turn { text, images } => (text, images),
+        let (text, images, effort, mode) = match command {
+            Command::Turn {
+                text,
+                images,
+                effort,
+                mode,
+            } => (text, images, effort.or(opened.effort), mode),
             Command::SetModel { model, reply } => {
                 let _ = reply.send(opened.backend.set_model(&model).await);
                 continue;
@@ -600,6 +620,15 @@ async fn run_session(
             }
             Command::Close => break,
         };
+        if effort != applied_effort {
+            open::apply_effort(opened.backend.as_mut(), effort, &opened.session).await;
+            applied_effort = effort;
+        }
+        if let Err(note) = opened.backend.set_delegating(mode == TurnMode::Delegate) {
+            opened
+                .session
+                .emit_error(note, serde_json::json!({"code": "DELEGATE_NOT_AVAILABLE"}));
+        }
         let token = halted.child_token();
         if let Some(handle) = handle.upgrade() {
             *lock(&handle.cancel) = Some(token.clone());

@@ -22,7 +22,10 @@ impl LlmLoop {
         let mut assistant = Message::assistant(text);
         assistant.thinking = non_empty(&output.thinking);
         for raw in &raw_calls {
-            let checked = execute::validate(&self.tools, raw);
+            let checked = execute::validate(&self.tools, raw).and_then(|valid| {
+                self.check_offered(&valid.call.name)?;
+                Ok(valid)
+            });
             let arguments = match &checked {
                 Ok(valid) => valid.call.arguments.clone(),
                 Err(_) => execute::raw_arguments(raw),

@@ -85,6 +85,8 @@ pub async fn summarize(
         tool_choice: None,
         max_tokens,
         temperature: None,
+        // A summary needs no deliberation: the server's default, whatever the turn's effort.
+        effort: None,
     };
     let quiet = |_| {};
     let mut stream = tokio::select! {

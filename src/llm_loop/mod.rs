@@ -9,6 +9,7 @@
 
 mod batch;
 mod compaction;
+mod delegation;
 mod execute;
 mod history;
 mod prompt;
@@ -58,6 +59,8 @@ pub struct LoopConfig {
     pub approval_timeout: Option<std::time::Duration>,
     /// The full prompt, or the compact one for small windows.
     pub prompt: PromptMode,
+    /// How hard the model reasons; `None`: the server's default.
+    pub effort: Option<crate::model::Effort>,
 }
 
 impl Default for LoopConfig {
@@ -75,6 +78,7 @@ impl Default for LoopConfig {
             attended: false,
             approval_timeout: None,
             prompt: PromptMode::default(),
+            effort: None,
         }
     }
 }
@@ -103,6 +107,8 @@ pub struct LlmLoop {
     last_compaction_step: Option<u64>,
     /// Tool calls of the current turn that ran, and how many the sandbox stopped.
     tally: Tally,
+    /// The turn is in delegate mode (see [`delegation`]).
+    delegating: bool,
 }
 
 #[derive(Default)]
@@ -151,6 +157,7 @@ impl LlmLoop {
             steps_taken: 0,
             last_compaction_step: None,
             tally: Tally::default(),
+            delegating: false,
         };
         llm_loop.rebuild_prompt();
         llm_loop
@@ -160,11 +167,7 @@ impl LlmLoop {
     /// window (compact or full).
     fn rebuild_prompt(&mut self) {
         let compact = self.config.prompt.is_compact(self.context_window);
-        let names: Vec<&str> = self
-            .tools
-            .names()
-            .filter(|n| self.approver.offers(n))
-            .collect();
+        let names: Vec<&str> = self.tools.names().filter(|n| self.offers(n)).collect();
         self.base_system =
             prompt::system_prompt(&self.root, &names, self.config.system.as_deref(), compact);
         self.schemas = self
@@ -211,6 +214,14 @@ impl LlmLoop {
         self.rebuild_prompt();
     }
 
+    /// The effort the next requests carry; a note when the model cannot take it (the
+    /// requests then carry none).
+    pub fn set_effort(&mut self, effort: Option<crate::model::Effort>) -> Result<(), String> {
+        let note = effort.and_then(|e| self.client.effort_note(e));
+        self.config.effort = if note.is_some() { None } else { effort };
+        note.map_or(Ok(()), Err)
+    }
+
     /// Talks to another model from the next request on; the conversation stays.
     pub fn switch_model(&mut self, client: Arc<dyn ModelClient>, context_window: u64) {
         self.client = client;
@@ -251,8 +262,15 @@ impl LlmLoop {
     }
 
     /// Replaces the settings tool calls run with (timeouts, environment, desktop options).
+    /// Permission requests go through `desk` (the parent's, for a delegated sub-session).
+    pub fn ask_through(&mut self, desk: Arc<dyn crate::policy::PermissionDesk>) {
+        self.approver.set_desk(desk);
+    }
+
     pub fn set_tool_settings(&mut self, settings: ToolSettings) {
         self.tool_settings = Arc::new(settings);
+        // Whether delegation is offered depends on them.
+        self.rebuild_prompt();
     }
 
     pub fn session(&self) -> &Arc<Session> {
@@ -377,10 +395,11 @@ impl LlmLoop {
 
     async fn stream_step(&self, step: u32, cancel: &CancellationToken) -> StepOutput {
         // Disabled tools and a forbid_all are taken off the offer, not just refused.
+        let forced = self.forced_delegation(step);
         let offered: Vec<ToolSchema> = self
             .schemas
             .iter()
-            .filter(|s| self.approver.offers(&s.name))
+            .filter(|s| self.offers(&s.name) && (!forced || s.name == "delegate"))
             .cloned()
             .collect();
         let request = ChatRequest {
@@ -388,11 +407,14 @@ impl LlmLoop {
             tools: &offered,
             tool_choice: if offered.is_empty() {
                 None
+            } else if forced {
+                Some(crate::model::ToolChoice::Required)
             } else {
                 self.config.tool_choice.for_step(step)
             },
             max_tokens: self.config.max_tokens,
             temperature: self.config.temperature,
+            effort: self.config.effort,
         };
         step::stream_step(
             &self.session,

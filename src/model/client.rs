@@ -36,6 +36,12 @@ pub trait ModelClient: Send + Sync {
         observer: RetryObserver<'a>,
     ) -> ModelFuture<'a, ModelStream>;
 
+    /// Why this model cannot take `effort`, when it cannot; `None`: the request carries it.
+    fn effort_note(&self, effort: super::Effort) -> Option<String> {
+        let _ = effort;
+        None
+    }
+
     /// Releases what the client owns (a local model server). Idempotent.
     fn shutdown(&self) -> ModelFuture<'_, ()> {
         Box::pin(async { Ok(()) })

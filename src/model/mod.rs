@@ -3,6 +3,7 @@
 mod choice;
 mod client;
 mod danger;
+mod effort;
 mod error;
 mod gguf;
 mod local;
@@ -20,6 +21,7 @@ mod types;
 pub use choice::{ChoiceError, ExternalKind, ExternalSpec, ModelChoice};
 pub use client::{ModelClient, ModelInfo};
 pub use danger::Danger;
+pub use effort::{Effort, split_effort_suffix};
 pub use error::ModelError;
 pub use http::{HttpSettings, RetryNotice, RetryPolicy};
 pub use local::{GgufClient, LocalSettings, Progress};

@@ -12,6 +12,7 @@ use reqwest::header::HeaderMap;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::Effort;
 use super::client::{ModelClient, ModelFuture, ModelInfo, ModelStream};
 use super::error::{ModelError, excerpt};
 use super::http::{self, ChatBody, HttpSettings, RetryObserver};
@@ -121,12 +122,24 @@ impl OllamaClient {
                 .collect();
         }
         if self.info.get().is_some_and(|i| i.supports_thinking) {
-            body["think"] = json!(true);
+            body["think"] = think_value(&self.spec.model, request.effort);
         }
         ChatBody {
             fields: body,
             messages,
         }
+    }
+}
+
+/// Ollama's `think` for an effort. GPT-OSS takes only a level (it ignores booleans); the
+/// other thinking models take on or off, so low means off (their non-thinking mode) and
+/// medium or high on. No effort: on, as before efforts existed.
+fn think_value(model: &str, effort: Option<Effort>) -> Value {
+    let takes_levels = model.to_ascii_lowercase().contains("gpt-oss");
+    match effort {
+        Some(effort) if takes_levels => json!(effort.as_str()),
+        Some(Effort::Low) => json!(false),
+        Some(Effort::Medium | Effort::High) | None => json!(true),
     }
 }
 
@@ -213,6 +226,18 @@ impl ModelClient for OllamaClient {
 
     fn base_url(&self) -> &str {
         &self.base_url
+    }
+
+    fn effort_note(&self, effort: Effort) -> Option<String> {
+        // Asking a model without the capability to think is an HTTP 400, so nothing is sent.
+        let thinks = self.info.get().is_none_or(|i| i.supports_thinking);
+        (!thinks).then(|| {
+            format!(
+                "effort {effort} is not applied: {} does not think (Ollama lists no `thinking` \
+                 capability for it)",
+                self.spec.model
+            )
+        })
     }
 
     fn prepare(&self) -> ModelFuture<'_, ModelInfo> {

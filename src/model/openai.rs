@@ -15,6 +15,7 @@ use futures_util::StreamExt;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
+use super::Effort;
 use super::client::{ModelClient, ModelFuture, ModelInfo, ModelStream};
 use super::error::{ModelError, excerpt};
 use super::http::{self, ChatBody, HttpSettings, RetryObserver};
@@ -105,6 +106,18 @@ impl OpenAiClient {
         body[limit_field] = json!(request.max_tokens);
         if let Some(t) = request.temperature {
             body["temperature"] = json!(t);
+        }
+        if let Some(effort) = request.effort {
+            body["reasoning_effort"] = json!(effort.as_str());
+            if self.spec.provider == Provider::LlamaCpp {
+                // llama.cpp passes these to the chat template: Qwen3-style templates switch
+                // thinking with `enable_thinking` (low: their non-thinking mode), GPT-OSS reads
+                // `reasoning_effort`; a template that uses neither ignores both.
+                body["chat_template_kwargs"] = json!({
+                    "enable_thinking": effort != Effort::Low,
+                    "reasoning_effort": effort.as_str(),
+                });
+            }
         }
         if self.spec.provider == Provider::LlamaCpp {
             // Each step re-sends the previous one's prompt and more: evaluate only what is new.

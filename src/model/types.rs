@@ -111,6 +111,8 @@ pub struct ChatRequest<'a> {
     pub tool_choice: Option<ToolChoice>,
     pub max_tokens: u32,
     pub temperature: Option<f32>,
+    /// How hard the model reasons (`None`: the server's default).
+    pub effort: Option<super::Effort>,
 }
 
 /// Token counts as a server reports them.

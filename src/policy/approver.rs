@@ -31,6 +31,17 @@ pub trait PermissionDesk: Send + Sync {
     fn resolve(&self, request_id: &str, decision: Decision, note: Option<String>);
 }
 
+/// A desk to ask through instead of the session's own (a delegated sub-session asks the
+/// person watching its parent).
+#[derive(Clone)]
+pub struct DeskLink(pub Arc<dyn PermissionDesk>);
+
+impl std::fmt::Debug for DeskLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DeskLink(..)")
+    }
+}
+
 /// Who makes the call, which decides the words of a refusal and one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Caller<'a> {
@@ -137,6 +148,11 @@ impl Approver {
         }
     }
 
+    /// Asks through `desk` from now on.
+    pub fn set_desk(&mut self, desk: Arc<dyn PermissionDesk>) {
+        self.desk = desk;
+    }
+
     fn gate(&self) -> MutexGuard<'_, Gate> {
         self.gate.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -148,6 +164,11 @@ impl Approver {
     /// Whether the tool is offered at all right now.
     pub fn offers(&self, tool: &str) -> bool {
         self.gate().offers(tool)
+    }
+
+    /// Whether the preset (or `--allow`) names `tool` in its allow list.
+    pub fn lists_allowed(&self, tool: &str) -> bool {
+        self.gate().policy().allowed.iter().any(|a| a == tool)
     }
 
     /// The tools calls are judged against from now on (MCP servers' came, changed or went).
@@ -202,6 +223,7 @@ impl Approver {
             always: Some(always.offer()),
             options: always.options(),
             preview: approval_preview(call.tool.unwrap_or_default(), call.args, &self.root),
+            sub_session: None,
             request_id: String::new(),
         };
         let (id, answer) = match self.desk.open(request) {

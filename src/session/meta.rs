@@ -36,6 +36,12 @@ pub struct SessionMeta {
     /// hold secrets). `None`: every configured server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_servers: Option<Vec<String>>,
+    /// The effort it was opened with, if one was chosen: a resumed session keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<crate::model::Effort>,
+    /// The session that delegated this one (`delegate`), if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// Where a worktree session's changes live and what they started from, so they can be

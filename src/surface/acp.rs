@@ -39,7 +39,7 @@ use self::updates::Projection;
 use super::run::{Exit, load_session_config};
 use crate::error::Error;
 use crate::event::{ResultData, Status, StopReason};
-use crate::host::manager::{SessionManager, TurnMode};
+use crate::host::manager::{SessionManager, TurnRequest};
 use crate::host::open::{OpenSpec, agents_dir, permission, user_policy_dir};
 
 const OWNER: &str = "acp";
@@ -285,7 +285,7 @@ impl Acp {
         *lock(&session.waiting) = Some(done);
         if let Err(e) = self
             .manager
-            .send_with_images(&id, &text, images, TurnMode::Normal)
+            .send_with_images(&id, &text, images, TurnRequest::default())
         {
             lock(&session.waiting).take();
             return responder

@@ -36,8 +36,8 @@ use self::output::{Buffer, OutputRequest};
 use super::run::{Exit, load_session_config};
 use crate::error::Error;
 use crate::event::Payload;
-use crate::host::manager::{SessionManager, TurnMode};
-use crate::host::open::{OpenSpec, agents_dir, parse_model};
+use crate::host::manager::{SessionManager, TurnRequest};
+use crate::host::open::{OpenSpec, agents_dir, parse_model_and_effort};
 use crate::policy::Decision;
 
 /// A permission request nobody answers is denied after this long: an MCP client may never
@@ -198,16 +198,17 @@ impl McpServer {
             Some(Ok(mode)) => mode,
             None => open::ModeOverride::default(),
         };
-        let mut notes = Vec::new();
-        if let Some(effort) = &p.effort {
-            notes.push(format!(
-                "effort {effort:?} is not applied: corral's sessions have no effort setting"
-            ));
-        }
-        let model = match p.model.as_deref().map(|text| parse_model(text, None)) {
+        let effort = match p.effort.as_deref().map(str::parse::<crate::model::Effort>) {
             Some(Err(e)) => return fail(e),
-            Some(Ok(model)) => Some(model),
+            Some(Ok(effort)) => Some(effort),
             None => None,
+        };
+        let (model, effort) = match p.model.as_deref() {
+            Some(text) => match parse_model_and_effort(text, effort, None) {
+                Err(e) => return fail(e),
+                Ok((model, effort)) => (Some(model), effort),
+            },
+            None => (None, effort),
         };
         let spec = OpenSpec {
             id: p.id,
@@ -221,6 +222,7 @@ impl McpServer {
             allow: p.allowed_tools.unwrap_or_default(),
             deny,
             worktree: p.worktree.unwrap_or(false),
+            effort,
             hermetic: p.hermetic.unwrap_or(false),
             approval_timeout: Some(approval_timeout),
             mcp_servers,
@@ -246,6 +248,17 @@ impl McpServer {
                 }
             }
         });
+        // What opening could not honour (an effort the model cannot take) is said here too,
+        // not only in the agent's events.
+        let mut notes = Vec::new();
+        let mut early = handle.session.tap(0);
+        while let Ok(event) = early.try_recv() {
+            if let Payload::Error(e) = &event.envelope.payload
+                && e.data["code"] == "EFFORT_NOT_APPLIED"
+            {
+                notes.push(e.message.clone());
+            }
+        }
         let mut opened = json!({"agent_id": handle.id()});
         if !notes.is_empty() {
             opened["notes"] = json!(notes);
@@ -261,7 +274,12 @@ impl McpServer {
         &self,
         Parameters(p): Parameters<SendParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        match self.manager.send(&p.agent_id, &p.text, TurnMode::Normal) {
+        // Kaimon's agent_send: a message while a turn runs steers it where the agent can.
+        let request = TurnRequest {
+            steer: true,
+            ..TurnRequest::default()
+        };
+        match self.manager.send(&p.agent_id, &p.text, request) {
             Ok(turn) => ok(json!({"turn": turn})),
             Err(e) => fail(e),
         }
@@ -289,7 +307,10 @@ impl McpServer {
         };
         // Tapped before the turn is sent, so its result cannot slip past.
         let mut events = handle.session.tap(handle.session.last_seq());
-        let turn = match self.manager.send(&p.agent_id, &p.text, TurnMode::Normal) {
+        let turn = match self
+            .manager
+            .send(&p.agent_id, &p.text, TurnRequest::default())
+        {
             Ok(turn) => turn,
             Err(e) => return fail(e),
         };

@@ -150,6 +150,11 @@ const EMBEDDED: &[(&str, &str)] = &[
     ("notify", include_str!("../../tools/notify.toml")),
     ("open_url", include_str!("../../tools/open_url.toml")),
     ("update_plan", include_str!("../../tools/update_plan.toml")),
+    ("delegate", include_str!("../../tools/delegate.toml")),
+    (
+        "delegate_merge",
+        include_str!("../../tools/delegate_merge.toml"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,7 @@
 //! Tools: described once in `tools/*.toml` (embedded at build time), implemented one family per
 //! file, looked up through the [`ToolRegistry`].
 
+mod delegate;
 mod desktop;
 mod edit;
 mod editor;
@@ -16,6 +17,7 @@ mod search;
 mod settings;
 mod write;
 
+pub use delegate::{DelegateFuture, DelegateLink, Delegated, Delegator, SubPreset};
 pub use desktop::clipboard_helper_main;
 pub(crate) use edit::{FileChange, planned_changes, write_paths};
 pub use editor::{Editor, EditorFuture, EditorLink};

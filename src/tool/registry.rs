@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{Tool, ToolManifest, desktop, edit, exec, fs, manifests, plan, search, write};
+use super::{
+    Tool, ToolManifest, delegate, desktop, edit, exec, fs, manifests, plan, search, write,
+};
 
 #[derive(Clone)]
 pub struct RegisteredTool {
@@ -49,6 +51,8 @@ impl ToolRegistry {
             Arc::new(desktop::Notify),
             Arc::new(desktop::OpenUrl),
             Arc::new(plan::UpdatePlan),
+            Arc::new(delegate::Delegate),
+            Arc::new(delegate::DelegateMerge),
         ];
         let all = manifests()?;
         let mut tools = BTreeMap::new();

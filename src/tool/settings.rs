@@ -31,6 +31,8 @@ pub struct ToolSettings {
     /// Where agent config a shell or python call made without a person's yes is moved (outside
     /// the root, hidden from tools); `None`: the system temp dir's `corral-quarantine`.
     pub quarantine: Option<std::path::PathBuf>,
+    /// Runs `delegate`'s sub-sessions; none: the session cannot delegate.
+    pub delegator: super::DelegateLink,
 }
 
 impl Default for ToolSettings {
@@ -48,6 +50,7 @@ impl Default for ToolSettings {
             sandbox: None,
             editor: None,
             quarantine: None,
+            delegator: super::DelegateLink::default(),
         }
     }
 }

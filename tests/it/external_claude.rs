@@ -13,6 +13,7 @@ use crate::support::{Cmd, FakeModel, Harness, Outcome, Reply};
 
 mod approval;
 mod confine;
+mod effort;
 mod lifecycle;
 mod planted;
 mod steering;

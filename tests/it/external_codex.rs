@@ -12,6 +12,7 @@ use crate::support::{Cmd, FakeModel, Harness, Outcome, Reply};
 
 mod approvals;
 mod confine;
+mod effort;
 mod steering;
 
 /// The codex program: `$CORRAL_CODEX`, else the CI install. Missing is a failure, not a skip.

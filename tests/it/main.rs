@@ -5,8 +5,10 @@
 
 mod acp;
 mod common;
+mod delegate;
 mod desktop;
 mod edit_tools;
+mod effort;
 mod eval;
 mod exec_tools;
 mod external_acp;

@@ -11,6 +11,7 @@ use crate::common::{holding, marker, mcp_call, mcp_turn_started, mcp_wait_done, 
 use crate::support::procs::{members, pgid_of, tracked};
 use crate::support::{FakeModel, Harness, Reply};
 
+mod effort;
 mod kaimon;
 mod servers;
 
@@ -181,7 +182,14 @@ async fn the_official_python_client_opens_approves_reads_and_closes_an_agent() {
     assert_eq!(agent["status"], "dead");
 
     assert_eq!(r["reopen"]["agent_id"], "mcp-one", "{}", r["reopen"]);
-    assert!(r["reopen"]["notes"][0].as_str().unwrap().contains("effort"));
+    // The effort is applied (tests/it/mcp/effort.rs has the details), so nothing is noted.
+    assert!(r["reopen"].get("notes").is_none(), "{}", r["reopen"]);
+    let reopened = model
+        .chat_requests()
+        .into_iter()
+        .find(|r| r["messages"].to_string().contains("write again"))
+        .unwrap();
+    assert_eq!(reopened["reasoning_effort"], "high");
     assert_eq!(r["reopen_run"], json!({"text": "Could not write."}));
     assert!(!h.work().join("z.txt").exists());
     assert_eq!(r["bad_only"]["isError"], true);

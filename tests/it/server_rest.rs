@@ -117,6 +117,8 @@ async fn bad_requests_get_json_errors_and_a_closed_session_stays_listed() {
     for body in [
         json!({"text": ""}),
         json!({"text": "hi", "mode": "sideways"}),
+        json!({"text": "hi", "effort": "max"}),
+        json!({"text": "hi", "steer": "yes"}),
         json!({"words": "hi"}),
     ] {
         let (status, err) = api.call(Method::POST, &messages, Some(body)).await;

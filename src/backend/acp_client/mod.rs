@@ -12,6 +12,7 @@
 //! an update's order against the prompt's answer is kept by construction.
 
 mod callbacks;
+mod effort;
 mod launch;
 mod rpc;
 mod tool_events;
@@ -53,6 +54,8 @@ pub(crate) struct AcpBackend {
     dead: bool,
     /// The request's instructions, sent ahead of the first prompt (ACP has no system prompt).
     system: Option<String>,
+    /// The effort last applied, and the agent's own value from before, to return to.
+    effort: effort::Applied,
 }
 
 pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> {
@@ -115,6 +118,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         models: ready.models,
         dead: false,
         system: context.system.clone(),
+        effort: effort::Applied::default(),
     };
     if let Some(model) = &context.spec.model
         && let Err(e) = backend.switch(model).await
@@ -400,6 +404,13 @@ impl Backend for AcpBackend {
 
     fn set_model<'a>(&'a mut self, model: &'a str) -> BoxFuture<'a, Result<bool, String>> {
         Box::pin(self.switch(model))
+    }
+
+    fn set_effort(
+        &mut self,
+        effort: Option<crate::model::Effort>,
+    ) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(self.apply_effort(effort))
     }
 
     fn watch_idle(&mut self) -> BoxFuture<'_, ()> {

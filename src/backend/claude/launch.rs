@@ -145,6 +145,10 @@ pub fn launch(context: &ExternalContext, program: PathBuf) -> Launch {
         args.push("--model".into());
         args.push(model.clone());
     }
+    if let Some(effort) = context.effort {
+        // The `=` form, like `--resume=`: a value never reads as another flag.
+        args.push(format!("--effort={effort}"));
+    }
     if let Some(id) = &context.resume {
         // The `=` form: an id can never be read as another flag.
         args.push(format!("--resume={id}"));

@@ -76,6 +76,7 @@ async fn start_program(
         approver: context.approver,
         record_external_id: context.record_external_id,
         external_id: context.resume,
+        effort: context.effort,
         stdin: Some(pipes.stdin),
         lines: rx,
         held: std::collections::VecDeque::new(),
@@ -184,6 +185,8 @@ pub struct ClaudeBackend {
     record_external_id: Box<dyn Fn(&str) + Send + Sync>,
     /// claude's own session id, as last recorded.
     external_id: Option<String>,
+    /// The effort claude runs at: `--effort` at start, `apply_flag_settings` since.
+    effort: Option<crate::model::Effort>,
     stdin: Option<ChildStdin>,
     lines: mpsc::UnboundedReceiver<Line>,
     /// Lines read while a permission question was open, not yet handled.
@@ -260,6 +263,43 @@ impl ClaudeBackend {
         result.map(|_| true)
     }
 
+    /// Changes claude's effort for the turns from now on, keeping the conversation: the
+    /// `apply_flag_settings` control request (the setting `--effort` starts it with; `null`
+    /// returns to claude's own default).
+    async fn apply_effort(&mut self, effort: Option<crate::model::Effort>) -> Result<(), String> {
+        if effort == self.effort {
+            return Ok(());
+        }
+        let shown = effort.map_or("default", |e| e.as_str());
+        {
+            let mut phase = self.shared.phase();
+            if *phase != Phase::Idle {
+                return Err(format!(
+                    "effort {shown} is not applied: the agent is {phase:?}"
+                ));
+            }
+            *phase = Phase::Busy;
+        }
+        let level = effort.map_or(Value::Null, |e| json!(e.as_str()));
+        let result = self
+            .await_control(json!({"subtype": "apply_flag_settings",
+                                  "settings": {"effortLevel": level}}))
+            .await;
+        {
+            let mut phase = self.shared.phase();
+            if *phase == Phase::Busy {
+                *phase = Phase::Idle;
+            }
+        }
+        match result {
+            Ok(_) => {
+                self.effort = effort;
+                Ok(())
+            }
+            Err(e) => Err(format!("effort {shown} is not applied: claude said {e}")),
+        }
+    }
+
     async fn await_control(&mut self, request: Value) -> Result<Value, String> {
         let id = match self.control(request).await {
             Ok(id) => id,
@@ -307,6 +347,13 @@ impl Backend for ClaudeBackend {
 
     fn set_model<'a>(&'a mut self, model: &'a str) -> BoxFuture<'a, Result<bool, String>> {
         Box::pin(self.switch_model(model))
+    }
+
+    fn set_effort(
+        &mut self,
+        effort: Option<crate::model::Effort>,
+    ) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(self.apply_effort(effort))
     }
 
     fn shutdown(&mut self) -> BoxFuture<'_, ()> {

@@ -66,6 +66,8 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         process,
         thread_id: String::new(),
         next_model: None,
+        effort: None,
+        sent_effort: None,
         thread_total: Usage::default(),
     };
     match backend.handshake(&context).await {
@@ -98,6 +100,10 @@ struct CodexBackend {
     thread_id: String,
     /// A model switched to, sent with the next `turn/start` (codex keeps it from then on).
     next_model: Option<String>,
+    /// The effort the next turns run at ([`Backend::set_effort`]); `None`: codex's default.
+    effort: Option<crate::model::Effort>,
+    /// The effort last sent with `turn/start` (codex keeps it from then on).
+    sent_effort: Option<crate::model::Effort>,
     /// codex reports token usage as thread totals; a turn's usage is the difference.
     thread_total: Usage,
     /// Messages sent while a turn runs, passed on with `turn/steer` ([`Backend::steering`]).
@@ -209,6 +215,13 @@ impl CodexBackend {
         });
         if let Some(model) = self.next_model.take() {
             params["model"] = Value::String(model);
+        }
+        if self.effort != self.sent_effort {
+            // `effort` holds for this turn and the ones after it, so it is sent when it
+            // changes; back to no effort is codex's own default level, medium.
+            let level = self.effort.unwrap_or(crate::model::Effort::Medium);
+            params["effort"] = Value::String(level.as_str().to_string());
+            self.sent_effort = self.effort;
         }
         let Ok(start_id) = self.rpc.send_request("turn/start", params) else {
             return Drive::Crashed;
@@ -422,6 +435,14 @@ impl Backend for CodexBackend {
             Err(e) => Err(e),
         };
         Box::pin(async move { switched })
+    }
+
+    fn set_effort(
+        &mut self,
+        effort: Option<crate::model::Effort>,
+    ) -> BoxFuture<'_, Result<(), String>> {
+        self.effort = effort;
+        Box::pin(async { Ok(()) })
     }
 
     fn shutdown(&mut self) -> BoxFuture<'_, ()> {

@@ -284,6 +284,8 @@ mod tests {
             owner: owner.map(str::to_string),
             permission: None,
             mcp_servers: None,
+            effort: None,
+            parent: None,
         };
         let mine = meta(Some("alice"), "ollama:qwen3");
         assert!(limits.check_resumed(&mine, Some("alice")).is_ok());

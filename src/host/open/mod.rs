@@ -31,7 +31,7 @@ use crate::llm_loop::LlmLoop;
 use crate::model::{
     self, ExternalSpec, ModelChoice, ModelClient, ModelError, ModelSpec, ToolChoiceMode,
 };
-use crate::policy::{Policy, PolicyOverrides};
+use crate::policy::{DeskLink, Policy, PolicyOverrides};
 use crate::sandbox::{NetworkMode, SandboxMode};
 use crate::session::{Session, SessionMeta, WorktreeMeta};
 use crate::tool::{Danger, ToolRegistry};
@@ -71,6 +71,8 @@ pub struct OpenSpec {
     pub tool_choice: Option<ToolChoiceMode>,
     /// Compact or full prompt (`--prompt`).
     pub prompt: Option<crate::model::PromptMode>,
+    /// How hard the model reasons (`--effort`, a request's `effort`, a `/high` model suffix).
+    pub effort: Option<crate::model::Effort>,
     pub worktree: bool,
     pub sandbox: Option<SandboxMode>,
     pub network: Option<NetworkMode>,
@@ -93,6 +95,13 @@ pub struct OpenSpec {
     pub mcp_servers: crate::config::McpServers,
     /// Only these of the config's servers (and every one of `mcp_servers`); `None`: all.
     pub mcp_select: Option<Vec<String>>,
+    /// The session that delegated this one (a sub-session does not delegate again).
+    pub parent: Option<String>,
+    /// Where permission requests go instead of this session (a sub-session's: its parent's).
+    pub desk: Option<crate::policy::DeskLink>,
+    /// The manager that hosts delegated sub-sessions (listed there with their parent);
+    /// `None`: a private one (`corral run`).
+    pub delegate_host: Option<crate::host::manager::SessionManager>,
 }
 
 /// Everything resolved, nothing started.
@@ -143,6 +152,17 @@ pub fn parse_model(text: &str, limits: Option<&Limits>) -> Result<ModelChoice, E
         Some(limits) => limits.parse_model(text),
         None => text.parse().map_err(usage),
     }
+}
+
+/// A request's model text with an effort suffix (`claude:sonnet/high`) split off: the choice,
+/// and the effort, where the request's own `effort` field (which wins) did not name one.
+pub fn parse_model_and_effort(
+    text: &str,
+    effort: Option<crate::model::Effort>,
+    limits: Option<&Limits>,
+) -> Result<(ModelChoice, Option<crate::model::Effort>), Error> {
+    let (text, suffix) = crate::model::split_effort_suffix(text);
+    Ok((parse_model(text, limits)?, effort.or(suffix)))
 }
 
 fn load_policy(
@@ -241,7 +261,12 @@ pub async fn plan(
         Some(root) => root,
         None => canonical_dir(&cwd)?,
     };
-    let settings = Settings::resolve(&spec, &config);
+    let mut settings = Settings::resolve(&spec, &config);
+    if spec.effort.is_none()
+        && let Some(effort) = resumed.as_ref().and_then(|meta| meta.effort)
+    {
+        settings.effort = Some(effort);
+    }
     let tools = ToolRegistry::builtin().map_err(runtime)?;
     let policy = load_policy(&spec, &settings, &tools)?;
     if let Some(limits) = &spec.limits {
@@ -282,6 +307,8 @@ pub struct OpenedSession {
     pub backend: Box<dyn Backend>,
     pub worktree: Option<RunWorktree>,
     pub meta: SessionMeta,
+    /// The effort its turns run at unless a turn asks for another; `None`: the model's own.
+    pub effort: Option<crate::model::Effort>,
     /// The session's private TMPDIR, removed when this is dropped.
     _tmpdir: tmpdir::SessionTmp,
 }
@@ -343,6 +370,7 @@ pub async fn start(
     let root = worktree
         .as_ref()
         .map_or(plan.root.clone(), |w| w.root.clone());
+    let effort = plan.settings.effort;
     match finish_start(
         &plan.spec,
         plan.config,
@@ -359,13 +387,17 @@ pub async fn start(
     )
     .await
     {
-        Ok((backend, meta, tmpdir)) => Ok(OpenedSession {
-            session,
-            backend,
-            worktree,
-            meta,
-            _tmpdir: tmpdir,
-        }),
+        Ok((mut backend, meta, tmpdir)) => {
+            apply_effort(backend.as_mut(), effort, &session).await;
+            Ok(OpenedSession {
+                session,
+                backend,
+                worktree,
+                meta,
+                effort,
+                _tmpdir: tmpdir,
+            })
+        }
         Err(error) => {
             worktree::end_for_run(worktree.as_ref(), notes);
             Err(fail(error, &session))
@@ -437,6 +469,7 @@ async fn finish_start(
         session,
     );
     let mcp = mcp::start(spec, &config, &mut tool_settings, &root, session);
+    tool_settings.delegator = delegator(spec, &config, &root, session);
     let mut agent = LlmLoop::new(
         session.clone(),
         client.clone(),
@@ -446,6 +479,9 @@ async fn finish_start(
         loop_config,
         info.context_window,
     );
+    if let Some(DeskLink(desk)) = &spec.desk {
+        agent.ask_through(desk.clone());
+    }
     agent.set_tool_settings(tool_settings);
     if let Some(hub) = mcp {
         // In parallel, each bounded by its startup timeout; a slow one joins later.
@@ -457,6 +493,34 @@ async fn finish_start(
     }
     let backend = NativeBackend::new(agent, client, spec.base_url.clone(), config);
     Ok((Box::new(backend), meta, tmpdir))
+}
+
+/// What runs `delegate` for this session: none for a sub-session (no delegating again) or
+/// outside a git repository (each task needs a worktree).
+fn delegator(
+    spec: &OpenSpec,
+    config: &Config,
+    root: &Path,
+    session: &Arc<Session>,
+) -> crate::tool::DelegateLink {
+    if spec.parent.is_some() || crate::worktree::plan(root).is_err() {
+        return crate::tool::DelegateLink::default();
+    }
+    let manager = match (
+        &spec.delegate_host,
+        session.log_path().and_then(Path::parent),
+    ) {
+        (Some(manager), _) => manager.clone(),
+        (None, Some(dir)) => crate::host::manager::SessionManager::new(config.clone(), dir.into()),
+        (None, None) => return crate::tool::DelegateLink::default(),
+    };
+    crate::tool::DelegateLink(Some(Arc::new(crate::host::delegate::HostDelegator::new(
+        session.clone(),
+        spec,
+        root.to_path_buf(),
+        manager,
+        config.delegate.max_parallel(),
+    ))))
 }
 
 /// The session's metadata: a resumed session's as it was recorded, else what a new one was
@@ -485,6 +549,8 @@ fn session_meta(
         owner: spec.owner.clone(),
         permission: spec.permission.clone(),
         mcp_servers: mcp::chosen(spec),
+        effort: spec.effort,
+        parent: spec.parent.clone(),
     };
     if let Some(dir) = session.log_path().and_then(Path::parent)
         && let Err(e) = meta.save(dir)
@@ -492,6 +558,22 @@ fn session_meta(
         tracing::warn!(error = %e, "cannot save session metadata");
     }
     meta
+}
+
+/// Sets the backend's effort; where it cannot take it, the session says so (an `error` whose
+/// data names the effort) and the turns run at the agent's own default.
+pub async fn apply_effort(
+    backend: &mut dyn Backend,
+    effort: Option<crate::model::Effort>,
+    session: &Session,
+) {
+    if let Err(note) = backend.set_effort(effort).await {
+        tracing::info!(%note, "effort not applied");
+        session.emit_error(
+            note,
+            serde_json::json!({"code": "EFFORT_NOT_APPLIED", "effort": effort}),
+        );
+    }
 }
 
 impl OpenedSession {

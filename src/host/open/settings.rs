@@ -46,6 +46,9 @@ pub(crate) struct Settings {
     pub project_settings: bool,
     /// Names of the project instruction files the native loop loads; empty: none.
     pub instructions: Vec<String>,
+    /// How hard the model reasons: the request's, else a resumed session's, else the
+    /// config's; `None`: the model's own default.
+    pub effort: Option<crate::model::Effort>,
 }
 
 /// The preset a session starts in: the request's, else the config's, else `default`.
@@ -102,6 +105,7 @@ impl Settings {
                 .instructions
                 .clone()
                 .unwrap_or_else(|| vec!["AGENTS.md".to_string()]),
+            effort: spec.effort.or(config.effort),
         }
     }
 

@@ -36,8 +36,9 @@ pub struct OpenParams {
     /// spare approvals. MCP tools by their exact SERVER__TOOL names; a server none of whose
     /// tools is named is not started.
     pub only: Option<Only>,
-    /// Reasoning effort (low, medium, high). corral's own loop has no effort setting: it is
-    /// accepted and a note says so.
+    /// Reasoning effort: low, medium or high (claude --effort, codex's effort, Ollama's think,
+    /// reasoning_effort on OpenAI-compatible servers). Overrides a model suffix such as
+    /// claude:sonnet/high. Where the model cannot take it, the agent's events say so.
     pub effort: Option<String>,
     /// An external agent (claude, acp:…, codex) gets a private HOME and config directory.
     pub hermetic: Option<bool>,

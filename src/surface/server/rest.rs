@@ -26,8 +26,9 @@ use super::auth::Claims;
 use super::{ApiError, Shared, access};
 use crate::error::Error;
 use crate::event::Status;
-use crate::host::manager::{Handle, SendError, TurnMode};
-use crate::host::open::{OpenSpec, parse_model};
+use crate::host::manager::{Handle, SendError, TurnMode, TurnRequest};
+use crate::host::open::{OpenSpec, parse_model_and_effort};
+use crate::model::Effort;
 use crate::policy::Decision;
 use crate::session::ids::uuid_v4;
 
@@ -226,6 +227,8 @@ struct CreateBody {
     worktree: bool,
     system_prompt: Option<String>,
     base_url: Option<String>,
+    /// low, medium or high (wins over a `/high` suffix on `model`).
+    effort: Option<Effort>,
     /// Names of configured servers, or (admin tokens) definitions: see `mcp_servers`.
     mcp_servers: Option<Value>,
 }
@@ -259,11 +262,14 @@ async fn create_session(
     }
     let _place = state.access.reserve(&state.manager, &claims)?;
     let limits = state.access.limits_for(&claims);
-    let model = body
-        .model
-        .map(|text| parse_model(&text, limits.as_ref()))
-        .transpose()
-        .map_err(open_error)?;
+    let (model, effort) = match body.model {
+        Some(text) => {
+            let (model, effort) =
+                parse_model_and_effort(&text, body.effort, limits.as_ref()).map_err(open_error)?;
+            (Some(model), effort)
+        }
+        None => (None, body.effort),
+    };
     let mcp = mcp_servers::parse(
         body.mcp_servers,
         limits.is_some(),
@@ -277,6 +283,7 @@ async fn create_session(
         system: body.system_prompt,
         permission: body.permission,
         worktree: body.worktree,
+        effort,
         attended: true,
         limits,
         mcp_servers: mcp.defined,
@@ -340,6 +347,12 @@ struct MessageBody {
     text: String,
     #[serde(default)]
     mode: TurnMode,
+    /// This turn's effort (think mode's default is high).
+    effort: Option<Effort>,
+    /// Take the message into a running turn where the backend can (claude, codex), instead
+    /// of TURN_IN_PROGRESS.
+    #[serde(default)]
+    steer: bool,
 }
 
 async fn send_message(
@@ -364,7 +377,15 @@ async fn send_message(
     }
     let turn = state
         .manager
-        .send(&id, &body.text, body.mode)
+        .send(
+            &id,
+            &body.text,
+            TurnRequest {
+                mode: body.mode,
+                effort: body.effort,
+                steer: body.steer,
+            },
+        )
         .map_err(send_error)?;
     Ok((
         StatusCode::ACCEPTED,

@@ -50,7 +50,8 @@ use self::hub::{Attached, Channel, Next};
 use self::projection::{Message as Out, error};
 use super::{Shared, bearer};
 use crate::event::Status;
-use crate::host::manager::{Handle, SendError, TurnMode};
+use crate::host::manager::{Handle, SendError, TurnMode, TurnRequest};
+use crate::model::Effort;
 use crate::policy::Decision;
 
 /// The seed's bound on a user message, in characters.
@@ -377,7 +378,29 @@ fn user_message(state: &Shared, id: &str, payload: &Value) -> Option<Out> {
             }
         },
     };
-    match state.manager.send(id, text, mode) {
+    let effort = match payload.get("effort") {
+        None | Some(Value::Null) => None,
+        Some(effort) => match serde_json::from_value::<Effort>(effort.clone()) {
+            Ok(effort) => Some(effort),
+            Err(_) => {
+                return Some(error(
+                    "INVALID_MESSAGE",
+                    "effort must be low, medium or high",
+                ));
+            }
+        },
+    };
+    let steer = match payload.get("steer") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(steer)) => *steer,
+        Some(_) => return Some(error("INVALID_MESSAGE", "steer must be true or false")),
+    };
+    let request = TurnRequest {
+        mode,
+        effort,
+        steer,
+    };
+    match state.manager.send(id, text, request) {
         Ok(_) => None,
         Err(e @ SendError::TurnInProgress(_)) => Some(error("TURN_IN_PROGRESS", &e.to_string())),
         Err(e) => Some(error("SESSION_CLOSED", &e.to_string())),

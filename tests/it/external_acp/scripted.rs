@@ -649,3 +649,44 @@ async fn the_sessions_system_text_reaches_an_acp_agent_ahead_of_the_first_prompt
         "sent again: {said:?}"
     );
 }
+
+/// An agent that publishes an effort option (category `thought_level`) gets the effort over
+/// the wire; one that publishes none is run anyway, and the session says the effort was not
+/// applied.
+#[tokio::test]
+async fn the_effort_goes_to_the_agents_thought_level_option_or_a_note_says_it_cannot() {
+    let h = Harness::new();
+    let script = h.home_dir().join("scripted_agent.py");
+    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
+    let out = h
+        .corral()
+        .args(["run", "--json", "--effort", "high", "-m"])
+        .arg(format!("acp:cmd=python3 {} --effort", script.display()))
+        .arg("say ok")
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(effort_notes(&out).is_empty(), "{out:?}");
+    let log = std::fs::read_to_string(h.work().join("set_config_option.log")).unwrap();
+    assert_eq!(log, "effort=high\n");
+
+    std::fs::remove_file(h.work().join("set_config_option.log")).unwrap();
+    let out = scripted_run(&h, "say still here")
+        .args(["--effort", "low"])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(deltas(&out, "assistant_text"), "still here");
+    let errors = effort_notes(&out);
+    assert_eq!(errors.len(), 1, "{out:?}");
+    let message = errors[0]["data"]["message"].as_str().unwrap();
+    assert!(message.contains("no effort setting"), "{message}");
+    assert!(!h.work().join("set_config_option.log").exists());
+}
+
+fn effort_notes(out: &crate::support::Outcome) -> Vec<Value> {
+    out.of_kind("error")
+        .into_iter()
+        .filter(|e| e["data"]["data"]["code"] == "EFFORT_NOT_APPLIED")
+        .collect()
+}

@@ -21,10 +21,18 @@ def say(sid, text):
           "update": {"sessionUpdate": "agent_message_chunk",
                      "content": {"type": "text", "text": text}}}})
 
+# Started with --effort, the agent also offers an effort option (ACP category thought_level).
+EFFORT = ["medium"] if "--effort" in sys.argv else None
+
 def options(current):
-    return [{"id": "model", "name": "Model", "category": "model", "type": "select",
-             "currentValue": current, "options": [{"value": "small", "name": "Small"},
-             {"group": "big", "name": "Big", "options": [{"value": "large", "name": "Large"}]}]}]
+    listed = [{"id": "model", "name": "Model", "category": "model", "type": "select",
+               "currentValue": current, "options": [{"value": "small", "name": "Small"},
+               {"group": "big", "name": "Big", "options": [{"value": "large", "name": "Large"}]}]}]
+    if EFFORT:
+        listed.append({"id": "effort", "name": "Effort", "category": "thought_level",
+                       "type": "select", "currentValue": EFFORT[0],
+                       "options": [{"value": v, "name": v} for v in ("low", "medium", "high")]})
+    return listed
 
 for line in sys.stdin:
     message = json.loads(line)
@@ -43,6 +51,12 @@ for line in sys.stdin:
               "configOptions": options("small")}})
     elif method == "session/set_config_option":
         params = message["params"]
+        if params["configId"] == "effort" and EFFORT:
+            EFFORT[0] = params["value"]
+            send({"jsonrpc": "2.0", "id": mid, "result": {"configOptions": options("small")}})
+            with open("set_config_option.log", "a") as log:
+                log.write("effort=" + params["value"] + "\n")
+            continue
         assert params["configId"] == "model", params
         send({"jsonrpc": "2.0", "id": mid, "result": {"configOptions": options(params["value"])}})
         with open("set_config_option.log", "a") as log:

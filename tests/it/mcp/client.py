@@ -107,7 +107,7 @@ async def main():
             out["close"] = await call("agent_close", {"agent_id": aid})
             out["list"] = await call("agent_list", {})
             out["unknown_agent"] = await call("agent_status", {"agent_id": "nope"})
-            # A dead id reopens in its slot; `only` narrows the tools, `effort` is noted.
+            # A dead id reopens in its slot; `only` narrows the tools, `effort` is applied.
             out["reopen"] = await call(
                 "agent_open",
                 {

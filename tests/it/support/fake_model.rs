@@ -309,7 +309,13 @@ fn chat(state: &Shared, format: Format, body: &Value, arrived: Instant) -> Respo
     }
     let (reply, index) = {
         let mut inner = lock(state);
-        let Some(reply) = inner.queue.pop_front() else {
+        let text = body.to_string();
+        let position = inner.queue.iter().position(|r| {
+            r.only_for
+                .as_deref()
+                .is_none_or(|needle| text.contains(needle))
+        });
+        let Some(reply) = position.and_then(|i| inner.queue.remove(i)) else {
             return json_response(500, &json!({"error": "fake model: no scripted reply left"}));
         };
         inner.chat_times.push((arrived, None));

@@ -66,9 +66,18 @@ pub struct Reply {
     pub(crate) stream_status: Option<u16>,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) chunk_delay: Option<Duration>,
+    /// Taken only by a chat request whose body contains this (parallel sessions on one fake).
+    pub(crate) only_for: Option<String>,
 }
 
 impl Reply {
+    /// Only a chat request whose body contains `needle` takes this reply; the others skip it
+    /// (and take the first reply in the queue that is theirs).
+    pub fn only_for(mut self, needle: &str) -> Reply {
+        self.only_for = Some(needle.to_owned());
+        self
+    }
+
     pub fn new() -> Reply {
         Reply::default()
     }

@@ -84,13 +84,21 @@ impl Server {
     /// A bare HTTP/1.1 POST with a bearer token: enough for tests and benchmarks that need
     /// one REST call. Returns the status and the JSON body (`Null` if none).
     pub async fn post(&self, path: &str, token: &str, body: &Value) -> (u16, Value) {
+        self.request("POST", path, token, &body.to_string()).await
+    }
+
+    /// A bare HTTP/1.1 GET with a bearer token; the status and the JSON body.
+    pub async fn get(&self, path: &str, token: &str) -> (u16, Value) {
+        self.request("GET", path, token, "").await
+    }
+
+    async fn request(&self, method: &str, path: &str, token: &str, body: &str) -> (u16, Value) {
         let addr = self.base.trim_start_matches("http://");
         let mut stream = tokio::net::TcpStream::connect(addr)
             .await
             .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-        let body = body.to_string();
         let request = format!(
-            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
              Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );

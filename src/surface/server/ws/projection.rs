@@ -17,6 +17,12 @@
 //! - A failed turn sends `error`, `agent_state error`, `agent_state idle`, then `done`: the
 //!   seed calls `done` "always the last message for a turn (successfully or after an error
 //!   recovery)". A cancelled turn sends `agent_state idle` and `error CANCELLED`, no `done`.
+//! - The phases follow what the turn does: `thinking` when it starts, `writing` at its first
+//!   text. A think-mode turn (run at high effort) adds `analyzing` until the model's first
+//!   output, `researching` while a search or web tool runs, `deep_thinking` while the model
+//!   reasons, and `writing` when it answers; each is sent when it changes, so a turn that
+//!   reasons again after a tool goes back to `deep_thinking`.
+//! - An `error` event that carries a `code` (a note such as EFFORT_NOT_APPLIED) keeps it.
 //! - `memory_update.tokens_used` is the context after summarizing (`tokensAfter` of the
 //!   compaction event; for a log written before it was recorded, the summary's size).
 
@@ -66,6 +72,16 @@ pub struct Projector {
     started: Option<Instant>,
     /// The name each `tool_start` of this turn sent, by call id, for its `tool_end`.
     names: HashMap<String, String>,
+}
+
+/// A tool that looks things up (the phase `researching`): corral's `search_files` and
+/// `open_url`, an MCP server's search or fetch tools, an external agent's WebSearch/WebFetch.
+fn is_research(tool: &str) -> bool {
+    let tool = tool.to_ascii_lowercase();
+    tool == "open_url"
+        || ["search", "fetch", "web", "browse"]
+            .iter()
+            .any(|w| tool.contains(w))
 }
 
 /// Parameters with large values last, so a dialog shows the short ones first.
@@ -131,6 +147,13 @@ impl Projector {
         out.push(agent_state(state));
     }
 
+    /// A phase within the turn, sent only when it changes.
+    fn phase(&mut self, out: &mut Vec<Message>, state: &'static str) {
+        if self.in_turn && self.state != state {
+            self.set(out, state);
+        }
+    }
+
     fn start_turn(&mut self, out: &mut Vec<Message>, mode: TurnMode) {
         *self = Projector {
             in_turn: true,
@@ -153,14 +176,11 @@ impl Projector {
                 self.start_turn(&mut out, mode);
             }
             Payload::AssistantText(t) if t.delta => {
-                if !self.wrote {
-                    self.wrote = true;
-                    let phase = match mode {
-                        TurnMode::Think => "deep_thinking",
-                        _ => "writing",
-                    };
-                    self.set(&mut out, phase);
+                // A delegate turn stays `delegating` to its end, as the seed draws it.
+                if mode == TurnMode::Think || (mode == TurnMode::Normal && !self.wrote) {
+                    self.phase(&mut out, "writing");
                 }
+                self.wrote = true;
                 if let crate::event::ContentBlock::Text { text } = &t.content {
                     out.push(msg(
                         "token",
@@ -169,6 +189,9 @@ impl Projector {
                 }
             }
             Payload::Thought(t) if t.delta => {
+                if mode == TurnMode::Think {
+                    self.phase(&mut out, "deep_thinking");
+                }
                 if let crate::event::ContentBlock::Text { text } = &t.content {
                     out.push(msg(
                         "thought",
@@ -184,6 +207,9 @@ impl Projector {
                     } else {
                         &u.tool
                     };
+                    if mode == TurnMode::Think && is_research(name) {
+                        self.phase(&mut out, "researching");
+                    }
                     self.pending.insert(u.call.tool_call_id.clone());
                     self.tool_calls += 1;
                     self.names.insert(u.call.tool_call_id.clone(), name.clone());
@@ -215,16 +241,20 @@ impl Projector {
             }
             Payload::Permission(PermissionData::Request(request)) => {
                 let input = &request.tool_call.raw_input;
-                out.push(msg(
-                    "tool_confirm_request",
-                    json!({
-                        "confirmation_id": request.request_id,
-                        "tool": request.tool,
-                        "parameters": sorted_parameters(input),
-                        "message": describe(&request.tool, input),
-                        "always": request.always,
-                    }),
-                ));
+                let mut payload = json!({
+                    "confirmation_id": request.request_id,
+                    "tool": request.tool,
+                    "parameters": sorted_parameters(input),
+                    "message": describe(&request.tool, input),
+                    "always": request.always,
+                });
+                // A delegated sub-session asks here: the dialog says which one.
+                if let Some(sub) = &request.sub_session {
+                    payload["message"] =
+                        json!(format!("[{sub}] {}", describe(&request.tool, input)));
+                    payload["sub_session"] = json!(sub);
+                }
+                out.push(msg("tool_confirm_request", payload));
             }
             Payload::Plan(p) => {
                 let mut plan = json!({ "entries": p.entries });
@@ -246,10 +276,14 @@ impl Projector {
                 json!({ "mode": "conversation", "tokens_used": tokens_after(c),
                         "summarized": true }),
             )),
-            Payload::Error(e) => {
-                self.errored = true;
-                out.push(error("AGENT_ERROR", &e.message));
-            }
+            Payload::Error(e) => match e.data.get("code").and_then(Value::as_str) {
+                // A note (an effort not applied) is not the turn failing.
+                Some(code) => out.push(error(code, &e.message)),
+                None => {
+                    self.errored = true;
+                    out.push(error("AGENT_ERROR", &e.message));
+                }
+            },
             Payload::Result(r) => self.finish(&mut out, r),
             _ => {}
         }

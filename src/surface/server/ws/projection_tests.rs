@@ -321,3 +321,100 @@ fn memory_update_says_the_context_after_summarizing() {
     let update = out.iter().find(|m| m.kind == "memory_update").unwrap();
     assert_eq!(update.payload["tokens_used"], 100);
 }
+
+fn thought(t: &str) -> Payload {
+    Payload::Thought(TextData {
+        delta: true,
+        content: ContentBlock::text(t),
+    })
+}
+
+fn announced(tool: &str, id: &str) -> Payload {
+    let call = ToolCallInfo {
+        tool_call_id: id.into(),
+        title: tool.into(),
+        kind: "other".into(),
+        status: ToolCallStatus::Pending,
+        content: vec![],
+        locations: vec![],
+        raw_input: Some(json!({})),
+    };
+    Payload::ToolUse(ToolUseData::new(tool, call))
+}
+
+fn states(out: &[Message]) -> Vec<&str> {
+    out.iter()
+        .filter(|m| m.kind == "agent_state")
+        .map(|m| m.payload["state"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_think_turn_follows_what_it_does_analyzing_researching_deep_thinking_writing() {
+    let mut p = Projector::new(false);
+    let out = kinds(
+        &mut p,
+        vec![
+            working(),
+            thought("what is asked"),
+            thought(" here"),
+            announced("search_files", "c1"),
+            thought("found it"),
+            text(true, "The answer"),
+            text(true, " is 4"),
+            result(StopReason::EndTurn),
+        ],
+        TurnMode::Think,
+    );
+    assert_eq!(
+        states(&out),
+        [
+            "thinking",
+            "analyzing",
+            "deep_thinking",
+            "researching",
+            "deep_thinking",
+            "writing",
+            "done"
+        ]
+    );
+    // A tool that does not look anything up is not research.
+    let mut p = Projector::new(false);
+    let out = kinds(
+        &mut p,
+        vec![working(), announced("write_file", "c2"), text(true, "ok")],
+        TurnMode::Think,
+    );
+    assert_eq!(states(&out), ["thinking", "analyzing", "writing"]);
+    // A normal turn never shows the think phases, whatever it does.
+    let mut p = Projector::new(false);
+    let out = kinds(
+        &mut p,
+        vec![
+            working(),
+            thought("hm"),
+            announced("search_files", "c3"),
+            text(true, "x"),
+            result(StopReason::EndTurn),
+        ],
+        TurnMode::Normal,
+    );
+    assert_eq!(states(&out), ["thinking", "writing", "done"]);
+}
+
+#[test]
+fn a_note_keeps_its_code_and_does_not_fail_the_turn() {
+    let mut p = Projector::new(false);
+    let note = Payload::Error(ErrorData {
+        message: "effort high is not applied".into(),
+        data: json!({"code": "EFFORT_NOT_APPLIED", "effort": "high"}),
+    });
+    let out = kinds(
+        &mut p,
+        vec![working(), note, result(StopReason::EndTurn)],
+        TurnMode::Normal,
+    );
+    let error = out.iter().find(|m| m.kind == "error").unwrap();
+    assert_eq!(error.payload["code"], "EFFORT_NOT_APPLIED");
+    assert_eq!(states(&out), ["thinking", "done"]);
+}
