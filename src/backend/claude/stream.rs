@@ -23,6 +23,8 @@ pub(super) struct TurnState {
     streaming: bool,
     /// Tool calls of the turn: claude's tool name, and when the authoritative call came.
     tools: HashMap<String, (String, Instant)>,
+    /// `TodoWrite` calls waiting for their result: the plan each would make.
+    todo_plans: HashMap<String, PlanData>,
     /// Authoritative blocks already emitted (claude may repeat a message's blocks).
     emitted: HashSet<String>,
     /// The last authoritative text.
@@ -193,7 +195,7 @@ impl TurnState {
                     if name == TODO_TOOL
                         && let Some(plan) = todo_plan(&input)
                     {
-                        session.emit(Payload::Plan(plan));
+                        self.todo_plans.insert(id.to_string(), plan);
                     }
                 }
                 _ => {}
@@ -216,6 +218,13 @@ impl TurnState {
                 .unwrap_or_else(|| ("unknown".to_string(), Instant::now()));
             let shown = result_text(&block["content"]);
             let failed = block["is_error"] == true;
+            // The plan is what claude took: a TodoWrite it refused (a tool this session does
+            // not have, bad input) changes nothing.
+            if let Some(plan) = self.todo_plans.remove(id)
+                && !failed
+            {
+                session.emit(Payload::Plan(plan));
+            }
             let outcome = if failed { Err(shown) } else { Ok(shown) };
             let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             session.emit(Payload::ToolResult(ToolResultData::finished(
@@ -359,8 +368,14 @@ mod tests {
         out
     }
 
+    fn tool_result(id: &str, is_error: bool) -> serde_json::Value {
+        json!({"type": "user", "parent_tool_use_id": null, "message": {"content": [
+            {"type": "tool_result", "tool_use_id": id, "is_error": is_error,
+             "content": "ok"}]}})
+    }
+
     #[test]
-    fn a_todo_write_call_is_also_the_plan() {
+    fn a_todo_write_call_that_went_through_is_the_plan() {
         let session = Session::create(None).unwrap();
         let mut events = session.tap(session.last_seq());
         let mut state = TurnState::default();
@@ -375,6 +390,13 @@ mod tests {
                 "id": "msg_1", "content": [{"type": "tool_use", "id": "toolu_t",
                 "name": "TodoWrite", "input": todos}]}}),
         );
+        // Nothing until claude says the call went through.
+        assert!(
+            !drain(&mut events)
+                .iter()
+                .any(|p| matches!(p, Payload::Plan(_)))
+        );
+        state.on_user(&session, &tool_result("toolu_t", false));
         let payloads = drain(&mut events);
         let plans: Vec<_> = payloads
             .iter()
@@ -392,14 +414,21 @@ mod tests {
             ]],
             "{payloads:?}"
         );
-        // The call itself is still shown, and a Bash call makes no plan.
-        assert!(matches!(payloads[0], Payload::ToolUse(_)), "{payloads:?}");
+        // A refused TodoWrite, and a Bash call with the same input, make no plan.
+        state.on_assistant(
+            &session,
+            &json!({"type": "assistant", "parent_tool_use_id": null, "message": {
+                "id": "msg_3", "content": [{"type": "tool_use", "id": "toolu_r",
+                "name": "TodoWrite", "input": todos}]}}),
+        );
+        state.on_user(&session, &tool_result("toolu_r", true));
         state.on_assistant(
             &session,
             &json!({"type": "assistant", "parent_tool_use_id": null, "message": {
                 "id": "msg_2", "content": [{"type": "tool_use", "id": "toolu_b",
                 "name": "Bash", "input": {"todos": []}}]}}),
         );
+        state.on_user(&session, &tool_result("toolu_b", false));
         assert!(
             !drain(&mut events)
                 .iter()
