@@ -70,9 +70,27 @@ pub struct ToolAsk {
     pub paths: Vec<String>,
 }
 
+/// How an agent's call reached corral: it asked permission for its own tool, or corral does
+/// the file I/O itself (ACP `fs/*`), which a preset may let run unasked (`allow_acp_fs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Asked,
+    AcpFs,
+}
+
 impl ToolAsk {
     /// Decides the call with corral's approver, once every path it names is confined.
     pub async fn decide(&self, approver: &Approver, cancel: &CancellationToken) -> Approval {
+        self.decide_via(approver, cancel, Route::Asked).await
+    }
+
+    /// The same for a call that reached corral by `route`.
+    pub async fn decide_via(
+        &self,
+        approver: &Approver,
+        cancel: &CancellationToken,
+        route: Route,
+    ) -> Approval {
         // Before any rule: the agent does the write itself once allowed, so no preset (not
         // even bypass) may let it touch a path outside the root.
         let ask = match confine::confine(self, approver.root()) {
@@ -82,9 +100,11 @@ impl ToolAsk {
                 return Approval::Deny { message };
             }
         };
+        let tool = ask.agent_tool.as_str();
         let call = Call {
-            caller: Caller::Agent {
-                tool: &ask.agent_tool,
+            caller: match route {
+                Route::Asked => Caller::Agent { tool },
+                Route::AcpFs => Caller::AgentFiles { tool },
             },
             tool: ask.corral_tool,
             args: &ask.args,

@@ -51,20 +51,25 @@ pub enum Caller<'a> {
     /// An external agent, which names the tool its own way and calls tools corral did not
     /// offer; a refusal says it was corral's policy.
     Agent { tool: &'a str },
+    /// An ACP agent reading or writing a file through corral (`fs/*`): corral does the I/O
+    /// itself, beneath the root, so a preset may let these run unasked (`allow_acp_fs`).
+    AgentFiles { tool: &'a str },
 }
 
 impl Caller<'_> {
     fn agent_tool(&self) -> Option<&str> {
         match self {
             Caller::Model => None,
-            Caller::Agent { tool } => Some(tool),
+            Caller::Agent { tool } | Caller::AgentFiles { tool } => Some(tool),
         }
     }
 
     fn refused(&self, reason: &str) -> String {
         match self {
             Caller::Model => format!("refused: {reason}"),
-            Caller::Agent { .. } => format!("refused by corral's policy: {reason}"),
+            Caller::Agent { .. } | Caller::AgentFiles { .. } => {
+                format!("refused by corral's policy: {reason}")
+            }
         }
     }
 
@@ -77,7 +82,7 @@ impl Caller<'_> {
                 "{refusal}. Allow it with a policy rule, `--allow {tool}`, another preset (-p), \
                  or answer requests with --approve-stdin"
             ),
-            Caller::Agent { .. } => refusal,
+            Caller::Agent { .. } | Caller::AgentFiles { .. } => refusal,
         }
     }
 
@@ -85,7 +90,7 @@ impl Caller<'_> {
         let refusal = "the user forbade tool calls for the rest of this turn";
         match self {
             Caller::Model => format!("{refusal}; answer without tools"),
-            Caller::Agent { .. } => refusal.to_string(),
+            Caller::Agent { .. } | Caller::AgentFiles { .. } => refusal.to_string(),
         }
     }
 }
@@ -281,11 +286,18 @@ impl Approver {
         let name = manifest.name.as_str();
         let gate = self.gate();
         let danger = gate.policy().danger_of(name, manifest.danger);
-        if matches!(call.caller, Caller::Agent { .. }) && !gate.offers(name) {
+        if call.caller != Caller::Model && !gate.offers(name) {
             let reason = format!("{name} is not available in this session");
             return (Verdict::Deny { reason }, danger);
         }
-        let verdict = gate.check(name, manifest.danger, call.args, &self.root);
+        let verdict = match call.caller {
+            Caller::AgentFiles { .. } => {
+                gate.check_acp_fs(name, manifest.danger, call.args, &self.root)
+            }
+            Caller::Model | Caller::Agent { .. } => {
+                gate.check(name, manifest.danger, call.args, &self.root)
+            }
+        };
         // git's files are never a tool's to write, and agent config is a person's, in every
         // preset: that overrides the gate's "allow" (bypass, a rule, a grant).
         let verdict = match write_guard(name, call.args, &self.root) {

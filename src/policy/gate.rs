@@ -64,6 +64,30 @@ impl Gate {
     }
 
     pub fn check(&self, tool: &str, manifest_danger: Danger, args: &Value, root: &Path) -> Verdict {
+        self.judge(tool, manifest_danger, args, root, false)
+    }
+
+    /// An ACP agent's `fs/*` read or write: as [`Gate::check`], and where the preset says
+    /// `allow_acp_fs` it runs without asking, as `--allow` would let it (after deny and ask
+    /// rules, which still hold).
+    pub fn check_acp_fs(
+        &self,
+        tool: &str,
+        manifest_danger: Danger,
+        args: &Value,
+        root: &Path,
+    ) -> Verdict {
+        self.judge(tool, manifest_danger, args, root, self.policy.allow_acp_fs)
+    }
+
+    fn judge(
+        &self,
+        tool: &str,
+        manifest_danger: Danger,
+        args: &Value,
+        root: &Path,
+        acp_fs_allowed: bool,
+    ) -> Verdict {
         if self.disabled.contains(tool) {
             return deny(format!("the {tool} tool was disabled for this session"));
         }
@@ -110,6 +134,12 @@ impl Gate {
         }
         if super::preset::names(&self.policy.allowed, tool) {
             return allow("allowed with --allow");
+        }
+        if acp_fs_allowed {
+            return allow(format!(
+                "the '{}' preset lets an ACP agent's fs/* calls run",
+                self.policy.name
+            ));
         }
         if self.granted_tools.contains(tool) {
             return allow("allowed for this session");

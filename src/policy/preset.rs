@@ -24,6 +24,8 @@ const EMBEDDED: &[(&str, &str)] = &[
     ("auto", include_str!("../../policies/auto.toml")),
     ("specialist", include_str!("../../policies/specialist.toml")),
     ("bypass", include_str!("../../policies/bypass.toml")),
+    ("notebook", include_str!("../../policies/notebook.toml")),
+    ("lab", include_str!("../../policies/lab.toml")),
 ];
 
 /// Which tools a preset offers the model.
@@ -60,6 +62,9 @@ struct PresetFile {
     offer: OfferText,
     #[serde(default)]
     bypass: bool,
+    /// An ACP agent's `fs/*` reads and writes run without asking (rules still hold).
+    #[serde(default)]
+    allow_acp_fs: bool,
     #[serde(default)]
     warning: Option<String>,
     #[serde(default)]
@@ -145,6 +150,10 @@ pub struct Policy {
     pub offer: Offer,
     /// Nothing asks (the bypass preset). Deny rules still hold.
     pub bypass: bool,
+    /// An ACP agent's `fs/read_text_file` and `fs/write_text_file` (confined to the root) run
+    /// without asking, as `--allow` would let them; deny and ask rules still hold (the lab
+    /// preset).
+    pub allow_acp_fs: bool,
     pub warning: Option<String>,
     pub max_timeout_secs: Option<u64>,
     pub url_schemes: Option<Vec<String>>,
@@ -171,6 +180,8 @@ pub struct Policy {
     pub allowed: Vec<String>,
     /// `--deny`: never offered.
     pub denied: Vec<String>,
+    /// The recursion guard is off: the agent may open and drive agents (see `guard`).
+    pub nested_agents: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -192,6 +203,9 @@ pub struct PolicyOverrides {
     pub auto_approve: Option<Danger>,
     pub allow: Vec<String>,
     pub deny: Vec<String>,
+    /// Lifts the recursion guard (MCP `agent_open` with `disallowed_tools: []`); default: the
+    /// guard holds.
+    pub nested_agents: bool,
 }
 
 /// Every preset name: embedded ones and the user's, sorted.
@@ -308,6 +322,7 @@ impl Policy {
             auto_approve,
             offer,
             bypass: file.bypass,
+            allow_acp_fs: file.allow_acp_fs,
             warning: file.warning,
             max_timeout_secs: file.max_timeout_secs,
             url_schemes: file.url_schemes,
@@ -323,12 +338,13 @@ impl Policy {
             commands,
             allowed: overrides.allow.clone(),
             denied: overrides.deny.clone(),
+            nested_agents: overrides.nested_agents,
         })
     }
 
     /// Whether the model is offered `tool` at all.
     pub fn offers(&self, tool: &str) -> bool {
-        if names(&self.denied, tool) {
+        if names(&self.denied, tool) || (!self.nested_agents && guard::withholds(tool)) {
             return false;
         }
         match &self.offer {
@@ -381,6 +397,14 @@ impl Policy {
         }
         if !self.denied.is_empty() {
             out.push_str(&format!("denied (--deny): {}\n", self.denied.join(", ")));
+        }
+        out.push_str(if self.nested_agents {
+            "recursion guard: off (the agent may open and drive agents)\n"
+        } else {
+            guard::DESCRIBED
+        });
+        if self.allow_acp_fs {
+            out.push_str("an ACP agent's fs/* reads and writes in the root: run without asking\n");
         }
         for (tool, level) in &self.danger_overrides {
             out.push_str(&format!("danger of {tool}: {level:?}\n").to_lowercase());
@@ -490,6 +514,7 @@ fn compile_rule(rule: RuleFile) -> Result<Rule, String> {
     })
 }
 
+mod guard;
 mod names;
 #[cfg(test)]
 mod tests;

@@ -164,6 +164,9 @@ impl McpServer {
             Err(e) => return fail(e),
         };
         let only = p.only_tools();
+        // As Kaimon's agent_open: absent, the recursion guard; `[]`, the caller deliberately
+        // allows nested agents; a list, the guard plus those tools.
+        let nested_agents = p.disallowed_tools.as_ref().is_some_and(Vec::is_empty);
         let mut deny = p.disallowed_tools.unwrap_or_default();
         if let Some(only) = &only {
             let tools = match crate::tool::ToolRegistry::builtin() {
@@ -221,6 +224,7 @@ impl McpServer {
             auto_approve: mode.auto_approve,
             allow: p.allowed_tools.unwrap_or_default(),
             deny,
+            nested_agents,
             worktree: p.worktree.unwrap_or(false),
             effort,
             hermetic: p.hermetic.unwrap_or(false),

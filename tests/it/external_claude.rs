@@ -11,6 +11,7 @@ use crate::common::*;
 use crate::support::fake_anthropic::{message_requests, texts};
 use crate::support::{Cmd, FakeModel, Harness, Outcome, Reply};
 
+mod agents;
 mod approval;
 mod confine;
 mod effort;

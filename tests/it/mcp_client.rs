@@ -8,3 +8,4 @@ mod everything;
 mod faults;
 mod gate;
 mod http;
+mod notebook;

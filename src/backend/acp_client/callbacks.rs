@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::rpc::{Incoming, Rpc, RpcError};
 use super::tool_events::{self, Calls};
-use crate::backend::external::ToolAsk;
+use crate::backend::external::{Route, ToolAsk};
 use crate::policy::{Approval, Approver};
 use crate::sandbox::paths::{RootDir, resolve_in_root};
 use crate::tool::{ToolContext, ToolRegistry};
@@ -84,12 +84,12 @@ impl Shared {
 
     /// The gate's answer. One question at a time: the session shows one open request, and an
     /// agent asking about two calls at once gets the second answered after the first.
-    async fn decide(&self, ask: &ToolAsk, cancel: &CancellationToken) -> Approval {
+    async fn decide(&self, ask: &ToolAsk, cancel: &CancellationToken, route: Route) -> Approval {
         let _turn = self.asking.lock().await;
         if cancel.is_cancelled() {
             return Approval::Cancel;
         }
-        ask.decide(&self.approver, cancel).await
+        ask.decide_via(&self.approver, cancel, route).await
     }
 
     pub(crate) fn cancel_turn(&self) {
@@ -187,7 +187,7 @@ async fn permission(shared: &Shared, params: &Value) -> Value {
     let mut ask = tool_events::tool_ask(&merged);
     ask.args = relative_args(ask.args, &shared.root);
     let cancel = shared.turn_cancel();
-    let answer = shared.decide(&ask, &cancel).await;
+    let answer = shared.decide(&ask, &cancel, Route::Asked).await;
     let options = params["options"].as_array().cloned().unwrap_or_default();
     let pick = |kinds: &[&str]| {
         kinds.iter().find_map(|kind| {
@@ -276,7 +276,10 @@ fn confine(shared: &Shared, path: &str) -> Result<PathBuf, RpcError> {
 }
 
 async fn gate(shared: &Shared, ask: ToolAsk) -> Result<(), RpcError> {
-    match shared.decide(&ask, &shared.turn_cancel()).await {
+    match shared
+        .decide(&ask, &shared.turn_cancel(), Route::AcpFs)
+        .await
+    {
         Approval::Allow { .. } => Ok(()),
         Approval::Deny { message } => Err(RpcError::remote(REFUSED, message)),
         Approval::Cancel => Err(RpcError::remote(REFUSED, "the user cancelled the turn")),

@@ -100,8 +100,8 @@ fn project_settings_env(project_settings: bool) -> Vec<(String, String)> {
 }
 
 /// `session/new`'s `_meta`: claude-agent-acp takes its SDK options there — the tools the
-/// preset does not offer as a deny list, and which settings files to load (the project's
-/// only when the person opted in). Other agents ignore `_meta`.
+/// preset does not offer and the recursion guard's as a deny list, and which settings files
+/// to load (the project's only when the person opted in). Other agents ignore `_meta`.
 pub(super) fn session_meta(context: &ExternalContext) -> serde_json::Value {
     let mut options = serde_json::Map::new();
     if takes_deny_list(context.spec.agent.as_deref()) {
@@ -155,13 +155,17 @@ pub(super) fn takes_deny_list(agent: Option<&str>) -> bool {
     agent == Some("claude")
 }
 
-/// claude-agent-acp's tools the preset does not offer: never offered to its model.
+/// claude-agent-acp's tools the preset does not offer, and its subagent spawners unless the
+/// session's opener lifted the recursion guard: never offered to its model.
 pub(super) fn claude_disallowed(policy: &Policy) -> Vec<&'static str> {
-    AGENT_TOOLS
-        .iter()
-        .filter(|tool| !policy.offers(tool))
-        .flat_map(|tool| claude_tools(tool).iter().copied())
-        .collect()
+    let mut denied: Vec<&'static str> = crate::backend::claude::recursion_guard(policy).to_vec();
+    denied.extend(
+        AGENT_TOOLS
+            .iter()
+            .filter(|tool| !policy.offers(tool))
+            .flat_map(|tool| claude_tools(tool).iter().copied()),
+    );
+    denied
 }
 
 /// What of the preset an ACP agent is not held to (seed: "Where an ACP preset is enforced").
@@ -234,6 +238,49 @@ mod tests {
             "{denied:?}"
         );
         assert!(!denied.contains(&"Read"), "{denied:?}");
-        assert!(claude_disallowed(&default).is_empty());
+        assert_eq!(claude_disallowed(&default), ["Task", "Agent", "Workflow"]);
+    }
+
+    #[test]
+    fn the_recursion_guard_reaches_claude_agent_acp_unless_lifted() {
+        for name in ["default", "lab", "bypass", "auto"] {
+            let denied = claude_disallowed(&preset(name));
+            for spawner in ["Task", "Agent", "Workflow"] {
+                assert!(denied.contains(&spawner), "{name}: {denied:?}");
+            }
+        }
+        let nested = Policy::load(
+            "default",
+            None,
+            &crate::policy::PolicyOverrides {
+                nested_agents: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(claude_disallowed(&nested).is_empty());
+    }
+
+    #[test]
+    fn the_notebook_preset_takes_claude_agent_acps_file_and_shell_tools_away() {
+        let denied = claude_disallowed(&preset("notebook"));
+        for tool in [
+            "Bash",
+            "Read",
+            "Write",
+            "Edit",
+            "Glob",
+            "Grep",
+            "NotebookEdit",
+            "Task",
+        ] {
+            assert!(denied.contains(&tool), "{tool}: {denied:?}");
+        }
+        assert!(!denied.contains(&"WebFetch"), "{denied:?}");
+        // lab is default's posture for the agent's own tools.
+        assert_eq!(
+            claude_disallowed(&preset("lab")),
+            claude_disallowed(&preset("default"))
+        );
     }
 }

@@ -9,7 +9,7 @@
 //! | anything else (default, readonly, specialist) | `--permission-mode default`                |
 //! | a tool not offered (readonly, specialist, `--deny`) | its claude tools in `--disallowedTools` |
 //! | `--allow TOOL`                     | its claude tools in `--allowedTools`                  |
-//! | always (recursion guard)           | `Task`, `Agent`, `Workflow` in `--disallowedTools`    |
+//! | recursion guard (unless the opener lifted it) | `Task`, `Agent`, `Workflow` in `--disallowedTools` |
 //! | any other offered tool (not bypass)| its claude tools in `permissions.ask` (`--settings`)  |
 //! | always, unless `[agents] project_settings = true` | `--setting-sources user`           |
 //!
@@ -49,8 +49,18 @@ const TOOL_MAP: &[(&str, &[&str])] = &[
     ("open_url", &["WebFetch"]),
 ];
 
-/// Subagent spawners: a claude agent owned by corral may not multiply itself.
-const RECURSION_GUARD: &[&str] = &["Task", "Agent", "Workflow"];
+/// Subagent spawners: a claude agent owned by corral may not multiply itself (the recursion
+/// guard; `Policy::nested_agents` lifts it). claude-agent-acp runs the same tools.
+pub(crate) const RECURSION_GUARD: &[&str] = &["Task", "Agent", "Workflow"];
+
+/// The recursion guard's tools, unless the session's opener lifted it.
+pub(crate) fn recursion_guard(policy: &Policy) -> &'static [&'static str] {
+    if policy.nested_agents {
+        &[]
+    } else {
+        RECURSION_GUARD
+    }
+}
 
 /// The claude CLI: `$CORRAL_CLAUDE`, else on PATH, else the copy scripts/install-agent-clis
 /// installs.
@@ -81,7 +91,10 @@ pub fn permission_flags(policy: &Policy) -> PermissionFlags {
     };
     let mut allowed = Vec::new();
     let mut ask = Vec::new();
-    let mut disallowed: Vec<String> = RECURSION_GUARD.iter().map(|t| t.to_string()).collect();
+    let mut disallowed: Vec<String> = recursion_guard(policy)
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
     for (corral, claude) in TOOL_MAP {
         let names = claude.iter().map(|t| t.to_string());
         if !policy.offers(corral) {

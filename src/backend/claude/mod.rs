@@ -22,6 +22,8 @@ mod launch;
 mod stream;
 mod turn;
 
+pub(crate) use launch::recursion_guard;
+
 #[cfg(test)]
 mod tests;
 

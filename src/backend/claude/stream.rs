@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::launch;
 use crate::event::{
-    ContentBlock, Payload, StopReason, TextData, ToolCallInfo, ToolCallStatus, ToolInputDeltaData,
-    ToolResultData, ToolUseData, Usage, UsageData,
+    ContentBlock, Payload, PlanData, StopReason, TextData, ToolCallInfo, ToolCallStatus,
+    ToolInputDeltaData, ToolResultData, ToolUseData, Usage, UsageData,
 };
 use crate::session::{Session, TurnEnd};
 
@@ -23,6 +23,8 @@ pub(super) struct TurnState {
     streaming: bool,
     /// Tool calls of the turn: claude's tool name, and when the authoritative call came.
     tools: HashMap<String, (String, Instant)>,
+    /// `TodoWrite` calls waiting for their result: the plan each would make.
+    todo_plans: HashMap<String, PlanData>,
     /// Authoritative blocks already emitted (claude may repeat a message's blocks).
     emitted: HashSet<String>,
     /// The last authoritative text.
@@ -190,6 +192,11 @@ impl TurnState {
                         name,
                         tool_call(id, name, Some(&input), ToolCallStatus::InProgress),
                     )));
+                    if name == TODO_TOOL
+                        && let Some(plan) = todo_plan(&input)
+                    {
+                        self.todo_plans.insert(id.to_string(), plan);
+                    }
                 }
                 _ => {}
             }
@@ -211,6 +218,13 @@ impl TurnState {
                 .unwrap_or_else(|| ("unknown".to_string(), Instant::now()));
             let shown = result_text(&block["content"]);
             let failed = block["is_error"] == true;
+            // The plan is what claude took: a TodoWrite it refused (a tool this session does
+            // not have, bad input) changes nothing.
+            if let Some(plan) = self.todo_plans.remove(id)
+                && !failed
+            {
+                session.emit(Payload::Plan(plan));
+            }
             let outcome = if failed { Err(shown) } else { Ok(shown) };
             let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             session.emit(Payload::ToolResult(ToolResultData::finished(
@@ -218,7 +232,7 @@ impl TurnState {
                 &tool,
                 outcome,
                 duration_ms,
-                Vec::new(),
+                result_images(&block["content"]),
             )));
         }
     }
@@ -280,6 +294,50 @@ impl TurnState {
     }
 }
 
+/// claude's own checklist tool: each call carries the whole list.
+const TODO_TOOL: &str = "TodoWrite";
+
+/// A `TodoWrite` call's `todos` (`{content, status, activeForm}`, older versions with a
+/// `priority`) as the plan every surface reads. `None`: no list, nothing to show.
+pub(super) fn todo_plan(input: &Value) -> Option<PlanData> {
+    let todos = input["todos"].as_array()?;
+    let entries = todos
+        .iter()
+        .map(|todo| {
+            let text = |key: &str| todo[key].as_str().unwrap_or_default();
+            let status = match text("status") {
+                "" => "pending",
+                status => status,
+            };
+            let mut entry = PlanData::entry(text("content"), status);
+            if let priority @ ("high" | "medium" | "low") = text("priority") {
+                entry["priority"] = json!(priority);
+            }
+            entry
+        })
+        .collect();
+    Some(PlanData::new(entries))
+}
+
+/// The images among a tool result's blocks (`{"type":"image","source":{"type":"base64",
+/// "media_type","data"}}`), as the image content a native tool's result carries. Other
+/// sources (a URL) are not carried: a surface shows only what it has.
+pub(super) fn result_images(content: &Value) -> Vec<Value> {
+    let Some(blocks) = content.as_array() else {
+        return Vec::new();
+    };
+    blocks
+        .iter()
+        .filter(|b| b["type"] == "image" && b["source"]["type"] == "base64")
+        .filter_map(|b| {
+            let data = b["source"]["data"].as_str()?;
+            let mime = b["source"]["media_type"].as_str().unwrap_or("image/png");
+            Some(json!({"type": "content", "content": {
+                "type": "image", "data": data, "mimeType": mime}}))
+        })
+        .collect()
+}
+
 /// A tool result's content: a string, or blocks of which the text ones are kept.
 fn result_text(content: &Value) -> String {
     match content {
@@ -291,5 +349,121 @@ fn result_text(content: &Value) -> String {
             .join("\n"),
         Value::Null => String::new(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::TurnState;
+    use crate::event::{Payload, SharedEvent};
+    use crate::session::Session;
+
+    fn drain(events: &mut tokio::sync::mpsc::UnboundedReceiver<SharedEvent>) -> Vec<Payload> {
+        let mut out = Vec::new();
+        while let Ok(event) = events.try_recv() {
+            out.push(event.envelope.payload.clone());
+        }
+        out
+    }
+
+    fn tool_result(id: &str, is_error: bool) -> serde_json::Value {
+        json!({"type": "user", "parent_tool_use_id": null, "message": {"content": [
+            {"type": "tool_result", "tool_use_id": id, "is_error": is_error,
+             "content": "ok"}]}})
+    }
+
+    #[test]
+    fn a_todo_write_call_that_went_through_is_the_plan() {
+        let session = Session::create(None).unwrap();
+        let mut events = session.tap(session.last_seq());
+        let mut state = TurnState::default();
+        let todos = json!({"todos": [
+            {"content": "read the code", "status": "completed", "activeForm": "Reading"},
+            {"content": "fix the bug", "status": "in_progress", "activeForm": "Fixing"},
+            {"content": "run the tests", "status": "pending", "priority": "high"},
+        ]});
+        state.on_assistant(
+            &session,
+            &json!({"type": "assistant", "parent_tool_use_id": null, "message": {
+                "id": "msg_1", "content": [{"type": "tool_use", "id": "toolu_t",
+                "name": "TodoWrite", "input": todos}]}}),
+        );
+        // Nothing until claude says the call went through.
+        assert!(
+            !drain(&mut events)
+                .iter()
+                .any(|p| matches!(p, Payload::Plan(_)))
+        );
+        state.on_user(&session, &tool_result("toolu_t", false));
+        let payloads = drain(&mut events);
+        let plans: Vec<_> = payloads
+            .iter()
+            .filter_map(|p| match p {
+                Payload::Plan(plan) => Some(plan.entries.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            plans,
+            [vec![
+                json!({"content": "read the code", "priority": "medium", "status": "completed"}),
+                json!({"content": "fix the bug", "priority": "medium", "status": "in_progress"}),
+                json!({"content": "run the tests", "priority": "high", "status": "pending"}),
+            ]],
+            "{payloads:?}"
+        );
+        // A refused TodoWrite, and a Bash call with the same input, make no plan.
+        state.on_assistant(
+            &session,
+            &json!({"type": "assistant", "parent_tool_use_id": null, "message": {
+                "id": "msg_3", "content": [{"type": "tool_use", "id": "toolu_r",
+                "name": "TodoWrite", "input": todos}]}}),
+        );
+        state.on_user(&session, &tool_result("toolu_r", true));
+        state.on_assistant(
+            &session,
+            &json!({"type": "assistant", "parent_tool_use_id": null, "message": {
+                "id": "msg_2", "content": [{"type": "tool_use", "id": "toolu_b",
+                "name": "Bash", "input": {"todos": []}}]}}),
+        );
+        state.on_user(&session, &tool_result("toolu_b", false));
+        assert!(
+            !drain(&mut events)
+                .iter()
+                .any(|p| matches!(p, Payload::Plan(_)))
+        );
+    }
+
+    #[test]
+    fn a_tool_results_images_are_kept_after_its_text() {
+        let session = Session::create(None).unwrap();
+        let mut events = session.tap(session.last_seq());
+        let mut state = TurnState::default();
+        state.on_user(
+            &session,
+            &json!({"type": "user", "parent_tool_use_id": null, "message": {"content": [
+            {"type": "tool_result", "tool_use_id": "toolu_s", "is_error": false,
+             "content": [
+                {"type": "text", "text": "the screen"},
+                {"type": "image", "source": {"type": "base64",
+                    "media_type": "image/jpeg", "data": "/9j/AAAA"}},
+                {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}},
+             ]}]}}),
+        );
+        let payloads = drain(&mut events);
+        let [Payload::ToolResult(result)] = payloads.as_slice() else {
+            panic!("{payloads:?}");
+        };
+        assert_eq!(result.result.output.as_deref(), Some("the screen"));
+        assert_eq!(
+            result.update.content,
+            [
+                json!({"type": "content", "content": {"type": "text", "text": "the screen"}}),
+                json!({"type": "content", "content": {"type": "image", "data": "/9j/AAAA",
+                    "mimeType": "image/jpeg"}}),
+            ]
+        );
     }
 }

@@ -15,6 +15,7 @@ fn policy(name: &str, allow: &[&str], deny: &[&str]) -> Policy {
         auto_approve: None,
         allow: allow.iter().map(|s| s.to_string()).collect(),
         deny: deny.iter().map(|s| s.to_string()).collect(),
+        nested_agents: false,
     };
     Policy::load(name, None, &overrides).unwrap()
 }
@@ -66,6 +67,55 @@ fn presets_become_claudes_permission_flags() {
     let denied = permission_flags(&policy("default", &["read_file"], &["write_file"]));
     assert_eq!(denied.allowed, ["Read"]);
     assert!(denied.disallowed.iter().any(|t| t == "Edit"));
+}
+
+#[test]
+fn the_notebook_preset_takes_claudes_file_and_shell_tools_and_lab_is_default() {
+    let notebook = permission_flags(&policy("notebook", &[], &[]));
+    assert_eq!(notebook.mode, "default");
+    for tool in [
+        "Bash",
+        "Read",
+        "Write",
+        "Edit",
+        "MultiEdit",
+        "Glob",
+        "Grep",
+        "LS",
+        "NotebookEdit",
+        "Task",
+        "Agent",
+        "Workflow",
+    ] {
+        assert!(notebook.disallowed.iter().any(|t| t == tool), "{tool}");
+    }
+    // The desktop half stays as in default: claude asks, corral's gate answers.
+    assert!(!notebook.disallowed.iter().any(|t| t == "WebFetch"));
+    assert_eq!(notebook.ask, ["WebFetch"]);
+    assert_eq!(
+        permission_flags(&policy("lab", &[], &[])),
+        permission_flags(&policy("default", &[], &[]))
+    );
+}
+
+#[test]
+fn the_recursion_guard_holds_unless_the_opener_lifts_it() {
+    for name in ["default", "auto", "bypass", "lab", "notebook", "specialist"] {
+        let flags = permission_flags(&policy(name, &[], &[]));
+        for spawner in ["Task", "Agent", "Workflow"] {
+            assert!(flags.disallowed.iter().any(|t| t == spawner), "{name}");
+        }
+    }
+    let nested = Policy::load(
+        "default",
+        None,
+        &PolicyOverrides {
+            nested_agents: true,
+            ..PolicyOverrides::default()
+        },
+    )
+    .unwrap();
+    assert!(permission_flags(&nested).disallowed.is_empty());
 }
 
 #[test]

@@ -67,6 +67,9 @@ pub struct OpenSpec {
     pub auto_approve: Option<Danger>,
     pub allow: Vec<String>,
     pub deny: Vec<String>,
+    /// Lifts the recursion guard: the agent may open and drive agents (MCP `agent_open`'s
+    /// `disallowed_tools: []`). Default: the guard holds.
+    pub nested_agents: bool,
     pub max_steps: Option<u32>,
     pub tool_choice: Option<ToolChoiceMode>,
     /// Compact or full prompt (`--prompt`).
@@ -184,6 +187,7 @@ fn load_policy(
         auto_approve: spec.auto_approve,
         allow: spec.allow.clone(),
         deny: spec.deny.clone(),
+        nested_agents: spec.nested_agents,
     };
     Policy::load(
         &settings.permission,

@@ -102,7 +102,15 @@ mod tests {
 
     #[test]
     fn the_shipped_presets_name_only_real_tools() {
-        for name in ["default", "readonly", "auto", "specialist", "bypass"] {
+        for name in [
+            "default",
+            "readonly",
+            "auto",
+            "specialist",
+            "bypass",
+            "notebook",
+            "lab",
+        ] {
             Policy::load(name, None, &PolicyOverrides::default())
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
         }

@@ -66,3 +66,84 @@ fn sandbox_keys_parse_and_are_described() {
     );
     assert!(bad.unwrap_err().to_string().contains("lax"));
 }
+
+fn verdict_word(v: &crate::policy::Verdict) -> &'static str {
+    match v {
+        crate::policy::Verdict::Allow { .. } => "allow",
+        crate::policy::Verdict::Ask { .. } => "ask",
+        crate::policy::Verdict::Deny { .. } => "deny",
+    }
+}
+
+#[test]
+fn notebook_offers_mcp_tools_unasked_and_no_file_or_shell_tool() {
+    let policy = Policy::load("notebook", None, &PolicyOverrides::default()).unwrap();
+    for tool in [
+        "read_file",
+        "write_file",
+        "edit_file",
+        "apply_patch",
+        "list_directory",
+        "search_files",
+        "shell",
+        "python",
+    ] {
+        assert!(!policy.offers(tool), "{tool} offered");
+    }
+    for tool in ["notes__cell_read", "update_plan", "notify", "screenshot"] {
+        assert!(policy.offers(tool), "{tool} not offered");
+    }
+    let gate = crate::policy::Gate::new(policy);
+    let root = Path::new("/work/root");
+    let mcp = |args| gate.check("notes__cell_read", Danger::Dangerous, &args, root);
+    assert_eq!(verdict_word(&mcp(serde_json::json!({"cell": 3}))), "allow");
+    assert_eq!(verdict_word(&mcp(serde_json::json!({}))), "allow");
+    let shell = serde_json::json!({"command": "ls"});
+    assert_eq!(
+        verdict_word(&gate.check("shell", Danger::Dangerous, &shell, root)),
+        "deny"
+    );
+    // The desktop tools ask as in default.
+    let url = serde_json::json!({"url": "https://example.org"});
+    assert_eq!(
+        verdict_word(&gate.check("open_url", Danger::Moderate, &url, root)),
+        "ask"
+    );
+}
+
+#[test]
+fn lab_is_default_plus_mcp_tools_and_acp_file_callbacks_unasked() {
+    let lab =
+        crate::policy::Gate::new(Policy::load("lab", None, &PolicyOverrides::default()).unwrap());
+    let default = crate::policy::Gate::new(
+        Policy::load("default", None, &PolicyOverrides::default()).unwrap(),
+    );
+    let root = Path::new("/work/root");
+    let write = serde_json::json!({"path": "notes.md", "content": "x"});
+    let git = serde_json::json!({"path": ".git/config", "content": "x"});
+    let mcp = serde_json::json!({"path": "/etc/passwd"});
+    let word = |gate: &crate::policy::Gate, tool: &str, args: &serde_json::Value, fs: bool| {
+        let danger = if tool == "write_file" {
+            Danger::Moderate
+        } else {
+            Danger::Dangerous
+        };
+        verdict_word(&if fs {
+            gate.check_acp_fs(tool, danger, args, root)
+        } else {
+            gate.check(tool, danger, args, root)
+        })
+    };
+    // corral's own write_file still asks; the same write as an ACP agent's fs/* call runs.
+    assert_eq!(word(&lab, "write_file", &write, false), "ask");
+    assert_eq!(word(&lab, "write_file", &write, true), "allow");
+    assert_eq!(word(&default, "write_file", &write, true), "ask");
+    // The .git rule holds for fs/* too.
+    assert_eq!(word(&lab, "write_file", &git, true), "deny");
+    assert_eq!(word(&lab, "srv__fetch", &mcp, false), "allow");
+    assert_eq!(word(&default, "srv__fetch", &mcp, false), "ask");
+    assert!(lab.offers("shell") && lab.offers("python"));
+    let shown = lab.policy().describe();
+    assert!(shown.contains("fs/* reads and writes"), "{shown}");
+    assert!(shown.contains("recursion guard: on"), "{shown}");
+}

@@ -29,7 +29,9 @@ pub struct OpenParams {
     pub permission_mode: Option<String>,
     /// Tools allowed without asking, on top of the preset.
     pub allowed_tools: Option<Vec<String>>,
-    /// Tools the agent may not call at all.
+    /// Tools the agent may not call at all, on top of the recursion guard (the agent_* tools
+    /// of its MCP servers; claude's Task, Agent and Workflow). An empty list `[]` lifts the
+    /// guard: nested agents are allowed.
     pub disallowed_tools: Option<Vec<String>>,
     /// The only tools the agent is offered; every other is denied. Either the list itself, or
     /// (as Kaimon's agent_open) true: allowed_tools are the whole tool set; false: they only

@@ -282,3 +282,63 @@ async fn opencode_runs_no_mcp_command_planted_in_the_project() {
 async fn opencode_runs_the_projects_mcp_command_with_the_opt_in() {
     assert!(opencode_in_planted_project(true).await);
 }
+
+/// The tools claude-agent-acp offered its model, for an `acp:claude` agent opened over MCP with
+/// `disallowed_tools` as given (absent when `None`).
+async fn offered_by_claude_acp(disallowed: Option<serde_json::Value>) -> Vec<String> {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("OK"));
+    let mut running = h
+        .corral()
+        .arg("mcp")
+        .env("PATH", path_with("claude-agent-acp"))
+        .env("ANTHROPIC_BASE_URL", server.base_url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-dummy")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_MAX_RETRIES", "0")
+        .env("IS_SANDBOX", "1")
+        .live_stdin()
+        .timeout(AGENT_TIMEOUT)
+        .spawn()
+        .await;
+    mcp_initialize(&mut running).await;
+    let mut open = json!({"cwd": h.work(), "model": "acp:claude"});
+    if let Some(list) = disallowed {
+        open["disallowed_tools"] = list;
+    }
+    let opened = mcp_call(&mut running, 1, "agent_open", open).await;
+    let run = json!({"agent_id": opened["agent_id"], "text": "hello"});
+    mcp_call(&mut running, 2, "agent_run", run).await;
+    running.close_stdin();
+    let _ = running.wait().await;
+    server
+        .requests()
+        .into_iter()
+        .find(|r| {
+            r.path == "/v1/messages" && r.body["tools"].as_array().is_some_and(|t| !t.is_empty())
+        })
+        .and_then(|r| r.body["tools"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn claude_agent_acp_gets_the_recursion_guard_unless_the_opener_lifts_it() {
+    let guarded = offered_by_claude_acp(None).await;
+    assert!(guarded.iter().any(|t| t == "Read"), "{guarded:?}");
+    for spawner in ["Task", "Agent", "Workflow"] {
+        assert!(
+            !guarded.iter().any(|t| t == spawner),
+            "{spawner}: {guarded:?}"
+        );
+    }
+    let nested = offered_by_claude_acp(Some(json!([]))).await;
+    assert!(
+        nested.iter().any(|t| t == "Agent" || t == "Task"),
+        "no subagent tool with the guard lifted: {nested:?}"
+    );
+}

@@ -689,4 +689,44 @@ fn effort_notes(out: &crate::support::Outcome) -> Vec<Value> {
         .into_iter()
         .filter(|e| e["data"]["data"]["code"] == "EFFORT_NOT_APPLIED")
         .collect()
+
+/// The `lab` preset lets an agent's `fs/*` reads and writes in the root run with nobody asked;
+/// the same writes under `default` are refused (nobody could answer), the `.git` rule holds
+/// under both, and the allowance never covers a permission request the agent makes for its
+/// own tool.
+#[tokio::test]
+async fn lab_lets_fs_callbacks_run_unasked_and_nothing_else() {
+    for (preset, allowed) in [("lab", true), ("default", false)] {
+        let h = Harness::new();
+        let root = h.work().canonicalize().unwrap();
+        let prompt = format!(
+            "write {inside} hello; read {inside}; write {git} x; ask touch {rogue}",
+            inside = root.join("in.txt").display(),
+            git = root.join(".git/config").display(),
+            rogue = root.join("rogue.txt").display(),
+        );
+        let out = scripted_run(&h, &prompt).args(["-p", preset]).run().await;
+        assert_eq!(out.code, Some(0), "{preset}: {out:?}");
+        let text = authoritative(&out, "assistant_text").concat();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{preset}: {text}");
+        assert_eq!(root.join("in.txt").exists(), allowed, "{preset}: {text}");
+        if allowed {
+            assert_eq!(lines[0], "WRITE null", "{text}");
+            assert_eq!(lines[1], r#"READ {"content": "hello"}"#, "{text}");
+        } else {
+            assert!(lines[0].contains("nobody can answer"), "{text}");
+        }
+        assert!(lines[2].contains(".git"), "{preset}: {text}");
+        assert!(!root.join(".git/config").exists(), "{preset}");
+        // The agent's own shell call asks, and nobody can answer: rejected.
+        assert!(
+            lines[3].starts_with("PERMISSION ")
+                && !lines[3].contains("yes")
+                && !lines[3].contains("always"),
+            "{preset}: {text}"
+        );
+        assert!(!root.join("rogue.txt").exists());
+        assert!(out.of_kind("permission").is_empty(), "{preset}: {out:?}");
+    }
 }
