@@ -6,6 +6,7 @@
 mod gemini;
 mod others;
 mod scripted;
+mod scripted_asks;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -100,6 +100,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         tools,
     );
     shared.missing_reads_empty = context.spec.agent.as_deref() == Some("gemini");
+    shared.request_timeout = context.acp_permission_timeout;
     let shared = Arc::new(shared);
     shared.set_config_options(&ready.config_options);
     let (updates_tx, updates) = mpsc::unbounded_channel();

@@ -82,6 +82,7 @@ pub(super) async fn start(
         record_external_id,
         project_settings: settings.project_settings,
         system: spec.system.clone().filter(|text| !text.trim().is_empty()),
+        acp_permission_timeout: settings.acp_permission_timeout,
     };
     let backend = crate::backend::start_external(context)
         .await
