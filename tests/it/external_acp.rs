@@ -3,6 +3,7 @@
 //! not do on request (an fs call outside the root, a crash). Every test asserts corral's event
 //! stream.
 
+mod doctor;
 mod gemini;
 mod others;
 mod scripted;

@@ -13,6 +13,7 @@
 
 mod callbacks;
 mod launch;
+pub(crate) mod probe;
 mod rpc;
 mod tool_events;
 mod turn;
@@ -190,20 +191,7 @@ async fn handshake(
     rpc: &Rpc,
     incoming: &mut mpsc::UnboundedReceiver<Incoming>,
 ) -> Result<Ready, RpcError> {
-    let init = call(
-        rpc,
-        incoming,
-        "initialize",
-        json!({
-            "protocolVersion": 1,
-            "clientInfo": {"name": "corral", "version": env!("CARGO_PKG_VERSION")},
-            "clientCapabilities": {
-                "fs": {"readTextFile": true, "writeTextFile": true},
-                "terminal": false,
-            },
-        }),
-    )
-    .await?;
+    let init = call(rpc, incoming, "initialize", initialize_params()).await?;
     let capabilities = &init["agentCapabilities"];
     let cwd = context.root.to_string_lossy().into_owned();
     // claude-agent-acp takes the tools the preset does not offer as a deny list, so its model
@@ -280,6 +268,18 @@ async fn handshake(
         config_options: answer["configOptions"].clone(),
         models: answer["models"].clone(),
         queues_prompts: queues_prompts(capabilities),
+    })
+}
+
+/// What corral tells an agent about itself at `initialize`.
+fn initialize_params() -> Value {
+    json!({
+        "protocolVersion": 1,
+        "clientInfo": {"name": "corral", "version": env!("CARGO_PKG_VERSION")},
+        "clientCapabilities": {
+            "fs": {"readTextFile": true, "writeTextFile": true},
+            "terminal": false,
+        },
     })
 }
 
