@@ -38,6 +38,7 @@
 //!
 //! [agents]                         # external agents (claude, codex, acp:…)
 //! project_settings = false         # true: they load the project's own settings and hooks
+//! acp_permission_timeout_secs = 50 # an ACP agent's question nobody answers is refused after this
 //!
 //! [server]                         # corral serve
 //! listen = "127.0.0.1:7777"
@@ -197,6 +198,9 @@ pub struct Agents {
     /// Whether an external agent loads the settings planted in the project it works on
     /// (hooks, MCP servers, which run outside corral's sandbox). Default: no.
     pub project_settings: Option<bool>,
+    /// How long an ACP agent's permission request (or gated `fs/*` call) waits for a person
+    /// before corral refuses it. Default: `DEFAULT_ACP_PERMISSION_TIMEOUT` (50 s).
+    pub acp_permission_timeout_secs: Option<u64>,
 }
 
 /// `delegate`'s sub-sessions.

@@ -8,6 +8,7 @@ pub mod confine;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -45,7 +46,19 @@ pub struct ExternalContext {
     /// The effort the agent starts at (claude `--effort`; others take it through
     /// [`Backend::set_effort`](super::Backend::set_effort)); `None`: its own default.
     pub effort: Option<crate::model::Effort>,
+    /// How long an ACP agent's request (`session/request_permission`, `fs/*`) may wait for a
+    /// person before corral answers it with a refusal ([`DEFAULT_ACP_PERMISSION_TIMEOUT`],
+    /// `[agents] acp_permission_timeout_secs`).
+    pub acp_permission_timeout: Duration,
 }
+
+/// The longest an ACP agent's request waits for a person, unless configured. Agents that
+/// bound their requests to the client do so at 60 s (hermes-agent, MCP-style JSON-RPC
+/// clients); corral answers before that, with a refusal, so the agent goes on knowing the
+/// call was not allowed instead of timing out on its side with the question still open here.
+/// claude-agent-acp, gemini and opencode wait without a limit; for them this is what keeps a
+/// question nobody sees from holding the turn forever.
+pub const DEFAULT_ACP_PERMISSION_TIMEOUT: Duration = Duration::from_secs(50);
 
 /// A tool call an external agent wants to make, described in corral's terms.
 #[derive(Debug, Clone)]
@@ -81,15 +94,19 @@ pub enum Route {
 impl ToolAsk {
     /// Decides the call with corral's approver, once every path it names is confined.
     pub async fn decide(&self, approver: &Approver, cancel: &CancellationToken) -> Approval {
-        self.decide_via(approver, cancel, Route::Asked).await
+        self.decide_until(approver, cancel, Route::Asked, None)
+            .await
     }
 
-    /// The same for a call that reached corral by `route`.
-    pub async fn decide_via(
+    /// [`decide`](Self::decide) for a call that reached corral by `route`, from an agent that
+    /// waits for the answer only until `until` (its request times out): a person who has not
+    /// answered by then is not waited for.
+    pub async fn decide_until(
         &self,
         approver: &Approver,
         cancel: &CancellationToken,
         route: Route,
+        until: Option<tokio::time::Instant>,
     ) -> Approval {
         // Before any rule: the agent does the write itself once allowed, so no preset (not
         // even bypass) may let it touch a path outside the root.
@@ -115,7 +132,7 @@ impl ToolAsk {
                 ask.raw_input.clone(),
             ),
         };
-        approver.decide(call, cancel).await
+        approver.decide_until(call, cancel, until).await
     }
 }
 

@@ -9,6 +9,7 @@
 
 mod acp_client;
 pub use crate::sandbox::agent_process;
+pub(crate) use acp_client::probe as acp_probe;
 mod claude;
 mod codex;
 pub mod external;

@@ -127,6 +127,12 @@ impl Config {
             GIB,
         )?;
         int(
+            "agents.acp_permission_timeout_secs",
+            self.agents.acp_permission_timeout_secs,
+            1,
+            MAX_SECS_INT,
+        )?;
+        int(
             "server.max_sessions_per_owner",
             self.server.max_sessions_per_owner,
             1,
@@ -178,6 +184,7 @@ mod tests {
         ("limits", "max_stream_line_bytes"),
         ("limits", "max_error_body_bytes"),
         ("server", "max_sessions_per_owner"),
+        ("agents", "acp_permission_timeout_secs"),
         ("local", "context_size"),
         ("local", "threads"),
         ("local", "parallel"),

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Decision, Gate, Policy, Verdict, approval_preview};
@@ -131,6 +132,10 @@ pub struct Approver {
     /// A request nobody answers within this time is denied.
     timeout: Option<Duration>,
     desk: Arc<dyn PermissionDesk>,
+    /// One question at a time: the session shows one open request, and a call that needs a
+    /// person while another is asked waits here. Only the asking is serialized: a call the
+    /// gate decides by itself never waits behind a person.
+    asking: tokio::sync::Mutex<()>,
 }
 
 impl Approver {
@@ -150,6 +155,7 @@ impl Approver {
             attended,
             timeout,
             desk,
+            asking: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -193,31 +199,52 @@ impl Approver {
 
     /// Decides one call: the gate's verdict, and a person's answer when it asks.
     pub async fn decide(&self, call: Call<'_>, cancel: &CancellationToken) -> Approval {
+        self.decide_until(call, cancel, None).await
+    }
+
+    /// [`decide`](Self::decide), for a caller that cannot wait past `until` (an agent whose
+    /// own request times out): the wait for a person — and for an earlier question to be
+    /// answered first — ends there, or at the session's approval timeout if that comes
+    /// first, with a refusal that says so.
+    pub async fn decide_until(
+        &self,
+        call: Call<'_>,
+        cancel: &CancellationToken,
+        until: Option<Instant>,
+    ) -> Approval {
         let manifest = call.tool.and_then(|name| {
             let tools = self.tools.lock().unwrap_or_else(|p| p.into_inner());
             tools.get(name).map(|tool| tool.manifest.clone())
         });
         let name = call.tool.or(call.caller.agent_tool()).unwrap_or_default();
-        let (verdict, danger) = self.verdict(&call, manifest.as_deref());
-        let reason = match verdict {
-            Verdict::Allow { .. } => {
-                return Approval::Allow {
-                    by_person: false,
-                    always: false,
-                };
-            }
-            Verdict::Deny { reason } => {
-                return Approval::Deny {
-                    message: call.caller.refused(&reason),
-                };
-            }
-            Verdict::Ask { reason } => reason,
+        let first = match self.judge(&call, manifest.as_deref(), name) {
+            Ok(asks) => asks,
+            Err(decided) => return decided,
         };
-        if !self.attended {
-            return Approval::Deny {
-                message: call.caller.unattended(&reason, name),
-            };
-        }
+        let (_asking, waited) = match self.asking.try_lock() {
+            Ok(guard) => (guard, false),
+            Err(_) => tokio::select! {
+                guard = self.asking.lock() => (guard, true),
+                () = cancel.cancelled() => return Approval::Cancel,
+                () = sleep_until_or_forever(until) => {
+                    return Approval::Deny {
+                        message: "denied: nobody could be asked in time (another question \
+                                  was open until the agent's deadline)"
+                            .into(),
+                    };
+                }
+            },
+        };
+        // After a wait, judged again: the question answered meanwhile may have granted,
+        // disabled or forbidden what this call needs.
+        let (reason, danger) = if waited {
+            match self.judge(&call, manifest.as_deref(), name) {
+                Ok(asks) => asks,
+                Err(decided) => return decided,
+            }
+        } else {
+            first
+        };
         let always = self.gate().always(name, call.args, &self.root);
         let request = PermissionRequest {
             tool_call: call.tool_call,
@@ -239,16 +266,24 @@ impl Approver {
                 };
             }
         };
+        let opened = Instant::now();
+        let (limit, by_caller) = match (self.timeout.map(|t| opened + t), until) {
+            (Some(own), Some(caller)) if caller < own => (Some(caller), true),
+            (Some(own), _) => (Some(own), false),
+            (None, caller) => (caller, caller.is_some()),
+        };
         let (decision, timed_out) = tokio::select! {
             answer = answer => (answer.unwrap_or(Decision::Deny), false),
             _ = cancel.cancelled() => (Decision::Cancel, false),
-            _ = sleep_or_forever(self.timeout) => (Decision::Deny, true),
+            _ = sleep_until_or_forever(limit) => (Decision::Deny, true),
         };
         let note = if timed_out {
-            Some(format!(
-                "nobody answered within {} s; denied",
-                self.timeout.map(|t| t.as_secs()).unwrap_or_default()
-            ))
+            let waited = limit.map_or(0, |l| (l - opened).as_secs_f64().round() as u64);
+            Some(if by_caller {
+                format!("nobody answered within {waited} s, as long as the agent waits; denied")
+            } else {
+                format!("nobody answered within {waited} s; denied")
+            })
         } else {
             self.gate().record(name, call.args, &self.root, decision)
         };
@@ -272,6 +307,30 @@ impl Approver {
             )),
             Decision::ForbidAll => deny(call.caller.forbidden()),
             Decision::Cancel => Approval::Cancel,
+        }
+    }
+
+    /// The gate's verdict when it needs no person (`Err`: the outcome), else why it asks and
+    /// the call's danger.
+    fn judge(
+        &self,
+        call: &Call<'_>,
+        manifest: Option<&ToolManifest>,
+        name: &str,
+    ) -> Result<(String, Danger), Approval> {
+        let (verdict, danger) = self.verdict(call, manifest);
+        match verdict {
+            Verdict::Allow { .. } => Err(Approval::Allow {
+                by_person: false,
+                always: false,
+            }),
+            Verdict::Deny { reason } => Err(Approval::Deny {
+                message: call.caller.refused(&reason),
+            }),
+            Verdict::Ask { reason } if !self.attended => Err(Approval::Deny {
+                message: call.caller.unattended(&reason, name),
+            }),
+            Verdict::Ask { reason } => Ok((reason, danger)),
         }
     }
 
@@ -311,9 +370,9 @@ impl Approver {
     }
 }
 
-async fn sleep_or_forever(timeout: Option<Duration>) {
-    match timeout {
-        Some(t) => tokio::time::sleep(t).await,
+async fn sleep_until_or_forever(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
 }

@@ -1,6 +1,7 @@
 //! `corral doctor`: what this machine gives corral, one line per item — `ok`, `missing` or
 //! `warn` and a short reason. The sandbox lines come from a real trial (the same probe a
-//! session runs), the desktop lines from connecting, the model lines from one request each.
+//! session runs), the desktop lines from connecting, the model lines from one request each,
+//! the ACP agent lines from starting each installed agent for one `initialize`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,6 +10,7 @@ use crate::config::Config;
 use crate::model::{self, ModelChoice, Provider};
 use crate::sandbox::{NetworkMode, SandboxMode, SandboxSpec, SandboxSupport};
 
+mod acp_agents;
 mod mcp;
 mod serve;
 
@@ -62,6 +64,7 @@ pub async fn doctor(config_path: Option<PathBuf>) -> String {
     let config = files(&mut report, config_path.as_deref());
     output(&mut report, &config);
     agents(&mut report, &config);
+    acp_agents::acp_agents(&mut report).await;
     serve::serve(&mut report, &config);
     mcp::mcp_servers(&mut report, &config);
     models(&mut report, &config).await;

@@ -3,9 +3,11 @@
 //! not do on request (an fs call outside the root, a crash). Every test asserts corral's event
 //! stream.
 
+mod doctor;
 mod gemini;
 mod others;
 mod scripted;
+mod scripted_asks;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -6,9 +6,11 @@ use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::rpc::{Incoming, Rpc, RpcError};
@@ -41,7 +43,8 @@ pub(crate) struct Shared {
     /// Files whose edit a person (or the gate) already allowed through the agent's permission
     /// request this turn: the `fs/write_text_file` that follows is not asked about again.
     allowed_writes: Mutex<HashSet<PathBuf>>,
-    asking: tokio::sync::Mutex<()>,
+    /// How long the agent's request may wait for a person (see `decide`).
+    pub(crate) request_timeout: Duration,
     /// The session's `configOptions` as the agent last sent them.
     pub(crate) config_options: Mutex<Value>,
     /// Answer a read of a missing file with empty content instead of an error. gemini 0.61
@@ -66,7 +69,7 @@ impl Shared {
             tools,
             turn_cancel: Mutex::new(CancellationToken::new()),
             allowed_writes: Mutex::default(),
-            asking: tokio::sync::Mutex::new(()),
+            request_timeout: crate::backend::external::DEFAULT_ACP_PERMISSION_TIMEOUT,
             config_options: Mutex::new(Value::Null),
             missing_reads_empty: false,
         }
@@ -82,14 +85,21 @@ impl Shared {
         self.approver.begin_turn();
     }
 
-    /// The gate's answer. One question at a time: the session shows one open request, and an
-    /// agent asking about two calls at once gets the second answered after the first.
-    async fn decide(&self, ask: &ToolAsk, cancel: &CancellationToken, route: Route) -> Approval {
-        let _turn = self.asking.lock().await;
+    /// The gate's answer, by `deadline` at the latest. The approver asks one question at a
+    /// time (an agent asking about two calls at once gets the second asked after the first);
+    /// a call the gate decides by itself is answered at once, even while a person is asked.
+    async fn decide(
+        &self,
+        ask: &ToolAsk,
+        cancel: &CancellationToken,
+        route: Route,
+        deadline: Instant,
+    ) -> Approval {
         if cancel.is_cancelled() {
             return Approval::Cancel;
         }
-        ask.decide_via(&self.approver, cancel, route).await
+        ask.decide_until(&self.approver, cancel, route, Some(deadline))
+            .await
     }
 
     pub(crate) fn cancel_turn(&self) {
@@ -145,22 +155,25 @@ pub(crate) async fn dispatch(
             Incoming::Response(answer) => answer.settle(),
             Incoming::Request { id, method, params } => {
                 let shared = shared.clone();
+                // The agent's clock starts when it sends; so does corral's. Each request gets
+                // its own task, so updates and other requests go on while a person is asked.
+                let deadline = Instant::now() + shared.request_timeout;
                 match method.as_str() {
                     "session/request_permission" => {
                         tokio::spawn(async move {
-                            let answer = permission(&shared, &params).await;
+                            let answer = permission(&shared, &params, deadline).await;
                             shared.rpc.respond(id, Ok(answer));
                         });
                     }
                     "fs/read_text_file" => {
                         tokio::spawn(async move {
-                            let answer = read_text_file(&shared, &params).await;
+                            let answer = read_text_file(&shared, &params, deadline).await;
                             shared.rpc.respond(id, answer);
                         });
                     }
                     "fs/write_text_file" => {
                         tokio::spawn(async move {
-                            let answer = write_text_file(&shared, &params).await;
+                            let answer = write_text_file(&shared, &params, deadline).await;
                             shared.rpc.respond(id, answer);
                         });
                     }
@@ -179,15 +192,16 @@ pub(crate) async fn dispatch(
 
 /// `session/request_permission`: corral's gate decides, asking a person when it must; the
 /// answer is the agent's own option of the matching kind.
-async fn permission(shared: &Shared, params: &Value) -> Value {
+async fn permission(shared: &Shared, params: &Value, deadline: Instant) -> Value {
     let Some((id, merged)) = shared.calls.merge(&params["toolCall"]) else {
         return cancelled();
     };
     shared.calls.announce(&id);
-    let mut ask = tool_events::tool_ask(&merged);
+    // The name the call's events carry is the one the gate judges and a person is shown.
+    let mut ask = tool_events::tool_ask(&merged, shared.calls.name(&id));
     ask.args = relative_args(ask.args, &shared.root);
     let cancel = shared.turn_cancel();
-    let answer = shared.decide(&ask, &cancel, Route::Asked).await;
+    let answer = shared.decide(&ask, &cancel, Route::Asked, deadline).await;
     let options = params["options"].as_array().cloned().unwrap_or_default();
     let pick = |kinds: &[&str]| {
         kinds.iter().find_map(|kind| {
@@ -275,9 +289,9 @@ fn confine(shared: &Shared, path: &str) -> Result<PathBuf, RpcError> {
         .map_err(|e| RpcError::remote(INVALID_PARAMS, format!("refused by corral: {e}")))
 }
 
-async fn gate(shared: &Shared, ask: ToolAsk) -> Result<(), RpcError> {
+async fn gate(shared: &Shared, ask: ToolAsk, deadline: Instant) -> Result<(), RpcError> {
     match shared
-        .decide(&ask, &shared.turn_cancel(), Route::AcpFs)
+        .decide(&ask, &shared.turn_cancel(), Route::AcpFs, deadline)
         .await
     {
         Approval::Allow { .. } => Ok(()),
@@ -308,12 +322,16 @@ fn fs_ask(tool: &'static str, kind: &'static str, path: &str, args: Value, raw: 
 }
 
 /// `fs/read_text_file {path, line?, limit?}` → `{content}`, opened beneath the root.
-async fn read_text_file(shared: &Shared, params: &Value) -> Result<Value, RpcError> {
+async fn read_text_file(
+    shared: &Shared,
+    params: &Value,
+    deadline: Instant,
+) -> Result<Value, RpcError> {
     let path = path_param(params)?;
     let resolved = confine(shared, &path)?;
     let args = relative_args(json!({ "path": path }), &shared.root);
     let ask = fs_ask("read_file", "read", &path, args, params);
-    gate(shared, ask).await?;
+    gate(shared, ask, deadline).await?;
     if !resolved.exists() {
         tracing::debug!(target: "corral::acp", %path, "fs/read_text_file: no such file");
         if shared.missing_reads_empty {
@@ -366,7 +384,11 @@ fn lines(text: &str, line: u64, limit: Option<u64>) -> String {
 
 /// `fs/write_text_file {path, content}` → `null`, written by corral's own `write_file`
 /// (atomic, beneath the root) once the gate allows it.
-async fn write_text_file(shared: &Shared, params: &Value) -> Result<Value, RpcError> {
+async fn write_text_file(
+    shared: &Shared,
+    params: &Value,
+    deadline: Instant,
+) -> Result<Value, RpcError> {
     let path = path_param(params)?;
     let Some(content) = params["content"].as_str() else {
         return Err(RpcError::remote(INVALID_PARAMS, "content is missing"));
@@ -381,7 +403,7 @@ async fn write_text_file(shared: &Shared, params: &Value) -> Result<Value, RpcEr
     if !allowed {
         let relative = relative_args(args.clone(), &shared.root);
         let ask = fs_ask("write_file", "edit", &path, relative, params);
-        gate(shared, ask).await?;
+        gate(shared, ask, deadline).await?;
     }
     let Some(tool) = shared.tools.get("write_file") else {
         return Err(RpcError::remote(REFUSED, "corral has no write_file tool"));

@@ -1,7 +1,7 @@
 //! Which program an ACP spec runs, with what environment, and what corral's preset can and
 //! cannot hold the agent to.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::backend::agent_process::Launch;
 use crate::backend::external::ExternalContext;
@@ -26,8 +26,24 @@ pub(super) fn agent_name(spec: &ExternalSpec) -> String {
 }
 
 pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, Error> {
+    let (program, args) = command_for(context.spec.agent.as_deref())?;
+    Ok(Launch {
+        program,
+        args,
+        cwd: context.root.clone(),
+        env: agent_env(context.project_settings, context.home.as_deref()),
+        env_remove: Vec::new(),
+        env_clear: false,
+        stderr_log: context.stderr_log.clone(),
+        kind: "acp",
+        display_name: None,
+    })
+}
+
+/// The program and arguments an ACP spec's agent runs as.
+pub(super) fn command_for(agent: Option<&str>) -> Result<(PathBuf, Vec<String>), Error> {
     let usage = |m: String| Error::Usage(m);
-    let (program, args): (PathBuf, Vec<String>) = match context.spec.agent.as_deref() {
+    Ok(match agent {
         Some("opencode") => (find_program("opencode", "opencode-ai")?, vec!["acp".into()]),
         Some("gemini") => (
             find_program("gemini", "@google/gemini-cli")?,
@@ -59,10 +75,14 @@ pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, Error> {
                 other.unwrap_or_default()
             )));
         }
-    };
-    let mut env = project_settings_env(context.project_settings);
-    if let Some(home) = &context.home {
-        // A private home: the agent's config, caches and history stay with the session.
+    })
+}
+
+/// The variables set for the agent: what keeps it from the project's settings, and a private
+/// home (hermetic mode) where its config, caches and history stay.
+pub(super) fn agent_env(project_settings: bool, home: Option<&Path>) -> Vec<(String, String)> {
+    let mut env = project_settings_env(project_settings);
+    if let Some(home) = home {
         let dir = |rel: &str| home.join(rel).to_string_lossy().into_owned();
         env.push(("HOME".to_owned(), home.to_string_lossy().into_owned()));
         env.push(("XDG_CONFIG_HOME".to_owned(), dir(".config")));
@@ -70,17 +90,7 @@ pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, Error> {
         env.push(("XDG_STATE_HOME".to_owned(), dir(".local/state")));
         env.push(("XDG_CACHE_HOME".to_owned(), dir(".cache")));
     }
-    Ok(Launch {
-        program,
-        args,
-        cwd: context.root.clone(),
-        env,
-        env_remove: Vec::new(),
-        env_clear: false,
-        stderr_log: context.stderr_log.clone(),
-        kind: "acp",
-        display_name: None,
-    })
+    env
 }
 
 /// What keeps each agent from loading the settings planted in the project (hooks and MCP

@@ -14,6 +14,7 @@
 mod callbacks;
 mod effort;
 mod launch;
+pub(crate) mod probe;
 mod rpc;
 mod tool_events;
 mod turn;
@@ -103,6 +104,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         tools,
     );
     shared.missing_reads_empty = context.spec.agent.as_deref() == Some("gemini");
+    shared.request_timeout = context.acp_permission_timeout;
     let shared = Arc::new(shared);
     shared.set_config_options(&ready.config_options);
     let (updates_tx, updates) = mpsc::unbounded_channel();
@@ -193,20 +195,7 @@ async fn handshake(
     rpc: &Rpc,
     incoming: &mut mpsc::UnboundedReceiver<Incoming>,
 ) -> Result<Ready, RpcError> {
-    let init = call(
-        rpc,
-        incoming,
-        "initialize",
-        json!({
-            "protocolVersion": 1,
-            "clientInfo": {"name": "corral", "version": env!("CARGO_PKG_VERSION")},
-            "clientCapabilities": {
-                "fs": {"readTextFile": true, "writeTextFile": true},
-                "terminal": false,
-            },
-        }),
-    )
-    .await?;
+    let init = call(rpc, incoming, "initialize", initialize_params()).await?;
     let capabilities = &init["agentCapabilities"];
     let cwd = context.root.to_string_lossy().into_owned();
     // claude-agent-acp takes the tools the preset does not offer as a deny list, so its model
@@ -283,6 +272,18 @@ async fn handshake(
         config_options: answer["configOptions"].clone(),
         models: answer["models"].clone(),
         queues_prompts: queues_prompts(capabilities),
+    })
+}
+
+/// What corral tells an agent about itself at `initialize`.
+fn initialize_params() -> Value {
+    json!({
+        "protocolVersion": 1,
+        "clientInfo": {"name": "corral", "version": env!("CARGO_PKG_VERSION")},
+        "clientCapabilities": {
+            "fs": {"readTextFile": true, "writeTextFile": true},
+            "terminal": false,
+        },
     })
 }
 

@@ -16,6 +16,9 @@ use crate::session::Session;
 
 struct Call {
     merged: Value,
+    /// The tool's name, fixed when the call is first announced: a call the agent retitles
+    /// keeps it, so its `tool_use`, `tool_result` and permission request agree.
+    name: Option<String>,
     announced: bool,
     /// The authoritative `tool_use` (with `rawInput`) went out.
     input_sent: bool,
@@ -47,6 +50,7 @@ impl Calls {
         let mut calls = self.lock();
         let call = calls.entry(id.clone()).or_insert_with(|| Call {
             merged: json!({"toolCallId": id}),
+            name: None,
             announced: false,
             input_sent: false,
             finished: false,
@@ -79,7 +83,7 @@ impl Calls {
             }
             call.announced = true;
             call.input_sent = has_input;
-            (agent_tool_name(&call.merged), info_of(&call.merged))
+            (name_of(call).to_owned(), info_of(&call.merged))
         };
         self.session
             .emit(Payload::ToolUse(ToolUseData::new(tool, info)));
@@ -100,6 +104,7 @@ impl Calls {
             call.finished = true;
             (call.merged.clone(), call.started)
         };
+        let name = self.name(id);
         let content = merged
             .get("content")
             .and_then(Value::as_array)
@@ -115,11 +120,19 @@ impl Calls {
         self.session
             .emit(Payload::ToolResult(ToolResultData::with_content(
                 id,
-                &agent_tool_name(&merged),
+                &name,
                 outcome,
                 duration_ms,
                 content,
             )));
+    }
+
+    /// The call's name: the one it was announced with, else the best its fields give now.
+    pub(crate) fn name(&self, id: &str) -> String {
+        match self.lock().get_mut(id) {
+            Some(call) => name_of(call).to_owned(),
+            None => "tool".to_owned(),
+        }
     }
 
     /// A new turn: calls of earlier turns will not be updated again.
@@ -153,12 +166,26 @@ fn info_of(merged: &Value) -> ToolCallInfo {
     }
 }
 
-/// The agent's name for the tool: claude-agent-acp sends `name`; others only a title.
+/// The call's name, fixed the first time anyone needs it.
+fn name_of(call: &mut Call) -> &str {
+    call.name
+        .get_or_insert_with(|| agent_tool_name(&call.merged))
+}
+
+/// The agent's name for the tool: claude-agent-acp's own (`_meta.claudeCode.toolName`, or a
+/// `name` field), else the corral tool the gate judges the call as (opencode and gemini send a
+/// `kind` and a title that is often the command itself), else the title.
 fn agent_tool_name(merged: &Value) -> String {
-    ["name", "title", "kind"]
-        .iter()
-        .find_map(|key| merged.get(*key).and_then(Value::as_str))
-        .filter(|s| !s.is_empty())
+    fn text(value: Option<&Value>) -> Option<&str> {
+        value
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+    }
+    text(merged.pointer("/_meta/claudeCode/toolName"))
+        .or_else(|| text(merged.get("name")))
+        .or_else(|| gate_tool(merged).map(|(tool, _)| tool))
+        .or_else(|| text(merged.get("title")))
         .unwrap_or("tool")
         .to_owned()
 }
@@ -203,18 +230,15 @@ fn output_text(merged: &Value) -> String {
     parts.join("\n")
 }
 
-/// A tool call described in corral's terms, for the gate.
-pub(crate) fn tool_ask(merged: &Value) -> ToolAsk {
+/// A tool call described in corral's terms, for the gate. `name`: the call's name as its
+/// events show it ([`Calls::name`]).
+pub(crate) fn tool_ask(merged: &Value, name: String) -> ToolAsk {
     let raw = merged.get("rawInput").cloned().unwrap_or(Value::Null);
     let title = merged
         .get("title")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let raw_text = |keys: &[&str]| {
-        keys.iter()
-            .find_map(|k| raw.get(*k).and_then(Value::as_str).map(str::to_owned))
-    };
     let kind: &'static str = match merged.get("kind").and_then(Value::as_str) {
         Some("read") => "read",
         Some("edit") => "edit",
@@ -227,54 +251,66 @@ pub(crate) fn tool_ask(merged: &Value) -> ToolAsk {
         Some("switch_mode") => "switch_mode",
         _ => "other",
     };
-    let path = call_path(merged).or_else(|| raw_text(&["file_path", "filePath", "path"]));
-    let (corral_tool, args) = match kind {
-        "execute" => {
-            let command: std::borrow::Cow<'_, str> =
-                match raw.get("command").or_else(|| raw.get("cmd")) {
-                    Some(Value::String(c)) => c.into(),
-                    // codex-style argv arrays
-                    Some(Value::Array(words)) => words
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                        .into(),
-                    _ => title.as_str().into(),
-                };
-            (Some("shell"), json!({ "command": command }))
-        }
-        "edit" => match &path {
-            Some(path) => {
-                let content = diff_new_text(merged)
-                    .or_else(|| raw_text(&["content", "new_string", "newText"]))
-                    .unwrap_or_default();
-                (
-                    Some("write_file"),
-                    json!({"path": path, "content": content}),
-                )
-            }
-            None => (None, Value::Null),
-        },
-        "read" => match &path {
-            Some(path) => (Some("read_file"), json!({ "path": path })),
-            None => (None, Value::Null),
-        },
-        "fetch" => {
-            let url = raw_text(&["url", "uri"]).unwrap_or_else(|| title.clone());
-            (Some("open_url"), json!({ "url": url }))
-        }
-        _ => (None, Value::Null),
+    let (corral_tool, args) = match gate_tool(merged) {
+        Some((tool, args)) => (Some(tool), args),
+        None => (None, Value::Null),
     };
     ToolAsk {
         tool_call_id: merged["toolCallId"].as_str().unwrap_or_default().to_owned(),
-        agent_tool: agent_tool_name(merged),
+        agent_tool: name,
         corral_tool,
         args,
         title,
         kind,
         paths: call_paths(merged, &raw, kind),
         raw_input: raw,
+    }
+}
+
+/// The corral tool a call amounts to, whose rules and danger the gate applies, and its
+/// arguments in that tool's shape; `None`: the call's kind has no corral tool (delete, move,
+/// think, other) or lacks what the tool needs (an edit or read without a path), and a person
+/// is asked. `search` stays the agent's own: its pattern may be a glob that starts outside
+/// the root (claude's `Glob` with `/etc/**`) or a regex, which only the agent's tool name
+/// tells apart, and `search_files` is safe, so the gate would let it through unasked.
+fn gate_tool(merged: &Value) -> Option<(&'static str, Value)> {
+    let raw = merged.get("rawInput").unwrap_or(&Value::Null);
+    let title = merged
+        .get("title")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let raw_text = |keys: &[&str]| {
+        keys.iter()
+            .find_map(|k| raw.get(*k).and_then(Value::as_str).map(str::to_owned))
+    };
+    let path = || call_path(merged).or_else(|| raw_text(&["file_path", "filePath", "path"]));
+    match merged.get("kind").and_then(Value::as_str)? {
+        "execute" => {
+            let command: String = match raw.get("command").or_else(|| raw.get("cmd")) {
+                Some(Value::String(c)) => c.clone(),
+                // codex-style argv arrays
+                Some(Value::Array(words)) => words
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                _ => title.to_owned(),
+            };
+            Some(("shell", json!({ "command": command })))
+        }
+        "edit" => {
+            let path = path()?;
+            let content = diff_new_text(merged)
+                .or_else(|| raw_text(&["content", "new_string", "newText"]))
+                .unwrap_or_default();
+            Some(("write_file", json!({"path": path, "content": content})))
+        }
+        "read" => Some(("read_file", json!({ "path": path()? }))),
+        "fetch" => {
+            let url = raw_text(&["url", "uri"]).unwrap_or_else(|| title.to_owned());
+            Some(("open_url", json!({ "url": url })))
+        }
+        _ => None,
     }
 }
 
@@ -333,34 +369,113 @@ fn diff_new_text(merged: &Value) -> Option<String> {
 mod tests {
     use super::*;
 
+    fn ask(merged: &Value) -> ToolAsk {
+        tool_ask(merged, agent_tool_name(merged))
+    }
+
+    #[test]
+    fn names_prefer_the_agents_own_then_the_gates_tool_then_the_title() {
+        let name = |merged: Value| agent_tool_name(&merged);
+        // claude-agent-acp: its tool's name in _meta, whatever the title says.
+        assert_eq!(
+            name(json!({"title": "`ls`", "kind": "execute", "name": "X",
+                "_meta": {"claudeCode": {"toolName": "Bash"}}})),
+            "Bash"
+        );
+        assert_eq!(name(json!({"title": "`ls`", "name": "Bash"})), "Bash");
+        // opencode and gemini: a title (often the command) and a kind.
+        assert_eq!(
+            name(json!({"title": "mkdir x", "kind": "execute"})),
+            "shell"
+        );
+        assert_eq!(
+            name(json!({"title": "a.txt", "kind": "read", "locations": [{"path": "/r/a.txt"}]})),
+            "read_file"
+        );
+        assert_eq!(
+            name(json!({"title": "Write a.txt", "kind": "edit",
+                "content": [{"type": "diff", "path": "/r/a.txt", "newText": "x"}]})),
+            "write_file"
+        );
+        assert_eq!(
+            name(json!({"title": "https://x", "kind": "fetch"})),
+            "open_url"
+        );
+        // The name is the tool the gate judges: an edit without a path is not write_file.
+        assert_eq!(name(json!({"title": "Edit", "kind": "edit"})), "Edit");
+        assert_eq!(
+            name(json!({"title": "grep foo", "kind": "search"})),
+            "grep foo"
+        );
+        assert_eq!(name(json!({"title": " ", "kind": "other"})), "tool");
+        assert_eq!(
+            name(
+                json!({"title": "x", "kind": "execute", "_meta": {"claudeCode": {"toolName": ""}}})
+            ),
+            "shell"
+        );
+    }
+
+    #[test]
+    fn a_call_keeps_its_name_when_retitled_or_given_more_fields() {
+        let session = crate::session::Session::create(None).unwrap();
+        let calls = Calls::new(session.clone());
+        calls.merge(&json!({"toolCallId": "c1", "title": "list files", "kind": "other"}));
+        calls.announce("c1");
+        calls.merge(
+            &json!({"toolCallId": "c1", "title": "ls -la", "kind": "execute",
+            "_meta": {"claudeCode": {"toolName": "Bash"}}}),
+        );
+        assert_eq!(calls.name("c1"), "list files");
+        let (_, merged) = calls.merge(&json!({"toolCallId": "c1"})).unwrap();
+        let ask = tool_ask(&merged, calls.name("c1"));
+        assert_eq!(ask.agent_tool, "list files");
+        assert_eq!(ask.corral_tool, Some("shell"));
+        calls.merge(&json!({"toolCallId": "c1", "rawInput": {"command": "ls -la"}}));
+        calls.announce("c1");
+        calls.finish("c1", true, None);
+        let mut tap = session.tap(0);
+        let mut tools = Vec::new();
+        while let Ok(event) = tap.try_recv() {
+            let value: Value = serde_json::from_str(&event.json).unwrap();
+            match value["kind"].as_str() {
+                Some("tool_use") => tools.push(value["data"]["tool"].clone()),
+                Some("tool_result") => tools.push(value["data"]["result"]["tool"].clone()),
+                _ => {}
+            }
+        }
+        // The announce, the authoritative copy with its input, and the result.
+        assert_eq!(tools, ["list files", "list files", "list files"]);
+    }
+
     #[test]
     fn asks_are_built_from_the_acp_fields() {
-        let shell = tool_ask(&json!({"toolCallId": "c1", "title": "touch x", "kind": "execute"}));
+        let shell = ask(&json!({"toolCallId": "c1", "title": "touch x", "kind": "execute"}));
         assert_eq!(shell.corral_tool, Some("shell"));
         assert_eq!(shell.args, json!({"command": "touch x"}));
-        let shell = tool_ask(
+        let shell = ask(
             &json!({"toolCallId": "c1", "title": "Bash", "kind": "execute",
             "rawInput": {"command": "ls -l"}}),
         );
         assert_eq!(shell.args, json!({"command": "ls -l"}));
-        let edit = tool_ask(
+        let edit = ask(
             &json!({"toolCallId": "c2", "kind": "edit", "title": "Write a.txt",
             "content": [{"type": "diff", "path": "/r/a.txt", "oldText": null, "newText": "hi"}]}),
         );
         assert_eq!(edit.corral_tool, Some("write_file"));
         assert_eq!(edit.args, json!({"path": "/r/a.txt", "content": "hi"}));
-        let read = tool_ask(&json!({"toolCallId": "c3", "kind": "read",
+        let read = ask(&json!({"toolCallId": "c3", "kind": "read",
             "locations": [{"path": "/r/b.txt"}]}));
         assert_eq!(read.args, json!({"path": "/r/b.txt"}));
-        let other = tool_ask(&json!({"toolCallId": "c4", "kind": "think"}));
+        let other = ask(&json!({"toolCallId": "c4", "kind": "think"}));
         assert_eq!(other.corral_tool, None);
         // Every path the call names goes to the approver, whatever its kind.
-        let moved = tool_ask(&json!({"toolCallId": "c5", "kind": "other",
+        let moved = ask(&json!({"toolCallId": "c5", "kind": "other",
             "locations": [{"path": "/r/a"}, {"path": "/elsewhere/b"}],
             "content": [{"type": "diff", "path": "/r/c", "newText": ""}],
             "rawInput": {"path": "/remote/thing"}}));
         assert_eq!(moved.paths, ["/r/a", "/elsewhere/b", "/r/c"]);
-        let shell = tool_ask(&json!({"toolCallId": "c6", "kind": "execute",
+        let shell = ask(&json!({"toolCallId": "c6", "kind": "execute",
             "rawInput": {"command": "ls", "workdir": "/tmp"}}));
         assert_eq!(shell.paths, ["/tmp"]);
     }

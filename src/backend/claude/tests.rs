@@ -408,6 +408,7 @@ async fn set_model_goes_over_the_wire_and_a_bad_line_is_an_error_event() {
         project_settings: false,
         system: None,
         effort: None,
+        acp_permission_timeout: crate::backend::external::DEFAULT_ACP_PERMISSION_TIMEOUT,
     };
     let mut backend = super::start_program(context, program).await.unwrap();
     session.transition(Status::Idle).unwrap();

@@ -44,6 +44,9 @@ pub(crate) struct Settings {
     pub open_url_command: Option<String>,
     /// External agents load the project's own settings (`[agents] project_settings`).
     pub project_settings: bool,
+    /// How long an ACP agent's request waits for a person (`[agents]
+    /// acp_permission_timeout_secs`).
+    pub acp_permission_timeout: Duration,
     /// Names of the project instruction files the native loop loads; empty: none.
     pub instructions: Vec<String>,
     /// How hard the model reasons: the request's, else a resumed session's, else the
@@ -101,6 +104,10 @@ impl Settings {
                 .unwrap_or(tools.screenshot_max_long_edge),
             open_url_command: config.open_url_command.clone(),
             project_settings: config.agents.project_settings == Some(true),
+            acp_permission_timeout: config.agents.acp_permission_timeout_secs.map_or(
+                crate::backend::external::DEFAULT_ACP_PERMISSION_TIMEOUT,
+                Duration::from_secs,
+            ),
             instructions: config
                 .instructions
                 .clone()

@@ -83,6 +83,7 @@ pub(super) async fn start(
         project_settings: settings.project_settings,
         system: spec.system.clone().filter(|text| !text.trim().is_empty()),
         effort: settings.effort,
+        acp_permission_timeout: settings.acp_permission_timeout,
     };
     let backend = crate::backend::start_external(context)
         .await

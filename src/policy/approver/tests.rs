@@ -226,3 +226,81 @@ async fn git_files_are_refused_even_under_bypass_and_an_agents_own_tool_asks() {
         "Teleport is the agent's own tool; corral has no rule for it"
     );
 }
+
+#[tokio::test]
+async fn an_agents_deadline_ends_the_wait_before_the_sessions_timeout() {
+    let desk = Arc::new(Desk::default());
+    let approver = approver("default", true, Some(Duration::from_secs(600)), &desk);
+    let args = json!({"path": "a.txt", "content": "x"});
+    let until = Instant::now() + Duration::from_millis(30);
+    let answer = approver
+        .decide_until(write(AGENT, &args), &CancellationToken::new(), Some(until))
+        .await;
+    let note = "nobody answered within 0 s, as long as the agent waits; denied";
+    assert_eq!(
+        answer,
+        Approval::Deny {
+            message: format!("denied: {note}")
+        }
+    );
+    assert_eq!(
+        desk.resolved.lock().unwrap()[0],
+        ("perm_0".to_string(), Decision::Deny, Some(note.to_string()))
+    );
+}
+
+#[tokio::test]
+async fn only_asking_waits_for_an_open_question() {
+    let desk = Arc::new(Desk::default());
+    let approver = Arc::new(approver("default", true, None, &desk));
+    let asking = approver.clone();
+    let open = tokio::spawn(async move {
+        let args = json!({"path": "a.txt", "content": "x"});
+        asking
+            .decide(write(AGENT, &args), &CancellationToken::new())
+            .await
+    });
+    while desk.opened.lock().unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A call the gate allows by itself is answered while the question is open.
+    let args = json!({"path": "a.txt"});
+    let read = Call {
+        caller: Caller::Agent { tool: "Read" },
+        tool: Some("read_file"),
+        args: &args,
+        tool_call: PermissionToolCall::pending("c2", "Read", "read", args.clone()),
+    };
+    let allowed = tokio::time::timeout(
+        Duration::from_secs(5),
+        approver.decide(read, &CancellationToken::new()),
+    )
+    .await
+    .expect("not held behind the open question");
+    assert_eq!(
+        allowed,
+        Approval::Allow {
+            by_person: false,
+            always: false
+        }
+    );
+    // A call that needs a person waits its turn, and only until its deadline.
+    let args = json!({"path": "b.txt", "content": "y"});
+    let until = Instant::now() + Duration::from_millis(30);
+    let refused = approver
+        .decide_until(write(AGENT, &args), &CancellationToken::new(), Some(until))
+        .await;
+    let Approval::Deny { message } = refused else {
+        panic!("{refused:?}");
+    };
+    assert!(
+        message.contains("nobody could be asked in time"),
+        "{message}"
+    );
+    assert_eq!(
+        desk.opened.lock().unwrap().len(),
+        1,
+        "never shown to anyone"
+    );
+    open.abort();
+}

@@ -19,11 +19,14 @@ use crate::support::{Cmd, Harness, Running};
 /// `edit <path> <content>` (an edit with its own tool, written by the agent once allowed),
 /// `blocks` (says every block of the prompt), `whoami`
 /// (pid to `agent.pid`, HOME said back), `crash`, `ask-and-crash`, `ask-twice` (two
-/// permission requests at once), `leave-after` (exit 4 a moment after the turn's answer).
+/// permission requests at once), `ask-and-read <path>` (an fs read while a question is open:
+/// `READ-FIRST` when its answer came first), `named-calls` (two shell calls named the ways
+/// opencode and claude-agent-acp name them), `leave-after` (exit 4 a moment after the turn's
+/// answer). Each `ask` is a new call, `t1`, `t2`, ….
 const SCRIPTED_AGENT: &str = include_str!("scripted_agent.py");
 
 /// `corral run --json -m acp:cmd=python3 <scripted agent>`.
-fn scripted_run(h: &Harness, prompt: &str) -> Cmd {
+pub(super) fn scripted_run(h: &Harness, prompt: &str) -> Cmd {
     let script = h.home_dir().join("scripted_agent.py");
     std::fs::write(&script, SCRIPTED_AGENT).unwrap();
     h.corral().args([
@@ -689,6 +692,7 @@ fn effort_notes(out: &crate::support::Outcome) -> Vec<Value> {
         .into_iter()
         .filter(|e| e["data"]["data"]["code"] == "EFFORT_NOT_APPLIED")
         .collect()
+}
 
 /// The `lab` preset lets an agent's `fs/*` reads and writes in the root run with nobody asked;
 /// the same writes under `default` are refused (nobody could answer), the `.git` rule holds

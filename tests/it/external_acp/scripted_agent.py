@@ -5,6 +5,7 @@ def send(message):
     sys.stdout.flush()
 
 next_id = [100]
+asks = [0]
 
 def request(method, params):
     next_id[0] += 1
@@ -83,19 +84,21 @@ for line in sys.stdin:
                 sys.exit(3)
             elif command.startswith("ask "):
                 title = command[4:]
-                update = {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": title,
+                asks[0] += 1
+                call = "t" + str(asks[0])
+                update = {"sessionUpdate": "tool_call", "toolCallId": call, "title": title,
                           "kind": "execute", "status": "pending", "rawInput": {"command": title}}
                 send({"jsonrpc": "2.0", "method": "session/update",
                       "params": {"sessionId": sid, "update": update}})
                 answer = request("session/request_permission", {"sessionId": sid,
-                    "toolCall": {"toolCallId": "t1"}, "options": [
+                    "toolCall": {"toolCallId": call}, "options": [
                         {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
                         {"optionId": "always", "name": "Always", "kind": "allow_always"},
                         {"optionId": "no", "name": "No", "kind": "reject_once"}]})
                 outcome = answer["result"]["outcome"]
                 chosen = outcome.get("optionId", outcome["outcome"])
                 status = "completed" if chosen in ("yes", "always") else "failed"
-                update = {"sessionUpdate": "tool_call_update", "toolCallId": "t1",
+                update = {"sessionUpdate": "tool_call_update", "toolCallId": call,
                           "status": status, "rawOutput": chosen}
                 send({"jsonrpc": "2.0", "method": "session/update",
                       "params": {"sessionId": sid, "update": update}})
@@ -144,6 +147,58 @@ for line in sys.stdin:
                         if len(answers) == 2:
                             break
                 say(sid, "ANSWERS " + answers.get(201, "?") + " " + answers.get(202, "?") + "\n")
+            elif command.startswith("ask-and-read "):
+                # A question, then more work while it is open: an update and an fs read,
+                # whose answer says whether it came before the question's.
+                send({"jsonrpc": "2.0", "id": 301, "method": "session/request_permission",
+                      "params": {"sessionId": sid, "toolCall": {"toolCallId": "w1",
+                      "title": "touch slow", "kind": "execute",
+                      "rawInput": {"command": "touch slow"}}, "options": [
+                          {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                          {"optionId": "no", "name": "No", "kind": "reject_once"}]}})
+                say(sid, "ASKED\n")
+                send({"jsonrpc": "2.0", "id": 302, "method": "fs/read_text_file",
+                      "params": {"sessionId": sid, "path": command[len("ask-and-read "):]}})
+                replies = {}
+                for line in sys.stdin:
+                    reply = json.loads(line)
+                    if reply.get("id") in (301, 302) and "method" not in reply:
+                        replies[reply["id"]] = reply
+                        if reply["id"] == 302:
+                            order = "READ-FIRST" if 301 not in replies else "READ-LAST"
+                            say(sid, order + " " + json.dumps(reply.get("result")) + "\n")
+                        if len(replies) == 2:
+                            break
+                outcome = replies[301]["result"]["outcome"]
+                say(sid, "PERMISSION " + outcome.get("optionId", outcome["outcome"]) + "\n")
+            elif command == "named-calls":
+                # opencode's way (a bare title first, the command as a later title) and
+                # claude-agent-acp's (its tool's name in _meta), each asking permission.
+                def update(fields):
+                    fields.setdefault("sessionUpdate", "tool_call_update")
+                    send({"jsonrpc": "2.0", "method": "session/update",
+                          "params": {"sessionId": sid, "update": fields}})
+                def ask_about(call):
+                    answer = request("session/request_permission", {"sessionId": sid,
+                        "toolCall": {"toolCallId": call}, "options": [
+                            {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                            {"optionId": "no", "name": "No", "kind": "reject_once"}]})
+                    outcome = answer["result"]["outcome"]
+                    chosen = outcome.get("optionId", outcome["outcome"])
+                    update({"toolCallId": call, "rawOutput": chosen,
+                            "status": "completed" if chosen == "yes" else "failed"})
+                update({"sessionUpdate": "tool_call", "toolCallId": "n1", "title": "bash",
+                        "kind": "execute", "status": "pending"})
+                import time
+                time.sleep(0.3)  # announced under its first title before it is retitled
+                update({"toolCallId": "n1", "title": "mkdir made", "status": "in_progress",
+                        "rawInput": {"command": "mkdir made"}})
+                ask_about("n1")
+                update({"sessionUpdate": "tool_call", "toolCallId": "n2", "title": "`ls`",
+                        "kind": "execute", "status": "pending", "rawInput": {"command": "ls"},
+                        "_meta": {"claudeCode": {"toolName": "Bash"}}})
+                update({"toolCallId": "n2", "title": "List the files"})
+                ask_about("n2")
             elif command.startswith("stop "):
                 stop = command[5:]
             elif command.startswith("think "):
