@@ -116,6 +116,12 @@ impl HostDelegator {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(id.clone());
+        // Dropped unfinished (the parent's turn or session went away mid-call): the
+        // sub-session is stopped and closed anyway, never left running.
+        let mut closer = Closer {
+            manager: Some(self.manager.clone()),
+            id: id.clone(),
+        };
         let mut events = handle.session.tap(handle.session.last_seq());
         if let Err(e) = self.manager.send(&id, &task, TurnRequest::default()) {
             let _ = self.manager.close(&id).await;
@@ -150,6 +156,7 @@ impl HostDelegator {
                 _ => {}
             }
         }
+        closer.manager = None;
         let files = changed_files(&id);
         let worktree = handle
             .meta
@@ -168,6 +175,27 @@ impl HostDelegator {
             worktree: if files.is_empty() { None } else { worktree },
             files,
         }
+    }
+}
+
+/// Closes a sub-session whose run was dropped before it ended.
+struct Closer {
+    manager: Option<SessionManager>,
+    id: String,
+}
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        let (Some(manager), Ok(runtime)) =
+            (self.manager.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let id = std::mem::take(&mut self.id);
+        runtime.spawn(async move {
+            let _ = manager.cancel(&id);
+            let _ = manager.close(&id).await;
+        });
     }
 }
 

@@ -184,11 +184,15 @@ impl Tool for Delegate {
             let args: DelegateArgs = parse_args(args)?;
             let tasks = checked_tasks(args.tasks)?;
             let delegator = ctx.settings.delegator.get()?;
-            let results = tokio::select! {
-                results = delegator.run(tasks, args.preset, ctx.cancel.clone()) => results,
-                () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
+            // The delegator watches the cancel itself: it stops and closes its sub-sessions
+            // before it returns.
+            let results = delegator
+                .run(tasks, args.preset, ctx.cancel.clone())
+                .await
+                .map_err(ToolError::Failed)?;
+            if ctx.cancel.is_cancelled() {
+                return Err(ToolError::Cancelled);
             }
-            .map_err(ToolError::Failed)?;
             Ok(ToolOutput::text(report(&results)))
         })
     }

@@ -37,6 +37,17 @@ fn sub_agent(server: &FakeModel, task: &str, file: &str, answer: &str) {
     server.push(Reply::new().only_for(task).text(answer));
 }
 
+/// A session on the fake model, opened over REST with an admin token; its id.
+async fn open_session(server: &Server, h: &Harness, model: &FakeModel, preset: &str) -> String {
+    let body = json!({"cwd": h.work(), "model": "llamacpp:fake-model", "permission": preset,
+                      "base_url": model.openai_base()});
+    let (status, body) = server
+        .post("/api/v1/sessions", &server.token("root", true), &body)
+        .await;
+    assert_eq!(status, 201, "{body}");
+    body["id"].as_str().unwrap().to_owned()
+}
+
 fn tool_output(out: &crate::support::Outcome, tool: &str) -> Value {
     out.of_kind("tool_result")
         .into_iter()
@@ -61,9 +72,12 @@ async fn delegated_tasks_run_in_parallel_worktrees_and_report_back() {
     // parent's last reply takes what is left.
     let queue_fix = server.pending_replies();
     assert_eq!(queue_fix, 5);
+    // A sub-agent of another session (or a path) is not this session's to merge.
+    let foreign = json!({"session": "elsewhere-d1"}).to_string();
+    server.push(Reply::new().tool_call("m1", "delegate_merge", &foreign));
     server.push(Reply::new().text("Both parts are done."));
     let out = openai_run(&h, &server, "split the work")
-        .args(["--allow", "delegate,write_file"])
+        .args(["--allow", "delegate,delegate_merge,write_file"])
         .run()
         .await;
     assert_eq!(out.code, Some(0), "{out:?}");
@@ -85,6 +99,15 @@ async fn delegated_tasks_run_in_parallel_worktrees_and_report_back() {
     ] {
         assert!(report.contains(&needle), "{needle} missing from {report}");
     }
+    let refused = tool_output(&out, "delegate_merge");
+    assert_eq!(refused["success"], false, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a sub-agent this session delegated to"),
+        "{refused}"
+    );
     // Nothing reached the person's working tree: each part is in its own kept worktree.
     assert!(!h.work().join("a.txt").exists() && !h.work().join("b.txt").exists());
     let worktrees = h.data_dir().join("corral/worktrees");
@@ -161,16 +184,7 @@ async fn ws_delegate_mode_asks_the_parents_person_and_merges_through_the_gate() 
     let model = FakeModel::start().await;
     let server = Server::start(&h, &[]).await;
     let token = server.token("root", true);
-    let (status, body) = server
-        .post(
-            "/api/v1/sessions",
-            &token,
-            &json!({"cwd": h.work(), "model": "llamacpp:fake-model",
-                    "base_url": model.openai_base()}),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let id = body["id"].as_str().unwrap().to_owned();
+    let id = open_session(&server, &h, &model, "default").await;
     let sub = format!("{id}-d1");
     model.push(delegate_call(&["TASK-A: write a.txt"]));
     sub_agent(&model, "TASK-A", "a.txt", "DONE-A");
@@ -245,4 +259,67 @@ async fn ws_delegate_mode_asks_the_parents_person_and_merges_through_the_gate() 
         .unwrap_or_else(|| panic!("{list}"))
         .clone();
     assert_eq!(listed["parent"], id.as_str());
+}
+
+/// Cancelling the parent's turn stops its sub-sessions' turns and closes them: nothing is
+/// left running, and the model's stream is closed.
+#[tokio::test]
+async fn ws_cancelling_the_parent_stops_and_closes_its_sub_sessions() {
+    let h = Harness::new();
+    repository(&h);
+    let model = FakeModel::start().await;
+    let server = Server::start(&h, &[]).await;
+    let token = server.token("root", true);
+    let id = open_session(&server, &h, &model, "bypass").await;
+    model.push(delegate_call(&["TASK-A: think forever"]));
+    model.push(
+        Reply::new()
+            .only_for("TASK-A")
+            .text("thinking")
+            .stall(Duration::from_secs(120)),
+    );
+    let mut ws = connect(&session_url(&server, &id, &token)).await;
+    assert!(state_is("idle")(&next(&mut ws).await));
+    send(
+        &mut ws,
+        json!({"type": "user_message", "payload": {"text": "go", "mode": "delegate"}}),
+    )
+    .await;
+    assert!(
+        model
+            .wait_for_chat_requests(2, Duration::from_secs(30))
+            .await,
+        "the sub-agent never asked the model"
+    );
+    send(&mut ws, json!({"type": "cancel", "payload": {}})).await;
+    loop {
+        let m = next(&mut ws).await;
+        if m["type"] == "error" && m["payload"]["code"] == "CANCELLED" {
+            break;
+        }
+        assert_ne!(m["type"], "done", "a cancelled turn sends no done: {m}");
+    }
+    assert!(
+        model.wait_for_cancelled(1, Duration::from_secs(30)).await,
+        "the sub-agent's model stream was left open"
+    );
+    let sub = format!("{id}-d1");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, list) = server.get("/api/v1/sessions", &token).await;
+        let status = list["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == sub.as_str())
+            .map(|s| s["status"].clone());
+        if status == Some(json!("dead")) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sub-session is still {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -2,7 +2,7 @@
 //! for it (claude-agent-acp's `effort`; the spec's category `thought_level`), set with
 //! `session/set_config_option` like the model. An agent without one gets a note instead.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{AcpBackend, option_values, shorten};
 use crate::model::Effort;
@@ -76,13 +76,7 @@ impl AcpBackend {
                 None => return Ok(()),
             },
         };
-        let answer = self
-            .shared
-            .rpc
-            .request(
-                "session/set_config_option",
-                json!({"sessionId": self.session_id, "configId": entry["id"], "value": value}),
-            )
+        self.set_config_option(&entry["id"], value)
             .await
             .map_err(|e| {
                 format!(
@@ -94,9 +88,6 @@ impl AcpBackend {
             self.effort.original = Some(entry["currentValue"].clone());
         }
         self.effort.effort = effort;
-        if answer["configOptions"].is_array() {
-            self.shared.set_config_options(&answer["configOptions"]);
-        }
         Ok(())
     }
 }
@@ -104,6 +95,7 @@ impl AcpBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_effort_option_is_found_by_category_then_id() {

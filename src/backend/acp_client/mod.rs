@@ -322,6 +322,22 @@ fn shorten(values: &[String]) -> String {
 }
 
 impl AcpBackend {
+    /// `session/set_config_option`; the options the agent answers with are kept.
+    async fn set_config_option(&self, id: &Value, value: Value) -> Result<(), RpcError> {
+        let answer = self
+            .shared
+            .rpc
+            .request(
+                "session/set_config_option",
+                json!({"sessionId": self.session_id, "configId": id, "value": value}),
+            )
+            .await?;
+        if answer["configOptions"].is_array() {
+            self.shared.set_config_options(&answer["configOptions"]);
+        }
+        Ok(())
+    }
+
     /// Switches the agent's model over the wire: the `configOptions` entry of category
     /// `model`, else the older `session/set_model` for agents that list `models` (gemini).
     async fn switch(&mut self, model: &str) -> Result<bool, String> {
@@ -349,16 +365,9 @@ impl AcpBackend {
                     shorten(&values)
                 ));
             }
-            let answer = self
-                .shared
-                .rpc
-                .request(
-                    "session/set_config_option",
-                    json!({"sessionId": self.session_id, "configId": entry["id"], "value": model}),
-                )
+            self.set_config_option(&entry["id"], json!(model))
                 .await
                 .map_err(|e| format!("{} refused the model {model:?}: {e}", self.agent_name))?;
-            self.shared.set_config_options(&answer["configOptions"]);
             return Ok(true);
         }
         let available: Vec<String> = self.models["availableModels"]

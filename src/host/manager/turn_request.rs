@@ -6,7 +6,8 @@ use crate::model::Effort;
 
 /// The turn's flavour, as the WebSocket API knows it. `think` runs the turn at high effort
 /// (the model reasons before it answers) and shows its phases (analyzing, researching,
-/// deep_thinking, writing); `delegate` shows the delegating phase.
+/// deep_thinking, writing); `delegate` gives corral's own loop the `delegate` tool and has it
+/// split the task first (see `llm_loop::delegation`), shown as `delegating`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnMode {
