@@ -22,6 +22,10 @@ use crate::session::Session;
 use crate::tool::{DelegateFuture, Delegated, Delegator, SubPreset};
 
 pub(crate) struct HostDelegator {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     parent: Arc<Session>,
     /// The parent's request, the template of every sub-session's.
     template: OpenSpec,
@@ -33,6 +37,8 @@ pub(crate) struct HostDelegator {
     next: AtomicU32,
     /// The sub-sessions this session made (only these may be merged by it).
     children: std::sync::Mutex<Vec<String>>,
+    /// Tools the parent was not offered when it last delegated.
+    denied: std::sync::Mutex<Vec<String>>,
     desk: Arc<desk::DelegatedDesk>,
 }
 
@@ -44,6 +50,20 @@ impl HostDelegator {
         manager: SessionManager,
         max_parallel: usize,
     ) -> HostDelegator {
+        HostDelegator {
+            inner: Arc::new(Inner::new(parent, template, root, manager, max_parallel)),
+        }
+    }
+}
+
+impl Inner {
+    fn new(
+        parent: Arc<Session>,
+        template: &OpenSpec,
+        root: PathBuf,
+        manager: SessionManager,
+        max_parallel: usize,
+    ) -> Inner {
         let mut template = template.clone();
         // Not the parent's: its own id and resume, an editor's buffers (the worktree is
         // another directory), and the host link (set per sub-session).
@@ -52,7 +72,7 @@ impl HostDelegator {
         template.editor = None;
         template.delegate_host = None;
         template.hermetic = false;
-        HostDelegator {
+        Inner {
             desk: Arc::new(desk::DelegatedDesk::new(parent.clone())),
             owner: template.owner.clone().unwrap_or_else(|| "run".to_string()),
             parent,
@@ -62,6 +82,7 @@ impl HostDelegator {
             slots: Arc::new(Semaphore::new(max_parallel.max(1))),
             next: AtomicU32::new(1),
             children: std::sync::Mutex::new(Vec::new()),
+            denied: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -72,6 +93,24 @@ impl HostDelegator {
         spec.worktree = true;
         spec.parent = Some(self.parent.id().to_string());
         spec.desk = Some(DeskLink(Arc::new(self.desk.for_sub(id))));
+        // The parent's preset as it is now: switched since it opened (an editor's mode
+        // change), the new one, as `set_preset` applies it (without opening overrides).
+        if let Some(current) = self
+            .manager
+            .get(self.parent.id())
+            .and_then(|h| h.current_preset())
+        {
+            spec.permission = Some(current);
+            spec.auto_approve = None;
+            spec.allow.clear();
+        }
+        spec.deny.extend(
+            self.denied
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .cloned(),
+        );
         if preset == SubPreset::Readonly {
             spec.permission = Some("readonly".to_string());
             spec.auto_approve = None;
@@ -87,8 +126,7 @@ impl HostDelegator {
         preset: SubPreset,
         cancel: CancellationToken,
     ) -> Delegated {
-        let n = self.next.fetch_add(1, Ordering::SeqCst);
-        let id = format!("{}-d{n}", self.parent.id());
+        let id = self.fresh_id();
         let failed = |error: String| Delegated {
             session: id.clone(),
             task: task.clone(),
@@ -104,6 +142,9 @@ impl HostDelegator {
         if cancel.is_cancelled() {
             return failed("cancelled before it started".into());
         }
+        if let Some(refusal) = self.over_the_owners_cap() {
+            return failed(refusal);
+        }
         let handle = match self
             .manager
             .open(self.sub_spec(&id, preset), &self.owner)
@@ -112,16 +153,14 @@ impl HostDelegator {
             Ok(handle) => handle,
             Err(e) => return failed(format!("could not start: {e}")),
         };
+        if cancel.is_cancelled() {
+            let _ = self.manager.close(&id).await;
+            return failed("cancelled while it started".into());
+        }
         self.children
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(id.clone());
-        // Dropped unfinished (the parent's turn or session went away mid-call): the
-        // sub-session is stopped and closed anyway, never left running.
-        let mut closer = Closer {
-            manager: Some(self.manager.clone()),
-            id: id.clone(),
-        };
         let mut events = handle.session.tap(handle.session.last_seq());
         if let Err(e) = self.manager.send(&id, &task, TurnRequest::default()) {
             let _ = self.manager.close(&id).await;
@@ -156,7 +195,6 @@ impl HostDelegator {
                 _ => {}
             }
         }
-        closer.manager = None;
         let files = changed_files(&id);
         let worktree = handle
             .meta
@@ -178,24 +216,61 @@ impl HostDelegator {
     }
 }
 
-/// Closes a sub-session whose run was dropped before it ended.
-struct Closer {
-    manager: Option<SessionManager>,
-    id: String,
+/// Ends a `run` however it ends: its work is told to stop, and questions it left open on
+/// the parent are withdrawn.
+struct Guard {
+    stop: CancellationToken,
+    desk: Arc<desk::DelegatedDesk>,
 }
 
-impl Drop for Closer {
+impl Drop for Guard {
     fn drop(&mut self) {
-        let (Some(manager), Ok(runtime)) =
-            (self.manager.take(), tokio::runtime::Handle::try_current())
-        else {
-            return;
-        };
-        let id = std::mem::take(&mut self.id);
-        runtime.spawn(async move {
-            let _ = manager.cancel(&id);
-            let _ = manager.close(&id).await;
-        });
+        self.stop.cancel();
+        self.desk.withdraw_all();
+    }
+}
+
+impl Inner {
+    /// `<parent>-d<N>` with the first N no session, log or worktree has (a resumed parent
+    /// starts counting again).
+    fn fresh_id(&self) -> String {
+        let worktrees = crate::worktree::Store::default_location().ok();
+        let logs = self
+            .parent
+            .log_path()
+            .and_then(|p| p.parent())
+            .map(PathBuf::from);
+        loop {
+            let n = self.next.fetch_add(1, Ordering::SeqCst);
+            let id = format!("{}-d{n}", self.parent.id());
+            let taken = self.manager.get(&id).is_some()
+                || worktrees.as_ref().is_some_and(|s| s.dir_of(&id).exists())
+                || logs
+                    .as_ref()
+                    .is_some_and(|dir| crate::session::SessionMeta::path(dir, &id).exists());
+            if !taken {
+                return id;
+            }
+        }
+    }
+
+    /// A bounded owner (a `user` token) may not hold more live sessions through delegation
+    /// than it may open itself.
+    fn over_the_owners_cap(&self) -> Option<String> {
+        self.template.limits.as_ref()?;
+        let cap = self.manager.config().server.max_sessions();
+        let live = self
+            .manager
+            .list()
+            .iter()
+            .filter(|h| h.owner == self.owner && h.session.status() != crate::event::Status::Dead)
+            .count();
+        (live >= cap).then(|| {
+            format!(
+                "not started: {} already has {live} live sessions, its limit",
+                self.owner
+            )
+        })
     }
 }
 
@@ -219,16 +294,35 @@ impl Delegator for HostDelegator {
         cancel: CancellationToken,
     ) -> DelegateFuture<'_, Vec<Delegated>> {
         Box::pin(async move {
-            let runs = tasks
-                .into_iter()
-                .map(|task| self.run_one(task, preset, cancel.clone()));
-            Ok(futures_util::future::join_all(runs).await)
+            // The work runs in a task of its own, which sees every cancel through `stop`:
+            // dropped midway (the parent's turn cancelled or gone), this call stops it, and
+            // it still stops and closes each sub-session it started. The parent's questions
+            // it left open are withdrawn at once, before the parent's turn winds down.
+            let stop = cancel.child_token();
+            let _guard = Guard {
+                stop: stop.clone(),
+                desk: self.inner.desk.clone(),
+            };
+            let inner = self.inner.clone();
+            let work = tokio::spawn(async move {
+                let runs = tasks
+                    .into_iter()
+                    .map(|task| inner.run_one(task, preset, stop.clone()));
+                futures_util::future::join_all(runs).await
+            });
+            work.await
+                .map_err(|e| format!("the delegated work stopped: {e}"))
         })
+    }
+
+    fn narrow(&self, denied: Vec<String>) {
+        *self.inner.denied.lock().unwrap_or_else(|p| p.into_inner()) = denied;
     }
 
     fn merge(&self, session: String) -> DelegateFuture<'_, Vec<String>> {
         Box::pin(async move {
             let mine = self
+                .inner
                 .children
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

@@ -119,6 +119,8 @@ pub struct Handle {
     steer: Option<mpsc::UnboundedSender<String>>,
     /// The model in use: the opening one until `set_model` switches it.
     model: Mutex<String>,
+    /// The preset `set_preset` switched to, if it did.
+    preset: Mutex<Option<String>>,
     created_at: Timestamp,
     commands: mpsc::UnboundedSender<Command>,
     /// The number the last sent turn gets: it is in progress until its result is out.
@@ -141,6 +143,11 @@ impl Handle {
     pub fn is_busy(&self) -> bool {
         self.session.turn_in_progress()
             || self.sent_turn.load(Ordering::SeqCst) > self.session.finished_turn()
+    }
+
+    /// The preset `set_preset` switched the session to, if it did.
+    pub fn current_preset(&self) -> Option<String> {
+        lock(&self.preset).clone()
     }
 
     pub fn last_mode(&self) -> TurnMode {
@@ -304,6 +311,7 @@ impl SessionManager {
             backend: opened.backend.info(),
             steer: opened.backend.steering(),
             model: Mutex::new(opened.meta.model.clone()),
+            preset: Mutex::new(None),
             created_at: Timestamp::now(),
             commands,
             sent_turn: AtomicU32::new(0),
@@ -509,10 +517,14 @@ impl SessionManager {
                 reply,
             })
             .map_err(|_| SendError::Dead(id.to_string()))?;
-        answer
+        let switched = answer
             .await
             .map_err(|_| SendError::Dead(id.to_string()))?
-            .map_err(failed)
+            .map_err(failed)?;
+        if switched {
+            *lock(&handle.preset) = Some(preset.to_string());
+        }
+        Ok(switched)
     }
 
     /// Cancels the running turn, if any.
@@ -620,8 +632,11 @@ async fn run_session(
             }
             Command::Close => break,
         };
-        if effort != applied_effort {
-            open::apply_effort(opened.backend.as_mut(), effort, &opened.session).await;
+        // Only what the agent took counts as applied: a failed change is tried (and noted)
+        // again at the next turn that asks for it.
+        if effort != applied_effort
+            && open::apply_effort(opened.backend.as_mut(), effort, &opened.session).await
+        {
             applied_effort = effort;
         }
         if let Err(note) = opened.backend.set_delegating(mode == TurnMode::Delegate) {

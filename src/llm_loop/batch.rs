@@ -73,6 +73,9 @@ impl LlmLoop {
                         let approval = self.approver.decide(valid.to_approve(), cancel).await;
                         match approval {
                             Approval::Allow { by_person, .. } => {
+                                if valid.call.name == "delegate" {
+                                    self.narrow_delegation();
+                                }
                                 execute::execute(
                                     &self.session,
                                     valid,

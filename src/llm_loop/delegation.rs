@@ -56,6 +56,20 @@ impl LlmLoop {
         Ok(())
     }
 
+    /// Hands the delegator what this session may not do now, so a sub-session is never
+    /// offered a tool its parent is not (a person's `disable`, a `forbid_all`, the preset).
+    pub(super) fn narrow_delegation(&self) {
+        if let Some(delegator) = &self.tool_settings.delegator.0 {
+            let denied = self
+                .builtin_tools
+                .names()
+                .filter(|name| !is_delegation(name) && !self.approver.offers(name))
+                .map(str::to_string)
+                .collect();
+            delegator.narrow(denied);
+        }
+    }
+
     /// The refusal for a delegation tool the model called though it was not offered.
     pub(super) fn check_offered(&self, tool: &str) -> Result<(), String> {
         if is_delegation(tool) && !self.offers(tool) {

@@ -52,7 +52,9 @@ impl std::str::FromStr for Effort {
 /// (`acp:opencode:ollama/qwen2.5`, `ollama:hf.co/org/model`) are left alone; a GGUF path is
 /// never split (a file may be called anything).
 pub fn split_effort_suffix(text: &str) -> (&str, Option<Effort>) {
-    if text.trim_start().to_ascii_lowercase().starts_with("gguf:") {
+    let lower = text.trim_start().to_ascii_lowercase();
+    // A file path or a command line may end in anything.
+    if lower.starts_with("gguf:") || lower.starts_with("acp:cmd=") {
         return (text, None);
     }
     match text.rsplit_once('/') {
@@ -102,6 +104,7 @@ mod tests {
             "acp:opencode:ollama/qwen2.5:14b",
             "ollama:hf.co/org/model",
             "gguf:/models/high",
+            "acp:cmd=/opt/bin/high",
             "claude:/high",
             "claude",
             "claude:sonnet/highest",

@@ -63,6 +63,11 @@ pub trait Delegator: Send + Sync {
 
     /// Merges a sub-session's worktree into the session's working tree; the files it changed.
     fn merge(&self, session: String) -> DelegateFuture<'_, Vec<String>>;
+
+    /// The tools the delegating session is not offered right now (disabled by the person,
+    /// forbidden this turn, not in its preset): sub-sessions started from now on are denied
+    /// them too.
+    fn narrow(&self, denied: Vec<String>);
 }
 
 /// The session's delegator, if it may delegate.

@@ -323,3 +323,113 @@ async fn ws_cancelling_the_parent_stops_and_closes_its_sub_sessions() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// What the person took away from the parent holds for its sub-sessions (a tool disabled
+/// mid-session is not offered to them), and cancelling while a sub-session's question is open
+/// on the parent withdraws it: the parent is back at rest and takes the next message.
+#[tokio::test]
+async fn ws_a_disabled_tool_stays_off_for_sub_sessions_and_a_cancel_mid_question_frees_the_parent()
+{
+    let h = Harness::new();
+    repository(&h);
+    let model = FakeModel::start().await;
+    let server = Server::start(&h, &[]).await;
+    let token = server.token("root", true);
+    let id = open_session(&server, &h, &model, "default").await;
+    model.push(Reply::new().tool_call("s1", "shell", r#"{"command":"ls"}"#));
+    model.push(Reply::new().text("ok"));
+    model.push(delegate_call(&["TASK-X: write x.txt"]));
+    let args = json!({"path": "x.txt", "content": "x"}).to_string();
+    model.push(
+        Reply::new()
+            .only_for("TASK-X")
+            .tool_call("w1", "write_file", &args),
+    );
+    model.push(Reply::new().text("still here"));
+    let mut ws = connect(&session_url(&server, &id, &token)).await;
+    assert!(state_is("idle")(&next(&mut ws).await));
+
+    // Turn 1: the person disables shell for the session.
+    send(
+        &mut ws,
+        json!({"type": "user_message", "payload": {"text": "look"}}),
+    )
+    .await;
+    loop {
+        let m = next(&mut ws).await;
+        if m["type"] == "tool_confirm_request" {
+            assert_eq!(m["payload"]["tool"], "shell");
+            send(
+                &mut ws,
+                json!({"type": "tool_confirm", "payload": {
+                "confirmation_id": m["payload"]["confirmation_id"], "action": "disable"}}),
+            )
+            .await;
+        }
+        if m["type"] == "done" {
+            break;
+        }
+    }
+    // Turn 2: delegated; the sub-session's question is left open, then the turn cancelled.
+    send(
+        &mut ws,
+        json!({"type": "user_message", "payload": {"text": "split", "mode": "delegate"}}),
+    )
+    .await;
+    loop {
+        let m = next(&mut ws).await;
+        if m["type"] != "tool_confirm_request" {
+            continue;
+        }
+        if m["payload"]["tool"] == "delegate" {
+            send(
+                &mut ws,
+                json!({"type": "tool_confirm", "payload": {
+                "confirmation_id": m["payload"]["confirmation_id"], "action": "allow"}}),
+            )
+            .await;
+            continue;
+        }
+        assert_eq!(m["payload"]["sub_session"], format!("{id}-d1"), "{m}");
+        break;
+    }
+    let sub_request = model
+        .chat_requests()
+        .into_iter()
+        .find(|r| r.to_string().contains("TASK-X") && r["messages"].as_array().unwrap().len() == 2)
+        .expect("the sub-session's first request");
+    let offered: Vec<&str> = sub_request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(!offered.contains(&"shell"), "{offered:?}");
+    assert!(offered.contains(&"write_file"), "{offered:?}");
+    send(&mut ws, json!({"type": "cancel", "payload": {}})).await;
+    loop {
+        let m = next(&mut ws).await;
+        if m["type"] == "error" && m["payload"]["code"] == "CANCELLED" {
+            break;
+        }
+    }
+    // Turn 3 is taken and answered: the parent is not left waiting for the withdrawn question.
+    send(
+        &mut ws,
+        json!({"type": "user_message", "payload": {"text": "again"}}),
+    )
+    .await;
+    let mut text = String::new();
+    loop {
+        let m = next(&mut ws).await;
+        assert_ne!(m["payload"]["code"], "TURN_IN_PROGRESS", "{m}");
+        if m["type"] == "token" {
+            text.push_str(m["payload"]["text"].as_str().unwrap());
+        }
+        if m["type"] == "done" {
+            break;
+        }
+    }
+    assert_eq!(text, "still here");
+    assert!(!h.work().join("x.txt").exists());
+}

@@ -52,6 +52,25 @@ impl DelegatedDesk {
         }
     }
 
+    /// Withdraws every question still open or queued (the delegating call ended): the
+    /// parent goes back to working at once, and a sub-session's late resolve finds nothing.
+    pub(super) fn withdraw_all(&self) {
+        let drained: Vec<Pending> = self.inner.pending().drain().map(|(_, p)| p).collect();
+        for pending in drained {
+            match pending {
+                Pending::Open(parent_id, guard) => {
+                    self.inner.parent.resolve(
+                        &parent_id,
+                        Decision::Cancel,
+                        Some("the delegating turn ended".to_string()),
+                    );
+                    drop(guard);
+                }
+                Pending::Queued(given_up) => given_up.cancel(),
+            }
+        }
+    }
+
     /// The desk one sub-session asks through, its requests labelled with its id.
     pub(super) fn for_sub(&self, sub: &str) -> SubDesk {
         SubDesk {

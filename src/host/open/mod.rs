@@ -392,7 +392,8 @@ pub async fn start(
     .await
     {
         Ok((mut backend, meta, tmpdir)) => {
-            apply_effort(backend.as_mut(), effort, &session).await;
+            // The opening effort counts as applied either way: the note is said once.
+            let _ = apply_effort(backend.as_mut(), effort, &session).await;
             Ok(OpenedSession {
                 session,
                 backend,
@@ -564,19 +565,35 @@ fn session_meta(
     meta
 }
 
+/// How long an agent may take to change its effort (an ACP agent that never answers must not
+/// hold the session).
+const EFFORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// Sets the backend's effort; where it cannot take it, the session says so (an `error` whose
-/// data names the effort) and the turns run at the agent's own default.
+/// data names the effort) and the turns run at the agent's own default. Whether it took it.
 pub async fn apply_effort(
     backend: &mut dyn Backend,
     effort: Option<crate::model::Effort>,
     session: &Session,
-) {
-    if let Err(note) = backend.set_effort(effort).await {
-        tracing::info!(%note, "effort not applied");
-        session.emit_error(
-            note,
-            serde_json::json!({"code": "EFFORT_NOT_APPLIED", "effort": effort}),
-        );
+) -> bool {
+    let shown = effort.map_or("default", crate::model::Effort::as_str);
+    let outcome = match tokio::time::timeout(EFFORT_TIMEOUT, backend.set_effort(effort)).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(format!(
+            "effort {shown} is not applied: the agent did not answer within {} s",
+            EFFORT_TIMEOUT.as_secs()
+        )),
+    };
+    match outcome {
+        Ok(()) => true,
+        Err(note) => {
+            tracing::info!(%note, "effort not applied");
+            session.emit_error(
+                note,
+                serde_json::json!({"code": "EFFORT_NOT_APPLIED", "effort": effort}),
+            );
+            false
+        }
     }
 }
 
