@@ -48,6 +48,13 @@ async fn open_session(server: &Server, h: &Harness, model: &FakeModel, preset: &
     body["id"].as_str().unwrap().to_owned()
 }
 
+/// Answers the `tool_confirm_request` `m` with `action`.
+async fn answer(ws: &mut crate::server_ws::Ws, m: &Value, action: &str) {
+    let confirm = json!({"type": "tool_confirm", "payload": {
+        "confirmation_id": m["payload"]["confirmation_id"], "action": action}});
+    send(ws, confirm).await;
+}
+
 fn tool_output(out: &crate::support::Outcome, tool: &str) -> Value {
     out.of_kind("tool_result")
         .into_iter()
@@ -207,9 +214,7 @@ async fn ws_delegate_mode_asks_the_parents_person_and_merges_through_the_gate() 
         seen.push(m.clone());
         if m["type"] == "tool_confirm_request" {
             asked.push(m["payload"].clone());
-            let answer = json!({"type": "tool_confirm", "payload": {
-                "confirmation_id": m["payload"]["confirmation_id"], "action": "allow"}});
-            send(&mut ws, answer).await;
+            answer(&mut ws, &m, "allow").await;
         }
         if m["type"] == "done" {
             break;
@@ -359,12 +364,7 @@ async fn ws_a_disabled_tool_stays_off_for_sub_sessions_and_a_cancel_mid_question
         let m = next(&mut ws).await;
         if m["type"] == "tool_confirm_request" {
             assert_eq!(m["payload"]["tool"], "shell");
-            send(
-                &mut ws,
-                json!({"type": "tool_confirm", "payload": {
-                "confirmation_id": m["payload"]["confirmation_id"], "action": "disable"}}),
-            )
-            .await;
+            answer(&mut ws, &m, "disable").await;
         }
         if m["type"] == "done" {
             break;
@@ -382,12 +382,7 @@ async fn ws_a_disabled_tool_stays_off_for_sub_sessions_and_a_cancel_mid_question
             continue;
         }
         if m["payload"]["tool"] == "delegate" {
-            send(
-                &mut ws,
-                json!({"type": "tool_confirm", "payload": {
-                "confirmation_id": m["payload"]["confirmation_id"], "action": "allow"}}),
-            )
-            .await;
+            answer(&mut ws, &m, "allow").await;
             continue;
         }
         assert_eq!(m["payload"]["sub_session"], format!("{id}-d1"), "{m}");
