@@ -22,7 +22,7 @@ pub use permission::{
     PermissionResolution, PermissionToolCall, Resolved,
 };
 
-pub(crate) use tool_result::shown as shown_outcome;
+pub(crate) use tool_result::{image_content, shown as shown_outcome};
 
 /// One event as it travels: the typed envelope plus its JSON, serialized once and shared by
 /// every subscriber.

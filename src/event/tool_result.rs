@@ -58,6 +58,11 @@ impl ToolResultData {
 }
 
 /// What the model and a client are shown of a call's outcome.
+/// An image as a tool result's content block (ACP's shape).
+pub fn image_content(data: &str, mime_type: &str) -> Value {
+    json!({"type": "content", "content": {"type": "image", "data": data, "mimeType": mime_type}})
+}
+
 pub fn shown(outcome: &Result<String, String>) -> String {
     match outcome {
         Ok(output) => output.clone(),

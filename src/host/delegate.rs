@@ -16,9 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::manager::{SessionManager, TurnRequest};
 use super::open::OpenSpec;
-use crate::event::{ContentBlock, Payload};
 use crate::policy::DeskLink;
-use crate::session::Session;
+use crate::session::{Session, turn_end};
 use crate::tool::{DelegateFuture, Delegated, Delegator, SubPreset};
 
 pub(crate) struct HostDelegator {
@@ -50,20 +49,6 @@ impl HostDelegator {
         manager: SessionManager,
         max_parallel: usize,
     ) -> HostDelegator {
-        HostDelegator {
-            inner: Arc::new(Inner::new(parent, template, root, manager, max_parallel)),
-        }
-    }
-}
-
-impl Inner {
-    fn new(
-        parent: Arc<Session>,
-        template: &OpenSpec,
-        root: PathBuf,
-        manager: SessionManager,
-        max_parallel: usize,
-    ) -> Inner {
         let mut template = template.clone();
         // Not the parent's: its own id and resume, an editor's buffers (the worktree is
         // another directory), and the host link (set per sub-session).
@@ -72,7 +57,7 @@ impl Inner {
         template.editor = None;
         template.delegate_host = None;
         template.hermetic = false;
-        Inner {
+        let inner = Inner {
             desk: Arc::new(desk::DelegatedDesk::new(parent.clone())),
             owner: template.owner.clone().unwrap_or_else(|| "run".to_string()),
             parent,
@@ -83,9 +68,14 @@ impl Inner {
             next: AtomicU32::new(1),
             children: std::sync::Mutex::new(Vec::new()),
             denied: std::sync::Mutex::new(Vec::new()),
+        };
+        HostDelegator {
+            inner: Arc::new(inner),
         }
     }
+}
 
+impl Inner {
     fn sub_spec(&self, id: &str, preset: SubPreset) -> OpenSpec {
         let mut spec = self.template.clone();
         spec.id = Some(id.to_string());
@@ -100,9 +90,7 @@ impl Inner {
             .get(self.parent.id())
             .and_then(|h| h.current_preset())
         {
-            spec.permission = Some(current);
-            spec.auto_approve = None;
-            spec.allow.clear();
+            use_preset(&mut spec, current);
         }
         spec.deny.extend(
             self.denied
@@ -112,9 +100,7 @@ impl Inner {
                 .cloned(),
         );
         if preset == SubPreset::Readonly {
-            spec.permission = Some("readonly".to_string());
-            spec.auto_approve = None;
-            spec.allow.clear();
+            use_preset(&mut spec, "readonly".to_string());
         }
         spec
     }
@@ -161,40 +147,27 @@ impl Inner {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(id.clone());
+        // Tapped before the turn is sent, so its result cannot slip past.
         let mut events = handle.session.tap(handle.session.last_seq());
-        if let Err(e) = self.manager.send(&id, &task, TurnRequest::default()) {
-            let _ = self.manager.close(&id).await;
-            return failed(format!("could not start its turn: {e}"));
-        }
-        let mut answer = String::new();
-        let mut outcome = None;
-        loop {
-            let event = tokio::select! {
-                event = events.recv() => event,
-                () = cancel.cancelled() => {
-                    let _ = self.manager.cancel(&id);
-                    outcome = Some(("cancelled".to_string(), Some("cancelled".to_string())));
-                    break;
-                }
-            };
-            let Some(event) = event else { break };
-            match &event.envelope.payload {
-                Payload::AssistantText(t) if !t.delta => {
-                    if let ContentBlock::Text { text } = &t.content {
-                        answer = text.clone();
-                    }
-                }
-                Payload::Result(r) => {
-                    let stop = serde_json::to_value(r.stop_reason)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_else(|| "end_turn".to_string());
-                    outcome = Some((stop, r.error.clone()));
-                    break;
-                }
-                _ => {}
+        let turn = match self.manager.send(&id, &task, TurnRequest::default()) {
+            Ok(turn) => turn,
+            Err(e) => {
+                let _ = self.manager.close(&id).await;
+                return failed(format!("could not start its turn: {e}"));
             }
-        }
+        };
+        let (stop_reason, error, answer) = tokio::select! {
+            end = turn_end(&mut events, turn) => match end {
+                Some((result, text)) => {
+                    (result.stop_reason.as_str().to_string(), result.error, text)
+                }
+                None => ("error".into(), Some("the sub-session ended".into()), String::new()),
+            },
+            () = cancel.cancelled() => {
+                let _ = self.manager.cancel(&id);
+                ("cancelled".into(), Some("cancelled".into()), String::new())
+            }
+        };
         let files = changed_files(&id);
         let worktree = handle
             .meta
@@ -202,8 +175,6 @@ impl Inner {
             .as_ref()
             .map(|w| w.path.display().to_string());
         let _ = self.manager.close(&id).await;
-        let (stop_reason, error) =
-            outcome.unwrap_or_else(|| ("error".into(), Some("the sub-session ended".into())));
         Delegated {
             session: id,
             task,
@@ -214,6 +185,14 @@ impl Inner {
             files,
         }
     }
+}
+
+/// The named preset alone, without the opening request's `--auto-approve` and `--allow`
+/// (as `set_preset` applies one).
+fn use_preset(spec: &mut OpenSpec, preset: String) {
+    spec.permission = Some(preset);
+    spec.auto_approve = None;
+    spec.allow.clear();
 }
 
 /// Ends a `run` however it ends: its work is told to stop, and questions it left open on

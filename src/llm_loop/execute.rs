@@ -219,10 +219,7 @@ fn report(
     let shown = shown_outcome(&outcome);
     let more = images
         .iter()
-        .map(|image| {
-            json!({"type": "content", "content": {
-                "type": "image", "data": image.data_base64, "mimeType": image.mime_type}})
-        })
+        .map(|image| crate::event::image_content(&image.data_base64, &image.mime_type))
         .collect();
     session.emit(Payload::ToolResult(ToolResultData::finished(
         &call.id,

@@ -125,6 +125,23 @@ impl SandboxSpec {
             .unwrap_or_else(|| PathBuf::from("/proc/self/exe"))
     }
 
+    /// `program args…` run confined by this spec: the helper and its whole command line
+    /// (a long-lived child's, without the probe).
+    pub(crate) fn wrap(
+        &self,
+        program: &std::path::Path,
+        args: impl IntoIterator<Item = String>,
+    ) -> (PathBuf, Vec<String>) {
+        let mut line: Vec<String> = self
+            .helper_args(false)
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        line.push(program.to_string_lossy().into_owned());
+        line.extend(args);
+        (self.helper_path(), line)
+    }
+
     /// The helper's command line up to and including `--`; the program and its arguments
     /// follow.
     pub(crate) fn helper_args(&self, probe: bool) -> Vec<OsString> {

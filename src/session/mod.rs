@@ -27,7 +27,7 @@ pub use lock::{LockError, is_held};
 pub use log::{LogFailure, log_path, read_log};
 pub use meta::{SessionMeta, WorktreeMeta};
 pub use status::{IllegalTransition, Snapshot, check_transition};
-pub use turn::{Turn, TurnEnd, TurnOutcome};
+pub use turn::{Turn, TurnEnd, TurnOutcome, turn_end};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};

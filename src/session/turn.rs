@@ -189,3 +189,28 @@ impl Drop for Turn {
 
 #[cfg(test)]
 mod tests;
+
+/// Waits on a session's tapped events for the end of turn `turn`: its `result` and its final
+/// assistant text (the last authoritative block). `None`: the events ended first.
+pub async fn turn_end(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<crate::event::SharedEvent>,
+    turn: u32,
+) -> Option<(ResultData, String)> {
+    let mut text = String::new();
+    while let Some(event) = events.recv().await {
+        let envelope = &event.envelope;
+        if envelope.turn != turn {
+            continue;
+        }
+        match &envelope.payload {
+            Payload::AssistantText(t) if !t.delta => {
+                if let ContentBlock::Text { text: block } = &t.content {
+                    text = block.clone();
+                }
+            }
+            Payload::Result(r) => return Some((r.clone(), text)),
+            _ => {}
+        }
+    }
+    None
+}

@@ -318,32 +318,13 @@ impl McpServer {
             Ok(turn) => turn,
             Err(e) => return fail(e),
         };
-        let mut text = String::new();
-        let waited = tokio::time::timeout(limit, async {
-            while let Some(event) = events.recv().await {
-                let envelope = &event.envelope;
-                if envelope.turn != turn {
-                    continue;
-                }
-                match &envelope.payload {
-                    Payload::AssistantText(t) if !t.delta => {
-                        if let crate::event::ContentBlock::Text { text: t } = &t.content {
-                            text = t.clone();
-                        }
-                    }
-                    Payload::Result(r) => return Some(r.clone()),
-                    _ => {}
-                }
-            }
-            None
-        })
-        .await;
+        let waited = tokio::time::timeout(limit, crate::session::turn_end(&mut events, turn)).await;
         match waited {
-            Ok(Some(result)) if result.error.is_some() => fail(format!(
+            Ok(Some((result, _))) if result.error.is_some() => fail(format!(
                 "turn {turn} ended with an error: {}",
                 result.error.unwrap_or_default()
             )),
-            Ok(Some(_)) => ok(json!({"text": text})),
+            Ok(Some((_, text))) => ok(json!({"text": text})),
             Ok(None) => fail(format!("agent {} closed during turn {turn}", p.agent_id)),
             Err(_) => fail(format!(
                 "turn {turn} still running after {:.0} s; it goes on: poll agent_output, \

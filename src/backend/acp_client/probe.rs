@@ -28,10 +28,9 @@ pub const KNOWN_AGENTS: [(&str, &str); 3] = [
     ("opencode", "opencode"),
 ];
 
-/// What keeps claude-agent-acp and opencode from fetching updates and model lists at start.
-const QUIET: [(&str, &str); 6] = [
-    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
-    ("DISABLE_AUTOUPDATER", "1"),
+/// What keeps opencode from fetching updates and model lists at start (claude-agent-acp gets
+/// claude's own `QUIET_ENV`).
+const QUIET: [(&str, &str); 4] = [
     ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
     ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
     ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
@@ -136,13 +135,7 @@ fn sandboxed(
     let mut spec = SandboxSpec::new(SandboxMode::BestEffort, NetworkMode::On);
     spec.writable = vec![scratch.clone(), PathBuf::from("/dev/null")];
     spec.hidden = crate::sandbox::default_hidden();
-    let mut helper_args: Vec<String> = spec
-        .helper_args(false)
-        .into_iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    helper_args.push(program.to_string_lossy().into_owned());
-    helper_args.extend(args);
+    let (helper, helper_args) = spec.wrap(&program, args);
     // gemini reads its settings from the home; without these it reports usage statistics.
     let gemini = home.join(".gemini");
     std::fs::create_dir_all(&gemini)
@@ -151,12 +144,13 @@ fn sandboxed(
     let mut env = launch::agent_env(false, Some(&home));
     env.push(("TMPDIR".to_owned(), scratch.to_string_lossy().into_owned()));
     env.extend(
-        QUIET
+        crate::backend::claude::launch::QUIET_ENV
             .iter()
+            .chain(&QUIET)
             .map(|(key, value)| ((*key).to_owned(), (*value).to_owned())),
     );
     Ok(Launch {
-        program: spec.helper_path(),
+        program: helper,
         args: helper_args,
         cwd: work,
         env,

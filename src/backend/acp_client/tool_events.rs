@@ -93,7 +93,7 @@ impl Calls {
     /// agent will not report one.
     pub(crate) fn finish(&self, id: &str, success: bool, error: Option<String>) {
         self.announce(id);
-        let (merged, started) = {
+        let (merged, started, name) = {
             let mut calls = self.lock();
             let Some(call) = calls.get_mut(id) else {
                 return;
@@ -102,9 +102,8 @@ impl Calls {
                 return;
             }
             call.finished = true;
-            (call.merged.clone(), call.started)
+            (call.merged.clone(), call.started, name_of(call).to_owned())
         };
-        let name = self.name(id);
         let content = merged
             .get("content")
             .and_then(Value::as_array)

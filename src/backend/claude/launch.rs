@@ -36,6 +36,12 @@ use crate::tool::Danger;
 /// The environment variable naming the claude program to run.
 pub const PROGRAM_ENV: &str = "CORRAL_CLAUDE";
 
+/// What keeps claude (the CLI, and claude-agent-acp on its SDK) from phoning home.
+pub(crate) const QUIET_ENV: [(&str, &str); 2] = [
+    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+    ("DISABLE_AUTOUPDATER", "1"),
+];
+
 /// corral tools and the claude tools that amount to them.
 const TOOL_MAP: &[(&str, &[&str])] = &[
     ("shell", &["Bash"]),
@@ -166,13 +172,10 @@ pub fn launch(context: &ExternalContext, program: PathBuf) -> Launch {
         // The `=` form: an id can never be read as another flag.
         args.push(format!("--resume={id}"));
     }
-    let mut env: Vec<(String, String)> = vec![
-        (
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
-            "1".into(),
-        ),
-        ("DISABLE_AUTOUPDATER".into(), "1".into()),
-    ];
+    let mut env: Vec<(String, String)> = QUIET_ENV
+        .iter()
+        .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+        .collect();
     if flags.mode == "bypassPermissions" && nix::unistd::geteuid().is_root() {
         // claude refuses to skip permissions as root unless told it is sandboxed.
         env.push(("IS_SANDBOX".into(), "1".into()));

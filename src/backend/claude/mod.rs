@@ -18,7 +18,7 @@
 //! session's stderr log. When it dies — mid-turn or between turns — the session gets an
 //! `error` with the exit status and the last stderr lines, and goes `dead`.
 
-mod launch;
+pub(crate) mod launch;
 mod stream;
 mod turn;
 

@@ -332,8 +332,7 @@ pub(super) fn result_images(content: &Value) -> Vec<Value> {
         .filter_map(|b| {
             let data = b["source"]["data"].as_str()?;
             let mime = b["source"]["media_type"].as_str().unwrap_or("image/png");
-            Some(json!({"type": "content", "content": {
-                "type": "image", "data": data, "mimeType": mime}}))
+            Some(crate::event::image_content(data, mime))
         })
         .collect()
 }

@@ -508,7 +508,9 @@ fn delegator(
     root: &Path,
     session: &Arc<Session>,
 ) -> crate::tool::DelegateLink {
-    if spec.parent.is_some() || crate::worktree::plan(root).is_err() {
+    // A cheap look for a repository (no status scan on every open); a task's worktree is
+    // planned, and refused with the reason, when it starts.
+    if spec.parent.is_some() || crate::worktree::working_tree_of(root).is_none() {
         return crate::tool::DelegateLink::default();
     }
     let manager = match (

@@ -366,44 +366,38 @@ fn user_message(state: &Shared, id: &str, payload: &Value) -> Option<Out> {
             &format!("text must be 1–{MAX_TEXT} characters, not {chars}"),
         ));
     }
-    let mode = match payload.get("mode") {
-        None | Some(Value::Null) => TurnMode::Normal,
-        Some(mode) => match serde_json::from_value::<TurnMode>(mode.clone()) {
-            Ok(mode) => mode,
-            Err(_) => {
-                return Some(error(
-                    "INVALID_MESSAGE",
-                    "mode must be normal, think or delegate",
-                ));
-            }
+    let fields = (
+        optional::<TurnMode>(payload, "mode", "mode must be normal, think or delegate"),
+        optional::<Effort>(payload, "effort", "effort must be low, medium or high"),
+        optional::<bool>(payload, "steer", "steer must be true or false"),
+    );
+    let request = match fields {
+        (Ok(mode), Ok(effort), Ok(steer)) => TurnRequest {
+            mode: mode.unwrap_or_default(),
+            effort,
+            steer: steer.unwrap_or(false),
         },
-    };
-    let effort = match payload.get("effort") {
-        None | Some(Value::Null) => None,
-        Some(effort) => match serde_json::from_value::<Effort>(effort.clone()) {
-            Ok(effort) => Some(effort),
-            Err(_) => {
-                return Some(error(
-                    "INVALID_MESSAGE",
-                    "effort must be low, medium or high",
-                ));
-            }
-        },
-    };
-    let steer = match payload.get("steer") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(steer)) => *steer,
-        Some(_) => return Some(error("INVALID_MESSAGE", "steer must be true or false")),
-    };
-    let request = TurnRequest {
-        mode,
-        effort,
-        steer,
+        (Err(refused), _, _) | (_, Err(refused), _) | (_, _, Err(refused)) => return Some(refused),
     };
     match state.manager.send(id, text, request) {
         Ok(_) => None,
         Err(e @ SendError::TurnInProgress(_)) => Some(error("TURN_IN_PROGRESS", &e.to_string())),
         Err(e) => Some(error("SESSION_CLOSED", &e.to_string())),
+    }
+}
+
+/// An optional payload field (absent or null: `None`); one of another shape is refused with
+/// `expected`.
+fn optional<T: serde::de::DeserializeOwned>(
+    payload: &Value,
+    key: &str,
+    expected: &str,
+) -> Result<Option<T>, Out> {
+    match payload.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => serde_json::from_value(value.clone())
+            .map(Some)
+            .map_err(|_| error("INVALID_MESSAGE", expected)),
     }
 }
 

@@ -3,7 +3,6 @@
 //! an HTTP endpoint (streamable HTTP, or legacy SSE); then its tool list.
 
 use std::collections::HashMap;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -272,14 +271,7 @@ fn launch(name: &str, server: &McpServer, env: &McpEnvironment) -> Result<Launch
             }
             spec.writable
                 .extend(writable_paths(&server.writable, &env.root));
-            let mut args: Vec<String> = spec
-                .helper_args(false)
-                .into_iter()
-                .map(|a: OsString| a.to_string_lossy().into_owned())
-                .collect();
-            args.push(program.to_string_lossy().into_owned());
-            args.extend(server.args.iter().cloned());
-            (spec.helper_path(), args)
+            spec.wrap(&program, server.args.iter().cloned())
         }
         _ => (program, server.args.clone()),
     };
