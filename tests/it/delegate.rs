@@ -428,3 +428,49 @@ async fn ws_a_disabled_tool_stays_off_for_sub_sessions_and_a_cancel_mid_question
     assert_eq!(text, "still here");
     assert!(!h.work().join("x.txt").exists());
 }
+
+/// A `user` token cannot multiply its sessions by delegating: a sub-session counts against
+/// the owner's `max_sessions_per_owner` like one it opened itself.
+#[tokio::test]
+async fn ws_a_user_tokens_sub_sessions_count_against_its_session_cap() {
+    let h = Harness::new();
+    repository(&h);
+    h.write_config("[server]\nmax_sessions_per_owner = 1\n");
+    let model = FakeModel::start().await;
+    let server = Server::start(&h, &[]).await;
+    let token = server.token("alice", false);
+    let body = json!({"cwd": h.work(), "model": "llamacpp:fake-model",
+                      "base_url": model.openai_base()});
+    let (status, body) = server.post("/api/v1/sessions", &token, &body).await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_str().unwrap().to_owned();
+    // Nothing scripted for a sub-session: one that started would find no reply of its own.
+    model.push(delegate_call(&["TASK-A: write a.txt"]));
+    model.push(Reply::new().text("Could not delegate."));
+    let mut ws = connect(&session_url(&server, &id, &token)).await;
+    assert!(state_is("idle")(&next(&mut ws).await));
+    send(
+        &mut ws,
+        json!({"type": "user_message", "payload": {"text": "split", "mode": "delegate"}}),
+    )
+    .await;
+    loop {
+        let m = next(&mut ws).await;
+        if m["type"] == "tool_confirm_request" {
+            assert_eq!(m["payload"]["tool"], "delegate", "{m}");
+            answer(&mut ws, &m, "allow").await;
+        }
+        if m["type"] == "done" {
+            break;
+        }
+    }
+    let requests = model.chat_requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "a sub-session asked the model: {requests:?}"
+    );
+    let told = requests[1]["messages"].to_string();
+    assert!(told.contains("live sessions, its limit"), "{told}");
+    assert!(!h.work().join("a.txt").exists());
+}
