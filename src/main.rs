@@ -118,6 +118,21 @@ enum Command {
         #[command(subcommand)]
         action: McpServersAction,
     },
+    /// Every agent at a glance: the sessions of a running `corral serve` (or, without
+    /// --server, this machine's local ones, read-only), live, full-screen.
+    Top {
+        /// A running server, e.g. http://127.0.0.1:7777.
+        #[arg(long, value_name = "URL")]
+        server: Option<String>,
+        /// The server's bearer token (`corral token`).
+        #[arg(
+            long,
+            value_name = "TOKEN",
+            env = "CORRAL_TOKEN",
+            hide_env_values = true
+        )]
+        token: Option<String>,
+    },
     /// Internal: the clipboard tools' helper process (`read`, or `own` to serve a value).
     #[command(name = "__clipboard", hide = true)]
     Clipboard { mode: String },
@@ -547,6 +562,7 @@ fn main() -> ExitCode {
                     Err(e) => Err(e),
                 }
             }
+            Command::Top { server, token } => corral::top(corral::TopArgs { server, token }).await,
             Command::Clipboard { .. }
             | Command::Policies { .. }
             | Command::Worktree { .. }

@@ -4,7 +4,8 @@
 //! data) is capped by `[limits] max_stream_line_bytes`; parsing is linear in the bytes received
 //! however long a line is; invalid UTF-8 in one event is replaced (U+FFFD) and reported on
 //! that event instead of ending the reply. Lines end with `\n`, `\r\n` or a lone `\r` (as the
-//! SSE spec allows); `id:` and `retry:` are ignored (corral never reconnects a reply).
+//! SSE spec allows); `retry:` is ignored (corral never reconnects a reply). An event's own `id:`
+//! is kept on it, for a client of a bus that resumes (`corral top` on `/api/v1/events`).
 
 use super::ndjson::{LineSplitter, LineTooLong};
 
@@ -15,6 +16,8 @@ pub struct SseEvent {
     pub data: String,
     /// Bytes that were not UTF-8 and were replaced.
     pub invalid_utf8: bool,
+    /// The event's `id:` field, if it had one.
+    pub id: Option<String>,
 }
 
 #[derive(Debug)]
@@ -23,6 +26,7 @@ pub struct SseParser {
     max_data: usize,
     name: String,
     data: String,
+    id: Option<String>,
     has_data: bool,
     invalid_utf8: bool,
     /// The last byte pushed was a `\r`: a `\n` right after it ends no second line.
@@ -36,6 +40,7 @@ impl SseParser {
             max_data: max_line,
             name: String::new(),
             data: String::new(),
+            id: None,
             has_data: false,
             invalid_utf8: false,
             after_cr: false,
@@ -118,6 +123,7 @@ impl SseParser {
                 self.has_data = true;
             }
             b"event" => self.name = self.decode(value).into_owned(),
+            b"id" => self.id = Some(self.decode(value).into_owned()),
             _ => {}
         }
         Ok(None)
@@ -134,6 +140,7 @@ impl SseParser {
     fn dispatch(&mut self) -> Option<SseEvent> {
         let name = std::mem::take(&mut self.name);
         let invalid_utf8 = std::mem::take(&mut self.invalid_utf8);
+        let id = self.id.take();
         if !std::mem::take(&mut self.has_data) {
             return None;
         }
@@ -141,6 +148,7 @@ impl SseParser {
             name,
             data: std::mem::take(&mut self.data),
             invalid_utf8,
+            id,
         })
     }
 }
@@ -170,6 +178,8 @@ mod tests {
         assert_eq!(events[0].data, "a\nb");
         assert_eq!(events[1].name, "");
         assert_eq!(events[1].data, "{}");
+        assert_eq!(events[0].id.as_deref(), Some("7"));
+        assert_eq!(events[1].id, None);
         assert!(events.iter().all(|e| !e.invalid_utf8));
     }
 

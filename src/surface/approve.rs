@@ -15,11 +15,23 @@ use crate::session::Session;
 
 use super::safe_text;
 
-/// The block shown before the keys: tool, danger, why, and the full command, code or diff.
-/// Everything in it is escaped for the terminal (it is model text), and a shell command is
-/// followed by the simple commands it really runs, as bash reads them: a comment, a string
-/// or an escape sequence cannot make it look like another command.
+/// The block shown before the keys, and the keys: see [`describe_body`].
 pub fn describe_request(request: &PermissionRequest) -> String {
+    let mut text = describe_body(request);
+    text.push_str(if request.always_offered() {
+        "[y]es [n]o [a]lways [d]isable [f]orbid-all [c]ancel › "
+    } else {
+        "[y]es [n]o [d]isable [f]orbid-all [c]ancel › "
+    });
+    text
+}
+
+/// What a person reads before deciding: tool, danger, why, the full command, code or diff,
+/// and what "always" would cover. Everything in it is escaped for the terminal (it is model
+/// text), and a shell command is followed by the simple commands it really runs, as bash
+/// reads them: a comment, a string or an escape sequence cannot make it look like another
+/// command. Every surface that asks a person (this prompt, `corral top`'s modal) shows this.
+pub(crate) fn describe_body(request: &PermissionRequest) -> String {
     let preview = &request.preview;
     let mut text = format!(
         "\n⚠ {} wants to run ({} · {})\n",
@@ -51,11 +63,6 @@ pub fn describe_request(request: &PermissionRequest) -> String {
     if let Some(always) = &request.always {
         text.push_str(&format!("  {}\n", always.scope));
     }
-    text.push_str(if request.always_offered() {
-        "[y]es [n]o [a]lways [d]isable [f]orbid-all [c]ancel › "
-    } else {
-        "[y]es [n]o [d]isable [f]orbid-all [c]ancel › "
-    });
     // Whatever else the block carries is model text too.
     safe_text::escape(&text).into_owned()
 }
@@ -108,7 +115,8 @@ fn parsed_commands(command: &str) -> String {
     text
 }
 
-fn decision_for(key: &KeyEvent) -> Option<Decision> {
+/// The decision a key stands for at an approval prompt (`corral top`'s modal too).
+pub(crate) fn decision_for(key: &KeyEvent) -> Option<Decision> {
     if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
         return Some(Decision::Cancel);
     }

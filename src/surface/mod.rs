@@ -10,5 +10,6 @@ pub mod policies;
 pub mod run;
 pub mod safe_text;
 pub mod server;
+pub mod top;
 mod tty;
 pub mod worktree_cli;

@@ -76,7 +76,8 @@ fn last_envelope(path: &Path) -> Option<Envelope> {
     }
 }
 
-fn backend_kind(model: &str) -> &'static str {
+/// The backend a recorded model text names: `native`, `claude`, `acp`, `codex`.
+pub fn backend_kind(model: &str) -> &'static str {
     match model.parse::<ModelChoice>() {
         Ok(ModelChoice::External(spec)) => spec.kind.name(),
         // Recorded as an agent, but no longer one corral knows.

@@ -1,0 +1,253 @@
+//! What each key and wheel turn does, by what is open: the approval and close questions
+//! first, then the history overlay, the filter being typed, the feed, the list.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
+
+use super::app::{App, Command, Overlay, Scroll, View};
+use crate::event::Status;
+use crate::policy::Decision;
+use crate::surface::approve::decision_for;
+
+/// Lines a wheel notch scrolls.
+const WHEEL: isize = 3;
+
+const READ_ONLY: &str = "local sessions are read-only here: run `corral top --server URL` to answer, interrupt or close";
+
+fn is_quit(key: &KeyEvent) -> bool {
+    key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c')
+}
+
+/// Up, down, page, home and end on a scrolled view. False for any other key.
+fn scroll_key(scroll: &mut Scroll, key: &KeyEvent) -> bool {
+    let page = isize::try_from(scroll.page.max(2) - 1).unwrap_or(isize::MAX);
+    match key.code {
+        KeyCode::Up | KeyCode::Char('k') => scroll.by(-1),
+        KeyCode::Down | KeyCode::Char('j') => scroll.by(1),
+        KeyCode::PageUp => scroll.by(-page),
+        KeyCode::PageDown | KeyCode::Char(' ') => scroll.by(page),
+        KeyCode::Home | KeyCode::Char('g') => *scroll = Scroll::default(),
+        KeyCode::End | KeyCode::Char('G') => *scroll = Scroll::following(),
+        _ => return false,
+    }
+    true
+}
+
+impl App {
+    pub fn key(&mut self, key: KeyEvent) -> Vec<Command> {
+        if key.kind == KeyEventKind::Release {
+            return Vec::new();
+        }
+        if let Some(overlay) = self.overlay.take() {
+            return self.overlay_key(overlay, key);
+        }
+        if is_quit(&key) {
+            self.quit = true;
+            return Vec::new();
+        }
+        if self.editing_filter {
+            self.filter_key(key);
+            return Vec::new();
+        }
+        if let View::Feed { scroll, .. } = &mut self.view {
+            if scroll_key(scroll, &key) {
+                return Vec::new();
+            }
+            if matches!(key.code, KeyCode::Esc | KeyCode::Char('q')) {
+                self.view = View::List;
+                return vec![Command::Watch(None)];
+            }
+        } else if self.list_key(&key) {
+            return Vec::new();
+        }
+        self.action_key(&key)
+    }
+
+    fn overlay_key(&mut self, overlay: Overlay, key: KeyEvent) -> Vec<Command> {
+        match overlay {
+            Overlay::Approve {
+                id,
+                request,
+                mut scroll,
+            } => {
+                // Esc leaves the question open for later (or another surface).
+                if key.code == KeyCode::Esc {
+                    return Vec::new();
+                }
+                let decision = decision_for(&key);
+                let answer = match &request {
+                    // Still loading: nothing is answered blind.
+                    None => None,
+                    Some(r) if decision == Some(Decision::AllowAll) && !r.always_offered() => {
+                        self.say("\"always\" is not offered for this call");
+                        None
+                    }
+                    Some(r) => decision.map(|d| (r.request_id.clone(), d)),
+                };
+                if let Some((request, decision)) = answer {
+                    return vec![Command::Answer {
+                        id,
+                        request,
+                        decision,
+                    }];
+                }
+                scroll_key(&mut scroll, &key);
+                self.overlay = Some(Overlay::Approve {
+                    id,
+                    request,
+                    scroll,
+                });
+                Vec::new()
+            }
+            Overlay::Close { id } => match key.code {
+                KeyCode::Char('y' | 'Y') => vec![Command::Close(id)],
+                _ => {
+                    self.say("not closed");
+                    Vec::new()
+                }
+            },
+            Overlay::History {
+                id,
+                history,
+                mut scroll,
+            } => {
+                if is_quit(&key) {
+                    self.quit = true;
+                } else if !matches!(key.code, KeyCode::Esc | KeyCode::Char('q' | 'h')) {
+                    scroll_key(&mut scroll, &key);
+                    self.overlay = Some(Overlay::History {
+                        id,
+                        history,
+                        scroll,
+                    });
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    fn filter_key(&mut self, key: KeyEvent) {
+        match key.code {
+            KeyCode::Esc => {
+                self.board.filter.clear();
+                self.editing_filter = false;
+            }
+            KeyCode::Enter => self.editing_filter = false,
+            KeyCode::Backspace => {
+                self.board.filter.pop();
+            }
+            KeyCode::Char(c) if !c.is_control() => self.board.filter.push(c),
+            _ => {}
+        }
+        self.select_index(self.selected_index());
+    }
+
+    /// Moving in the list, sorting and filtering. False for any other key.
+    fn list_key(&mut self, key: &KeyEvent) -> bool {
+        let index = self.selected_index();
+        let shown = self.board.visible().len();
+        match key.code {
+            KeyCode::Up | KeyCode::Char('k') => self.select_index(index.saturating_sub(1)),
+            KeyCode::Down | KeyCode::Char('j') => self.select_index(index + 1),
+            KeyCode::PageUp => self.select_index(index.saturating_sub(10)),
+            KeyCode::PageDown => self.select_index(index + 10),
+            KeyCode::Home | KeyCode::Char('g') => self.select_index(0),
+            KeyCode::End | KeyCode::Char('G') => self.select_index(shown),
+            KeyCode::Char('q') => self.quit = true,
+            KeyCode::Char('s') => {
+                self.board.sort = self.board.sort.next();
+                self.say(format!("sorted by {}", self.board.sort.name()));
+            }
+            KeyCode::Char('/') => self.editing_filter = true,
+            KeyCode::Esc => {
+                self.board.filter.clear();
+                self.select_index(index);
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// The keys that act on a session, from the list or its feed.
+    fn action_key(&mut self, key: &KeyEvent) -> Vec<Command> {
+        let Some(id) = self.target() else {
+            return Vec::new();
+        };
+        let status = self.board.get(&id).map(|r| r.status);
+        let dead = status == Some(Status::Dead);
+        let writes = matches!(key.code, KeyCode::Char('a' | 'i'))
+            || (key.code == KeyCode::Char('x') && !dead);
+        if writes && self.read_only {
+            self.say(READ_ONLY);
+            return Vec::new();
+        }
+        match key.code {
+            KeyCode::Enter if matches!(self.view, View::List) => {
+                self.view = View::Feed {
+                    id: id.clone(),
+                    scroll: Scroll::following(),
+                };
+                return vec![Command::Watch(Some(id))];
+            }
+            KeyCode::Char('h') => {
+                self.overlay = Some(Overlay::History {
+                    id: id.clone(),
+                    history: None,
+                    scroll: Scroll::default(),
+                });
+                return vec![Command::History(id)];
+            }
+            KeyCode::Char('a') => {
+                let pending = self.board.get(&id).is_some_and(|r| r.pending > 0);
+                if status != Some(Status::WaitingApproval) && !pending {
+                    self.say("nothing is waiting for an answer there");
+                    return Vec::new();
+                }
+                self.overlay = Some(Overlay::Approve {
+                    id: id.clone(),
+                    request: None,
+                    scroll: Scroll::default(),
+                });
+                return vec![Command::Permissions(id)];
+            }
+            KeyCode::Char('i') => return vec![Command::Cancel(id)],
+            // As Kaimon's x: a dead one has nothing left to close, so it goes.
+            KeyCode::Char('x' | 'd') if dead => {
+                let index = self.selected_index();
+                self.board.dismiss(&id);
+                if matches!(self.view, View::Feed { .. }) {
+                    self.view = View::List;
+                    self.select_index(index);
+                    return vec![Command::Watch(None)];
+                }
+                self.select_index(index);
+            }
+            KeyCode::Char('x') => self.overlay = Some(Overlay::Close { id }),
+            KeyCode::Char('d') => self.say("only a dead session can be dismissed (x closes it)"),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    pub fn mouse(&mut self, mouse: MouseEvent) {
+        let delta = match mouse.kind {
+            MouseEventKind::ScrollUp => -WHEEL,
+            MouseEventKind::ScrollDown => WHEEL,
+            _ => return,
+        };
+        match (&mut self.overlay, &mut self.view) {
+            (Some(Overlay::History { scroll, .. } | Overlay::Approve { scroll, .. }), _) => {
+                scroll.by(delta);
+            }
+            (Some(_), _) => {}
+            (None, View::Feed { scroll, .. }) => scroll.by(delta),
+            (None, View::List) => {
+                let index = self.selected_index();
+                self.select_index(index.saturating_add_signed(delta.signum()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "keys_tests.rs"]
+mod tests;

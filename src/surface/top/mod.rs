@@ -1,0 +1,169 @@
+//! `corral top`: every agent at a glance (Kaimon's Agents tab). The sessions of a running
+//! `corral serve` (REST and its event bus) or, without a server, this machine's local ones
+//! (their event logs, read-only): a list with status, tokens and activity; Enter for one
+//! session's live feed, `h` for its history, `a` to answer its approval, `i` to interrupt,
+//! `x` to close, `d` to dismiss a dead one.
+//!
+//! The terminal is taken only once the source answered, and given back (raw mode off, the
+//! main screen back, the mouse released) on every way out: a return, an error, a panic.
+
+mod app;
+mod board;
+mod client;
+mod feed;
+mod keys;
+mod local;
+mod render;
+mod source;
+
+use std::io::{Stdout, Write};
+use std::time::{Duration, Instant};
+
+use crossterm::event::{
+    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture, Event,
+    EventStream,
+};
+use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen};
+use futures_util::StreamExt;
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use tokio::sync::mpsc;
+
+use self::app::{App, Command};
+use self::source::Source;
+use crate::error::Error;
+use crate::surface::run::Exit;
+
+/// Frames drawn at most this often while updates stream in.
+const FRAME: Duration = Duration::from_millis(33);
+
+/// Ages and the footer's notices move even when nothing arrives.
+const TICK: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone, Default)]
+pub struct TopArgs {
+    /// A running `corral serve` (`http://127.0.0.1:7777`); none for the local sessions.
+    pub server: Option<String>,
+    /// Its bearer token.
+    pub token: Option<String>,
+}
+
+pub async fn top(args: TopArgs) -> Result<Exit, Error> {
+    let source = match &args.server {
+        Some(server) => Source::server(client::Client::new(server, args.token)?),
+        None => Source::local(crate::host::open::agents_dir()?),
+    };
+    let read_only = matches!(source, Source::Local { .. });
+    let rows = source.first_list().await?;
+    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return Err(Error::Usage("corral top needs a terminal on stdout".into()));
+    }
+    let mut app = App::new(source.label(), read_only, rows);
+    let (updates, mut incoming) = mpsc::unbounded_channel();
+    source.start(&updates);
+    let mut screen = Screen::take()?;
+    let mut caches = Default::default();
+    let mut keys = EventStream::new();
+    let mut tick = tokio::time::interval(TICK);
+    let mut drawn = Instant::now()
+        .checked_sub(FRAME)
+        .unwrap_or_else(Instant::now);
+    let mut dirty = true;
+    while !app.quit {
+        if dirty && drawn.elapsed() >= FRAME {
+            screen
+                .terminal
+                .draw(|frame| render::draw(frame, &mut app, &mut caches))
+                .map_err(|e| Error::Runtime(format!("cannot draw on the terminal: {e}")))?;
+            drawn = Instant::now();
+            dirty = false;
+        }
+        let wait = if dirty {
+            FRAME.saturating_sub(drawn.elapsed())
+        } else {
+            TICK
+        };
+        let commands: Vec<Command> = tokio::select! {
+            key = keys.next() => match key {
+                Some(Ok(Event::Key(key))) => app.key(key),
+                Some(Ok(Event::Mouse(mouse))) => {
+                    app.mouse(mouse);
+                    Vec::new()
+                }
+                Some(Ok(_)) => Vec::new(),
+                Some(Err(e)) => return Err(Error::Runtime(format!("cannot read the terminal: {e}"))),
+                None => break,
+            },
+            Some(update) = incoming.recv() => {
+                let mut commands = app.update(update);
+                // Take what else is queued before drawing: one frame for a burst.
+                while let Ok(update) = incoming.try_recv() {
+                    commands.extend(app.update(update));
+                }
+                commands
+            },
+            _ = tick.tick() => Vec::new(),
+            () = tokio::time::sleep(wait) => Vec::new(),
+        };
+        dirty = true;
+        for command in commands {
+            source.run(command, &updates);
+        }
+    }
+    drop(screen);
+    Ok(Exit::Ok)
+}
+
+/// The terminal while `top` runs: raw, on the alternate screen, the mouse captured. Given
+/// back when dropped, and by the panic hook it installs.
+struct Screen {
+    terminal: Terminal<CrosstermBackend<Stdout>>,
+}
+
+/// Everything [`Screen::take`] changed, undone; each step tried whatever the others do.
+fn give_back() {
+    let mut out = std::io::stdout();
+    let _ = crossterm::execute!(
+        out,
+        DisableMouseCapture,
+        DisableBracketedPaste,
+        LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+    let _ = crossterm::terminal::disable_raw_mode();
+    let _ = out.flush();
+}
+
+impl Screen {
+    fn take() -> Result<Screen, Error> {
+        let failed = |e: std::io::Error| {
+            give_back();
+            Error::Runtime(format!("cannot set up the terminal: {e}"))
+        };
+        crossterm::terminal::enable_raw_mode().map_err(failed)?;
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            // The message must land on a usable terminal, not inside the alternate screen.
+            give_back();
+            previous(info);
+        }));
+        let mut out = std::io::stdout();
+        crossterm::execute!(
+            out,
+            EnterAlternateScreen,
+            EnableMouseCapture,
+            EnableBracketedPaste
+        )
+        .map_err(failed)?;
+        let terminal = Terminal::new(CrosstermBackend::new(out)).map_err(failed)?;
+        Ok(Screen { terminal })
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        give_back();
+        // The hook that gives the terminal back has nothing left to give.
+        let _ = std::panic::take_hook();
+    }
+}
