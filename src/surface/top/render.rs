@@ -355,28 +355,38 @@ fn approve_overlay(
     scroll: &mut Scroll,
 ) {
     let full = frame.area();
-    let area = full.centered(Constraint::Percentage(90), Constraint::Percentage(85));
+    let width = full.width.saturating_mul(9) / 10;
+    // `describe_body` escaped everything already; `safe` again only turns tabs to spaces.
+    let lines: Vec<Line<'static>> = match request {
+        Some(request) => describe_body(request)
+            .trim_matches('\n')
+            .split('\n')
+            .flat_map(|line| {
+                wrap(
+                    vec![Span::raw(safe(line))],
+                    usize::from(width.saturating_sub(2)),
+                )
+            })
+            .collect(),
+        None => vec![Line::from("loading the request…")],
+    };
+    // As tall as the request needs (borders and the keys around it), up to most of the screen.
+    let wanted = u16::try_from(lines.len())
+        .unwrap_or(u16::MAX)
+        .saturating_add(4);
+    let height = wanted.min(full.height.saturating_mul(17) / 20);
+    let area = full.centered(Constraint::Length(width), Constraint::Length(height));
     frame.render_widget(Clear, area);
     let block = Block::bordered()
         .title(format!(" approval · {} ", safe(id)))
         .border_style(Style::new().fg(Color::Yellow));
     let inner = block.inner(area);
     frame.render_widget(block, area);
+    let [body, keys] = Layout::vertical([Constraint::Fill(1), Constraint::Length(2)]).areas(inner);
+    scrolled(frame, &lines, body, scroll);
     let Some(request) = request else {
-        frame.render_widget(Paragraph::new("loading the request…"), inner);
         return;
     };
-    let [body, keys] = Layout::vertical([Constraint::Fill(1), Constraint::Length(2)]).areas(inner);
-    let width = usize::from(body.width.max(8));
-    // `describe_body` escaped everything already; `safe` again only turns tabs to spaces.
-    let text = describe_body(request);
-    let lines: Vec<Line<'static>> = text
-        .trim_start_matches('\n')
-        .trim_end_matches('\n')
-        .split('\n')
-        .flat_map(|line| wrap(vec![Span::raw(safe(line))], width))
-        .collect();
-    scrolled(frame, &lines, body, scroll);
     let choices = if request.always_offered() {
         "[y]es [n]o [a]lways [d]isable [f]orbid-all [c]ancel   Esc: later"
     } else {

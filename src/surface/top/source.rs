@@ -73,7 +73,7 @@ impl Source {
             Source::Server { client, .. } => client
                 .sessions()
                 .await
-                .map_err(|e| Error::Runtime(format!("corral top: {e}"))),
+                .map_err(|e| Error::Runtime(e.to_string())),
             Source::Local { dir, .. } => {
                 let dir = dir.clone();
                 tokio::task::spawn_blocking(move || Catalog::default().scan(&dir))
