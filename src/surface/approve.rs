@@ -15,9 +15,12 @@ use crate::session::Session;
 
 use super::safe_text;
 
-/// The block shown before the keys, and the keys: see [`describe_body`].
+/// The block shown before the keys: tool, danger, why, and the full command, code or diff.
+/// Everything in it is escaped for the terminal (it is model text), and a shell command is
+/// followed by the simple commands it really runs, as bash reads them: a comment, a string
+/// or an escape sequence cannot make it look like another command.
 pub fn describe_request(request: &PermissionRequest) -> String {
-    let mut text = describe_body(request);
+    let mut text = request_body(request);
     text.push_str(if request.always_offered() {
         "[y]es [n]o [a]lways [d]isable [f]orbid-all [c]ancel › "
     } else {
@@ -26,12 +29,9 @@ pub fn describe_request(request: &PermissionRequest) -> String {
     text
 }
 
-/// What a person reads before deciding: tool, danger, why, the full command, code or diff,
-/// and what "always" would cover. Everything in it is escaped for the terminal (it is model
-/// text), and a shell command is followed by the simple commands it really runs, as bash
-/// reads them: a comment, a string or an escape sequence cannot make it look like another
-/// command. Every surface that asks a person (this prompt, `corral top`'s modal) shows this.
-pub(crate) fn describe_body(request: &PermissionRequest) -> String {
+/// [`describe_request`] without the keys: what the full-screen UI shows in its modal.
+/// Escaped for the terminal like the prompt.
+pub fn request_body(request: &PermissionRequest) -> String {
     let preview = &request.preview;
     let mut text = format!(
         "\n⚠ {} wants to run ({} · {})\n",
@@ -115,7 +115,6 @@ fn parsed_commands(command: &str) -> String {
     text
 }
 
-/// The decision a key stands for at an approval prompt (`corral top`'s modal too).
 pub(crate) fn decision_for(key: &KeyEvent) -> Option<Decision> {
     if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
         return Some(Decision::Cancel);

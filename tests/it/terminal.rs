@@ -5,8 +5,7 @@
 
 use std::path::Path;
 
-use crate::support::tmux::Tmux;
-use crate::support::{FakeModel, Harness, Reply};
+use crate::support::{FakeModel, Harness, Reply, Tmux};
 
 fn command_line(server: &FakeModel, work: &Path, prompt: &str) -> String {
     format!(

@@ -10,8 +10,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::server_rest::client::Api;
-use crate::support::tmux::Tmux;
-use crate::support::{FakeModel, Harness, Reply, artifacts_dir};
+use crate::support::{FakeModel, Harness, Reply, Tmux};
 
 /// `corral top` against the server, the token in the environment (never in the list of
 /// arguments shown by `ps`), then the exit code for the screen.
@@ -26,9 +25,8 @@ fn top_command(api: &Api) -> String {
 
 /// Keeps the screen as CI's artifact `top-<name>.txt`; returns it.
 fn keep(tmux: &Tmux, name: &str) -> String {
-    let screen = tmux.screen();
-    std::fs::write(artifacts_dir().join(format!("top-{name}.txt")), &screen).unwrap();
-    screen
+    tmux.save(&format!("top-{name}"));
+    tmux.screen()
 }
 
 /// The screen's line that shows `needle`.
@@ -114,6 +112,19 @@ async fn top_lists_three_sessions_and_answers_an_approval_with_one_key() {
     let screen = keep(&tmux, "answered");
     assert!(!screen.contains("⚠ APPROVAL"), "{screen}");
     assert!(!screen.contains(&api.token), "the token is never shown");
+    // Resized to a small terminal: redrawn to fit, ids shortened.
+    tmux.resize(80, 24);
+    let screen = tmux
+        .wait_until("the list at 80 columns", |s| {
+            s.contains(&blocked[..8]) && !s.contains(&blocked)
+        })
+        .await;
+    assert!(
+        screen.contains(&talked[..8]) && screen.contains(&fresh[..8]),
+        "{screen}"
+    );
+    assert!(screen.lines().all(|l| l.chars().count() <= 80), "{screen}");
+    keep(&tmux, "narrow");
 }
 
 #[tokio::test]

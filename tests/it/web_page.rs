@@ -197,7 +197,12 @@ impl Browser {
         let png = base64::engine::general_purpose::STANDARD
             .decode(data.as_str().unwrap())
             .unwrap();
-        let path = crate::support::artifacts_dir().join(name);
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+        let dir = target.join("ci-artifacts");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
         std::fs::write(&path, png).unwrap();
         path
     }

@@ -1,4 +1,4 @@
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
 
 use super::super::app::{App, Command, Overlay, Update, View};
 use super::super::board::Row;
@@ -142,4 +142,38 @@ fn the_filter_is_typed_and_cleared_and_sorting_cycles() {
             .is_empty()
     );
     assert!(app.quit);
+}
+
+fn wheel(app: &mut App, kind: MouseEventKind) {
+    app.mouse(MouseEvent {
+        kind,
+        column: 0,
+        row: 0,
+        modifiers: KeyModifiers::NONE,
+    });
+}
+
+#[test]
+fn the_wheel_moves_the_selection_or_scrolls_what_is_open() {
+    let mut app = app(false);
+    wheel(&mut app, MouseEventKind::ScrollDown);
+    assert_eq!(app.target().as_deref(), Some("idle"));
+    wheel(&mut app, MouseEventKind::ScrollUp);
+    assert_eq!(app.target().as_deref(), Some("waits"));
+    press(&mut app, KeyCode::Enter);
+    let View::Feed { scroll, .. } = &mut app.view else {
+        panic!("the feed is open");
+    };
+    scroll.place(100, 20);
+    wheel(&mut app, MouseEventKind::ScrollUp);
+    let View::Feed { scroll, .. } = &mut app.view else {
+        panic!("the feed is open");
+    };
+    assert!(!scroll.follow);
+    assert_eq!(scroll.top, 77);
+    // Back at the end, it follows again.
+    assert_eq!(scroll.place(100, 20), 77);
+    scroll.by(3);
+    assert_eq!((scroll.place(100, 20), scroll.follow), (80, true));
+    assert_eq!(scroll.place(101, 20), 81, "and follows what arrives");
 }

@@ -17,7 +17,7 @@ use super::app::{App, History, Overlay, Scroll, View};
 use super::board::{Row, ago, count};
 use super::feed::{feed_lines, message_lines, safe, wrap};
 use crate::event::{PermissionRequest, Status};
-use crate::surface::approve::describe_body;
+use crate::surface::approve::request_body;
 
 /// Lines of a feed or history, kept while what they were made from is unchanged.
 #[derive(Default)]
@@ -170,10 +170,10 @@ fn footer_line(app: &App) -> Line<'static> {
         }
         (Some(_), _) => "",
         (None, View::Feed { .. }) => {
-            " ↑↓ PgUp PgDn End: scroll   h history   a answer   i interrupt   x close   Esc/q back"
+            " Esc/q back  a answer  h history  i interrupt  x close  ↑↓ PgUp PgDn End: scroll"
         }
         (None, View::List) => {
-            " ↑↓ select   Enter feed   h history   a answer   i interrupt   x close   d dismiss   s sort   / filter   q quit"
+            " Enter feed  a answer  h history  i interrupt  x close  d dismiss  s sort  / filter  q quit  ↑↓ select"
         }
     };
     Line::styled(keys, Style::new().add_modifier(Modifier::DIM))
@@ -182,21 +182,22 @@ fn footer_line(app: &App) -> Line<'static> {
 fn list(frame: &mut Frame, app: &App, area: Rect) {
     let now = OffsetDateTime::now_utc();
     let rows = app.board.visible();
-    let id_width = if area.width >= 140 {
-        rows.iter()
-            .map(|r| r.id.chars().count())
-            .max()
-            .unwrap_or(8)
-            .clamp(8, 36)
-    } else {
-        8
+    // Whole ids when there is room for them beside the rest; their first 8 characters
+    // (as unique as a git short hash, in practice) when not.
+    let (id_width, model_width) = match area.width {
+        w if w >= 140 => {
+            let longest = rows.iter().map(|r| r.id.chars().count()).max();
+            (longest.unwrap_or(8).clamp(8, 36), 28)
+        }
+        w if w >= 100 => (8, 28),
+        _ => (8, 16),
     };
     let header = TableRow::new([
         "ID",
         "BACKEND · MODEL",
         "STATUS",
         "TURN",
-        "TOKENS IN/OUT",
+        "TOKENS I/O",
         "AGE",
         "ACTIVE",
         "WORKTREE / DIR",
@@ -205,10 +206,10 @@ fn list(frame: &mut Frame, app: &App, area: Rect) {
     let table_rows: Vec<TableRow> = rows.iter().map(|row| table_row(row, now)).collect();
     let widths = [
         Constraint::Length(u16::try_from(id_width).unwrap_or(36)),
-        Constraint::Length(28),
+        Constraint::Length(model_width),
         Constraint::Length(10),
         Constraint::Length(4),
-        Constraint::Length(13),
+        Constraint::Length(11),
         Constraint::Length(4),
         Constraint::Length(6),
         Constraint::Fill(1),
@@ -356,9 +357,9 @@ fn approve_overlay(
 ) {
     let full = frame.area();
     let width = full.width.saturating_mul(9) / 10;
-    // `describe_body` escaped everything already; `safe` again only turns tabs to spaces.
+    // `request_body` escaped everything already; `safe` again only turns tabs to spaces.
     let lines: Vec<Line<'static>> = match request {
-        Some(request) => describe_body(request)
+        Some(request) => request_body(request)
             .trim_matches('\n')
             .split('\n')
             .flat_map(|line| {

@@ -1,11 +1,10 @@
-//! A real terminal for tests: a tmux server of the test's own (its socket in the harness's
-//! home), with the hermetic environment; the screen read back as text, keys sent, and every
-//! byte written to the terminal recorded when asked.
+//! A real terminal for tests: tmux on a private socket in the harness home, a command in
+//! its one pane, keys sent and the screen read back as text.
 
 use std::process::Command;
 use std::time::Duration;
 
-use super::harness::Harness;
+use super::Harness;
 
 pub struct Tmux {
     socket: std::path::PathBuf,
@@ -99,5 +98,56 @@ impl Drop for Tmux {
             .arg(&self.socket)
             .arg("kill-server")
             .status();
+    }
+}
+
+impl Tmux {
+    /// Like [`Tmux::start`] at a given size.
+    pub fn start_sized(h: &Harness, command: &str, width: u16, height: u16) -> Tmux {
+        let tmux = Tmux::start(h, command);
+        tmux.resize(width, height);
+        tmux
+    }
+
+    pub fn resize(&self, width: u16, height: u16) {
+        self.run(&[
+            "resize-window",
+            "-x",
+            &width.to_string(),
+            "-y",
+            &height.to_string(),
+        ]);
+    }
+
+    /// The visible screen only (no scrollback), lines as drawn.
+    pub fn visible(&self) -> String {
+        self.run(&["capture-pane", "-p"])
+    }
+
+    /// Waits until `test` holds for the visible screen; panics with the screen when it never does.
+    pub async fn wait_until(&self, what: &str, test: impl Fn(&str) -> bool) -> String {
+        for _ in 0..200 {
+            let screen = self.visible();
+            if test(&screen) {
+                return screen;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{what} never showed on the terminal:\n{}", self.visible());
+    }
+
+    /// Sends text literally (no key names).
+    pub fn type_text(&self, text: &str) {
+        self.run(&["send-keys", "-l", text]);
+    }
+
+    /// Keeps the screen as text among the CI artifacts (`$CARGO_TARGET_DIR/ci-artifacts`).
+    pub fn save(&self, name: &str) {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+        let dir = target.join("ci-artifacts");
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(dir.join(format!("{name}.txt")), self.visible());
     }
 }
