@@ -245,6 +245,28 @@ pub struct ToolResultData {
     pub result: ToolResultRecord,
 }
 
+#[cfg(test)]
+impl ToolResultData {
+    /// A call's successful result: what surfaces' tests start from.
+    pub(crate) fn sample(tool_call_id: &str, tool: &str, output: &str) -> Self {
+        ToolResultData {
+            update: ToolUpdate {
+                tool_call_id: tool_call_id.into(),
+                status: ToolCallStatus::Completed,
+                content: vec![],
+            },
+            result: ToolResultRecord {
+                tool_call_id: tool_call_id.into(),
+                tool: tool.into(),
+                success: true,
+                output: Some(output.into()),
+                error: None,
+                duration_ms: 3,
+            },
+        }
+    }
+}
+
 /// The agent's plan as it stands: ACP plan entries, `{content, priority, status}` (status
 /// `pending | in_progress | completed`). Each `plan` event replaces the previous one.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

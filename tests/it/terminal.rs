@@ -128,25 +128,31 @@ async fn streamed_text_cannot_write_the_clipboard_or_reorder_itself() {
         screen.contains(r"thinking\x1b]0;window title\x07"),
         "{screen}"
     );
+    assert_never_written(
+        &tmux,
+        &raw,
+        b"fix.",
+        &[b"\x1b]52", b"\x1b]0;", b"\x1b[1A", b"\x07", b"\xe2\x80\xae"],
+    );
+}
+
+/// Fails when any of `sequences` is among the bytes a terminal was sent (the recording of
+/// [`Tmux::start_recorded`]), after checking that the recording holds `shown` (it recorded),
+/// or when a raw OSC 52 reached tmux's clipboard (its paste buffers).
+pub(crate) fn assert_never_written(tmux: &Tmux, raw: &Path, shown: &[u8], sequences: &[&[u8]]) {
     let buffers = tmux.run(&["list-buffers"]);
     assert!(
         buffers.trim().is_empty(),
         "OSC 52 set the clipboard: {buffers}"
     );
-    let written = std::fs::read(&raw).unwrap();
+    let written = std::fs::read(raw).unwrap();
     assert!(
-        written.windows(4).any(|w| w == b"fix."),
+        written.windows(shown.len()).any(|w| w == shown),
         "the recording has the output"
     );
-    for sequence in [
-        &b"\x1b]52"[..],
-        b"\x1b]0;",
-        b"\x1b[1A",
-        b"\x07",
-        b"\xe2\x80\xae",
-    ] {
+    for sequence in sequences {
         assert!(
-            !written.windows(sequence.len()).any(|w| w == sequence),
+            !written.windows(sequence.len()).any(|w| w == *sequence),
             "{sequence:?} reached the terminal raw: {:?}",
             String::from_utf8_lossy(&written)
         );

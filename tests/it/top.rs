@@ -4,13 +4,12 @@
 //! `corral run`, and session text that tries to act on the terminal instead of being shown.
 //! Each test keeps its last screen in `ci-artifacts/top-<name>.txt`.
 
-use std::path::Path;
-
 use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::server_rest::client::Api;
 use crate::support::{FakeModel, Harness, Reply, Tmux};
+use crate::terminal::assert_never_written;
 
 /// `corral top` against the server, the token in the environment (never in the list of
 /// arguments shown by `ps`), then the exit code for the screen.
@@ -27,6 +26,15 @@ fn top_command(api: &Api) -> String {
 fn keep(tmux: &Tmux, name: &str) -> String {
     tmux.save(&format!("top-{name}"));
     tmux.screen()
+}
+
+/// Presses q (as many times as views are open) and checks top ended well.
+async fn quit(tmux: &Tmux, times: usize) {
+    for _ in 0..times {
+        tmux.keys("q");
+    }
+    let screen = tmux.wait_for("EXIT=").await;
+    assert!(screen.contains("EXIT=0"), "{screen}");
 }
 
 /// The screen's line that shows `needle`.
@@ -163,9 +171,7 @@ async fn top_feed_shows_a_session_live() {
     tmux.wait_for("Esc/q back").await;
     tmux.keys("q");
     tmux.wait_for("s sort").await;
-    tmux.keys("q");
-    let screen = tmux.wait_for("EXIT=").await;
-    assert!(screen.contains("EXIT=0"), "{screen}");
+    quit(&tmux, 1).await;
 }
 
 #[tokio::test]
@@ -189,9 +195,7 @@ async fn top_closes_a_session_and_says_when_the_server_is_gone() {
     // Still listed, and still quits cleanly.
     let screen = keep(&tmux, "disconnected");
     assert!(screen.contains(&id), "{screen}");
-    tmux.keys("q");
-    let screen = tmux.wait_for("EXIT=").await;
-    assert!(screen.contains("EXIT=0"), "{screen}");
+    quit(&tmux, 1).await;
 }
 
 #[tokio::test]
@@ -201,14 +205,9 @@ async fn top_without_a_server_lists_the_local_sessions_read_only() {
     model.push(Reply::new().text("Answered locally."));
     let run = h
         .corral()
-        .args([
-            "run",
-            "-m",
-            "llamacpp:m",
-            "--base-url",
-            &model.openai_base(),
-            "hello there",
-        ])
+        .args(["run", "-m", "llamacpp:m", "--base-url"])
+        .arg(model.openai_base())
+        .arg("hello there")
         .run()
         .await;
     assert!(run.success(), "{}", run.stderr);
@@ -232,10 +231,7 @@ async fn top_without_a_server_lists_the_local_sessions_read_only() {
     tmux.keys("i");
     tmux.wait_for("read-only").await;
     keep(&tmux, "local");
-    tmux.keys("q");
-    tmux.keys("q");
-    let screen = tmux.wait_for("EXIT=").await;
-    assert!(screen.contains("EXIT=0"), "{screen}");
+    quit(&tmux, 2).await;
 }
 
 /// The terminal is never left raw: an unreachable server is a message and exit 1 before
@@ -314,34 +310,17 @@ async fn top_shows_hostile_session_text_escaped() {
     tmux.keys("h");
     tmux.wait_for("history ·").await;
     tmux.wait_for(shown).await;
-    tmux.keys("q");
-    tmux.keys("q");
-    tmux.keys("q");
-    tmux.wait_for("EXIT=0").await;
-    let buffers = tmux.run(&["list-buffers"]);
-    assert!(
-        buffers.trim().is_empty(),
-        "OSC 52 set the clipboard: {buffers}"
+    quit(&tmux, 3).await;
+    assert_never_written(
+        &tmux,
+        &raw,
+        b"fix.",
+        &[
+            b"\x1b]52",
+            b"\x1b]0;",
+            b"\x07",
+            b"\xe2\x80\xae",
+            b"\xe2\x80\xac",
+        ],
     );
-    assert_not_raw(&raw);
-}
-
-fn assert_not_raw(raw: &Path) {
-    let written = std::fs::read(raw).unwrap();
-    assert!(
-        written.windows(4).any(|w| w == b"fix."),
-        "the recording has the screen"
-    );
-    for sequence in [
-        &b"\x1b]52"[..],
-        b"\x1b]0;",
-        b"\x07",
-        b"\xe2\x80\xae",
-        b"\xe2\x80\xac",
-    ] {
-        assert!(
-            !written.windows(sequence.len()).any(|w| w == sequence),
-            "{sequence:?} reached the terminal raw"
-        );
-    }
 }

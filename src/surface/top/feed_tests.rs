@@ -60,28 +60,14 @@ fn a_tool_call_shows_once_with_its_input_and_result() {
         env(2, call(Some(json!({"command": "ls"})))),
         env(
             3,
-            Payload::ToolResult(ToolResultData {
-                update: ToolUpdate {
-                    tool_call_id: "c1".into(),
-                    status: ToolCallStatus::Completed,
-                    content: vec![],
-                },
-                result: ToolResultRecord {
-                    tool_call_id: "c1".into(),
-                    tool: "shell".into(),
-                    success: true,
-                    output: Some("a.txt\nb.txt\n".into()),
-                    error: None,
-                    duration_ms: 12,
-                },
-            }),
+            Payload::ToolResult(ToolResultData::sample("c1", "shell", "a.txt\nb.txt\n")),
         ),
     ];
     assert_eq!(
         plain(&feed_lines(&events, 80)),
         [
             r#"⚙ run ls {"command":"ls"}"#,
-            "  ✓ shell 12 ms",
+            "  ✓ shell 3 ms",
             "    │ a.txt",
             "    │ b.txt"
         ]

@@ -62,67 +62,56 @@ impl App {
         self.action_key(&key)
     }
 
-    fn overlay_key(&mut self, overlay: Overlay, key: KeyEvent) -> Vec<Command> {
-        match overlay {
+    /// A key while something is open over the list or feed; it stays open unless the key
+    /// answers, closes or leaves it.
+    fn overlay_key(&mut self, mut overlay: Overlay, key: KeyEvent) -> Vec<Command> {
+        match &mut overlay {
             Overlay::Approve {
                 id,
                 request,
-                mut scroll,
+                scroll,
             } => {
                 // Esc leaves the question open for later (or another surface).
                 if key.code == KeyCode::Esc {
                     return Vec::new();
                 }
                 let decision = decision_for(&key);
-                let answer = match &request {
+                match (request.as_deref(), decision) {
                     // Still loading: nothing is answered blind.
-                    None => None,
-                    Some(r) if decision == Some(Decision::AllowAll) && !r.always_offered() => {
+                    (None, _) | (Some(_), None) => {}
+                    (Some(r), Some(Decision::AllowAll)) if !r.always_offered() => {
                         self.say("\"always\" is not offered for this call");
-                        None
                     }
-                    Some(r) => decision.map(|d| (r.request_id.clone(), d)),
-                };
-                if let Some((request, decision)) = answer {
-                    return vec![Command::Answer {
-                        id,
-                        request,
-                        decision,
-                    }];
+                    (Some(r), Some(decision)) => {
+                        return vec![Command::Answer {
+                            id: id.clone(),
+                            request: r.request_id.clone(),
+                            decision,
+                        }];
+                    }
                 }
-                scroll_key(&mut scroll, &key);
-                self.overlay = Some(Overlay::Approve {
-                    id,
-                    request,
-                    scroll,
-                });
-                Vec::new()
+                scroll_key(scroll, &key);
             }
-            Overlay::Close { id } => match key.code {
-                KeyCode::Char('y' | 'Y') => vec![Command::Close(id)],
-                _ => {
-                    self.say("not closed");
-                    Vec::new()
+            Overlay::Close { id } => {
+                if matches!(key.code, KeyCode::Char('y' | 'Y')) {
+                    return vec![Command::Close(id.clone())];
                 }
-            },
-            Overlay::History {
-                id,
-                history,
-                mut scroll,
-            } => {
+                self.say("not closed");
+                return Vec::new();
+            }
+            Overlay::History { scroll, .. } => {
                 if is_quit(&key) {
                     self.quit = true;
-                } else if !matches!(key.code, KeyCode::Esc | KeyCode::Char('q' | 'h')) {
-                    scroll_key(&mut scroll, &key);
-                    self.overlay = Some(Overlay::History {
-                        id,
-                        history,
-                        scroll,
-                    });
+                    return Vec::new();
                 }
-                Vec::new()
+                if matches!(key.code, KeyCode::Esc | KeyCode::Char('q' | 'h')) {
+                    return Vec::new();
+                }
+                scroll_key(scroll, &key);
             }
         }
+        self.overlay = Some(overlay);
+        Vec::new()
     }
 
     fn filter_key(&mut self, key: KeyEvent) {

@@ -166,21 +166,11 @@ mod tests {
     #[test]
     fn a_session_no_process_holds_has_ended() {
         let dir = tempfile::tempdir().unwrap();
-        let meta = SessionMeta {
-            id: "a".into(),
-            model: "llamacpp:m".into(),
-            base_url: String::new(),
-            cwd: "/work".into(),
-            created_at: "2026-12-01T00:00:00.000Z".into(),
-            system: None,
-            worktree: None,
-            external_id: None,
-            owner: None,
-            permission: None,
-            mcp_servers: None,
-            effort: None,
-            parent: None,
-        };
+        let meta: SessionMeta = serde_json::from_value(serde_json::json!({
+            "id": "a", "model": "llamacpp:m", "base_url": "", "cwd": "/work",
+            "created_at": "2026-12-01T00:00:00.000Z",
+        }))
+        .unwrap();
         meta.save(dir.path()).unwrap();
         std::fs::write(log_path(dir.path(), "a"), format!("{LINE}\n")).unwrap();
         let rows = Catalog::default().scan(dir.path());

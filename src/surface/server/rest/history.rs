@@ -161,21 +161,7 @@ mod tests {
             env(5, call(Some(json!({"path": "a.txt"})))),
             env(
                 6,
-                Payload::ToolResult(ToolResultData {
-                    update: ToolUpdate {
-                        tool_call_id: "c1".into(),
-                        status: ToolCallStatus::Completed,
-                        content: vec![],
-                    },
-                    result: ToolResultRecord {
-                        tool_call_id: "c1".into(),
-                        tool: "read_file".into(),
-                        success: true,
-                        output: Some("data".into()),
-                        error: None,
-                        duration_ms: 3,
-                    },
-                }),
+                Payload::ToolResult(ToolResultData::sample("c1", "read_file", "data")),
             ),
         ];
         let messages = build(&all);
