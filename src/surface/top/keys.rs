@@ -71,8 +71,13 @@ impl App {
                 request,
                 scroll,
             } => {
-                // Esc leaves the question open for later (or another surface).
+                // Esc leaves the question open for later (or another surface); Ctrl-C quits
+                // here as everywhere in `top` rather than cancel someone's turn on the way out.
                 if key.code == KeyCode::Esc {
+                    return Vec::new();
+                }
+                if is_quit(&key) {
+                    self.quit = true;
                     return Vec::new();
                 }
                 let decision = decision_for(&key);
@@ -215,6 +220,18 @@ impl App {
             _ => {}
         }
         Vec::new()
+    }
+
+    /// Pasted text goes into the filter being typed, else nowhere: a paste is never taken as
+    /// keys (a pasted `x` then `y` would close a session).
+    pub fn paste(&mut self, text: &str) {
+        if self.editing_filter {
+            let line = text.lines().next().unwrap_or_default();
+            self.board
+                .filter
+                .extend(line.chars().filter(|c| !c.is_control()));
+            self.select_index(self.selected_index());
+        }
     }
 
     pub fn mouse(&mut self, mouse: MouseEvent) {

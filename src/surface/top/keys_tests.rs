@@ -137,10 +137,27 @@ fn the_filter_is_typed_and_cleared_and_sorting_cycles() {
     assert_eq!(app.board.visible().len(), 3);
     press(&mut app, KeyCode::Char('s'));
     assert_eq!(app.notice(), Some("sorted by status"));
+    // A paste is text for the filter, never keys.
+    app.paste("xy");
+    assert!(app.overlay.is_none() && app.board.filter.is_empty());
+    press(&mut app, KeyCode::Char('/'));
+    app.paste("wai\x1b[2Jts\nmore");
+    assert_eq!(app.board.filter, "wai[2Jts");
+    press(&mut app, KeyCode::Esc);
     assert!(
         app.key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL))
             .is_empty()
     );
+    assert!(app.quit);
+}
+
+#[test]
+fn ctrl_c_in_the_approval_quits_without_answering() {
+    let mut app = app(false);
+    press(&mut app, KeyCode::Char('a'));
+    app.update(Update::Permissions("waits".into(), vec![request(true)]));
+    let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    assert!(app.key(ctrl_c).is_empty());
     assert!(app.quit);
 }
 

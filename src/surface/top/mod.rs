@@ -90,6 +90,10 @@ pub async fn top(args: TopArgs) -> Result<Exit, Error> {
                     app.mouse(mouse);
                     Vec::new()
                 }
+                Some(Ok(Event::Paste(text))) => {
+                    app.paste(&text);
+                    Vec::new()
+                }
                 Some(Ok(_)) => Vec::new(),
                 Some(Err(e)) => return Err(Error::Runtime(format!("cannot read the terminal: {e}"))),
                 None => break,
