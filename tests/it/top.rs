@@ -102,6 +102,7 @@ async fn top_lists_three_sessions_and_answers_an_approval_with_one_key() {
     assert!(screen.contains("[y]es [n]o"), "{screen}");
     keep(&tmux, "approval");
     tmux.keys("y");
+    tmux.wait_for("answered: allow").await;
     api.wait_idle_after(&blocked, 1).await;
     assert_eq!(
         std::fs::read_to_string(h.work().join("x.txt")).unwrap(),
@@ -116,9 +117,11 @@ async fn top_lists_three_sessions_and_answers_an_approval_with_one_key() {
         body["messages"].as_array().unwrap().last().unwrap()["text"],
         "Done as asked."
     );
-    tmux.wait_for("answered: allow").await;
+    tmux.wait_until("the session no longer waiting", |s| {
+        !s.contains("⚠ APPROVAL")
+    })
+    .await;
     let screen = keep(&tmux, "answered");
-    assert!(!screen.contains("⚠ APPROVAL"), "{screen}");
     assert!(!screen.contains(&api.token), "the token is never shown");
     // Resized to a small terminal: redrawn to fit, ids shortened.
     tmux.resize(80, 24);
