@@ -20,6 +20,18 @@ use super::safe_text;
 /// followed by the simple commands it really runs, as bash reads them: a comment, a string
 /// or an escape sequence cannot make it look like another command.
 pub fn describe_request(request: &PermissionRequest) -> String {
+    let mut text = request_body(request);
+    text.push_str(if request.always_offered() {
+        "[y]es [n]o [a]lways [d]isable [f]orbid-all [c]ancel › "
+    } else {
+        "[y]es [n]o [d]isable [f]orbid-all [c]ancel › "
+    });
+    text
+}
+
+/// [`describe_request`] without the keys: what the full-screen UI shows in its modal.
+/// Escaped for the terminal like the prompt.
+pub fn request_body(request: &PermissionRequest) -> String {
     let preview = &request.preview;
     let mut text = format!(
         "\n⚠ {} wants to run ({} · {})\n",
@@ -51,11 +63,6 @@ pub fn describe_request(request: &PermissionRequest) -> String {
     if let Some(always) = &request.always {
         text.push_str(&format!("  {}\n", always.scope));
     }
-    text.push_str(if request.always_offered() {
-        "[y]es [n]o [a]lways [d]isable [f]orbid-all [c]ancel › "
-    } else {
-        "[y]es [n]o [d]isable [f]orbid-all [c]ancel › "
-    });
     // Whatever else the block carries is model text too.
     safe_text::escape(&text).into_owned()
 }
@@ -108,7 +115,7 @@ fn parsed_commands(command: &str) -> String {
     text
 }
 
-fn decision_for(key: &KeyEvent) -> Option<Decision> {
+pub(crate) fn decision_for(key: &KeyEvent) -> Option<Decision> {
     if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
         return Some(Decision::Cancel);
     }

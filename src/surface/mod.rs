@@ -11,4 +11,5 @@ pub mod run;
 pub mod safe_text;
 pub mod server;
 mod tty;
+pub mod tui;
 pub mod worktree_cli;

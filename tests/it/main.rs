@@ -46,6 +46,7 @@ mod server_ws;
 mod shutdown_faults;
 mod support;
 mod terminal;
+mod tui;
 mod web_page;
 mod worktree;
 mod ws_faults;

@@ -13,8 +13,10 @@ pub mod pids;
 pub mod procs;
 pub mod reply;
 pub mod server;
+pub mod tmux;
 
 pub use fake_model::{FakeModel, ModelInfo, Recorded};
 pub use harness::{Cmd, Harness, Outcome, Running};
 pub use pids::{PidTally, assert_all_gone};
 pub use reply::{Format, Reply};
+pub use tmux::Tmux;

@@ -1,0 +1,263 @@
+//! The full-screen session view in a real terminal (tmux) against the fake model server: what
+//! a person sees and the keys they press. Each test keeps its last screen as a CI artifact.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::{FakeModel, Harness, Reply, Tmux};
+
+fn chat_line(server: &FakeModel, work: &Path, extra: &str) -> String {
+    format!(
+        "{} chat -m llamacpp:m --base-url {} -C {} {extra}; echo EXIT=$?; sleep 60",
+        env!("CARGO_BIN_EXE_corral"),
+        server.openai_base(),
+        work.display()
+    )
+}
+
+/// The view is up: its status line names the model.
+async fn ready(tmux: &Tmux) {
+    tmux.wait_until("the status line", |s| s.contains("llamacpp:m"))
+        .await;
+}
+
+#[tokio::test]
+async fn a_streamed_turn_shows_markdown_and_a_tool_card() {
+    let h = Harness::new();
+    std::fs::write(h.work().join("notes.txt"), "alpha\nbeta\n").unwrap();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call("c1", "read_file", r#"{"path":"notes.txt"}"#));
+    server.push(
+        Reply::new()
+            .text("## Summary\n\nThe file has **two** lines:\n\n")
+            .text("```rust\nlet n = 2;\n```\n"),
+    );
+    let tmux = Tmux::start(
+        &h,
+        &chat_line(&server, &h.work(), "'what is in notes.txt?'"),
+    );
+    let screen = tmux
+        .wait_until("the answer", |s| s.contains("let n = 2;"))
+        .await;
+    tmux.save("tui-streamed-turn");
+    assert!(screen.contains("› what is in notes.txt?"), "{screen}");
+    // The card: done mark, title, the argument, the result's text.
+    assert!(screen.contains("✓ "), "{screen}");
+    assert!(screen.contains("path: notes.txt"), "{screen}");
+    assert!(screen.contains("alpha"), "{screen}");
+    // Markdown: the heading without its hashes, emphasis without stars, a framed code block.
+    assert!(
+        screen.contains("Summary") && !screen.contains("## Summary"),
+        "{screen}"
+    );
+    assert!(screen.contains("The file has two lines:"), "{screen}");
+    assert!(screen.contains("│ let n = 2;"), "{screen}");
+    assert!(screen.contains("turn 1 done"), "{screen}");
+}
+
+#[tokio::test]
+async fn an_approval_is_a_modal_answered_with_one_key() {
+    let h = Harness::new();
+    std::fs::write(h.work().join("notes.txt"), "draft\n").unwrap();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call(
+        "c1",
+        "write_file",
+        r#"{"path":"notes.txt","content":"final\n"}"#,
+    ));
+    server.push(Reply::new().text("Saved."));
+    let tmux = Tmux::start(&h, &chat_line(&server, &h.work(), "'finish the notes'"));
+    let screen = tmux
+        .wait_until("the approval modal", |s| s.contains("[y] yes"))
+        .await;
+    tmux.save("tui-approval-modal");
+    assert!(
+        screen.contains("approval · write_file · moderate"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("-draft") && screen.contains("+final"),
+        "{screen}"
+    );
+    assert!(screen.contains("[a] always"), "{screen}");
+    assert!(
+        screen.contains("always: write_file"),
+        "what always covers:\n{screen}"
+    );
+    tmux.keys("y");
+    let screen = tmux
+        .wait_until("the answer", |s| s.contains("Saved."))
+        .await;
+    assert!(screen.contains("write_file → allowed once"), "{screen}");
+    assert!(!screen.contains("[y] yes"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(h.work().join("notes.txt")).unwrap(),
+        "final\n"
+    );
+}
+
+#[tokio::test]
+async fn escape_cancels_the_running_turn_and_the_session_goes_on() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(
+        Reply::new()
+            .text("starting")
+            .stall(Duration::from_secs(60))
+            .text("never"),
+    );
+    server.push(Reply::new().text("second answer"));
+    let tmux = Tmux::start(&h, &chat_line(&server, &h.work(), "'take your time'"));
+    tmux.wait_until("the working turn", |s| s.contains("Esc cancels"))
+        .await;
+    tmux.keys("Escape");
+    let screen = tmux
+        .wait_until("the cancelled turn", |s| s.contains("turn 1 cancelled"))
+        .await;
+    assert!(!screen.contains("never"), "{screen}");
+    assert!(server.wait_for_cancelled(1, Duration::from_secs(10)).await);
+    tmux.type_text("again");
+    tmux.keys("Enter");
+    tmux.wait_until("the next turn", |s| s.contains("second answer"))
+        .await;
+    tmux.save("tui-esc-cancel");
+}
+
+#[tokio::test]
+async fn a_resize_redraws_everything_within_the_new_width() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    let long = "word ".repeat(60);
+    server.push(Reply::new().text(&format!("{long}END")));
+    let tmux = Tmux::start(&h, &chat_line(&server, &h.work(), "'say a lot'"));
+    tmux.wait_until("the answer", |s| s.contains("END")).await;
+    tmux.resize(80, 24);
+    let screen = tmux
+        .wait_until("the redraw at 80 columns", |s| {
+            s.contains("END") && s.lines().count() <= 24 && s.contains("llamacpp:m")
+        })
+        .await;
+    for line in screen.lines() {
+        assert!(line.chars().count() <= 80, "{line:?}\n{screen}");
+    }
+    tmux.resize(240, 70);
+    tmux.wait_until("the redraw at 240 columns", |s| {
+        s.lines().any(|l| l.chars().count() > 120) && s.contains("END")
+    })
+    .await;
+    tmux.save("tui-resize");
+}
+
+#[tokio::test]
+async fn slash_model_switches_the_model_for_the_next_turn() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("first"));
+    server.push(Reply::new().text("second"));
+    let tmux = Tmux::start(&h, &chat_line(&server, &h.work(), ""));
+    ready(&tmux).await;
+    tmux.type_text("hello");
+    tmux.keys("Enter");
+    tmux.wait_until("the first answer", |s| s.contains("first"))
+        .await;
+    tmux.type_text("/model llamacpp:other");
+    tmux.keys("Enter");
+    tmux.wait_until("the switch", |s| s.contains("model: llamacpp:other"))
+        .await;
+    tmux.type_text("again");
+    tmux.keys("Enter");
+    let screen = tmux
+        .wait_until("the second answer", |s| s.contains("second"))
+        .await;
+    tmux.save("tui-slash-model");
+    let requests = server.chat_requests();
+    assert_eq!(requests.last().unwrap()["model"], "other", "{requests:?}");
+    // Commands never reach the model.
+    assert!(
+        !requests
+            .iter()
+            .any(|r| r.to_string().contains("/model llamacpp:other")),
+        "{requests:?}"
+    );
+    assert!(screen.contains("llamacpp:other"), "status line:\n{screen}");
+}
+
+#[tokio::test]
+async fn at_path_completes_a_file_and_inlines_it() {
+    let h = Harness::new();
+    std::fs::write(h.work().join("notes.txt"), "the secret word is PLUM\n").unwrap();
+    std::fs::write(h.work().join("other.md"), "x\n").unwrap();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("It says PLUM."));
+    let tmux = Tmux::start(&h, &chat_line(&server, &h.work(), ""));
+    ready(&tmux).await;
+    tmux.type_text("summarize @no");
+    let screen = tmux
+        .wait_until("the candidates", |s| s.contains("@notes.txt"))
+        .await;
+    assert!(!screen.contains("@other.md"), "{screen}");
+    tmux.keys("Tab");
+    tmux.wait_until("the completed path", |s| {
+        s.contains("› summarize @notes.txt")
+    })
+    .await;
+    tmux.keys("Enter");
+    tmux.wait_until("the answer", |s| s.contains("It says PLUM."))
+        .await;
+    tmux.save("tui-at-file");
+    let request = server.chat_requests().last().unwrap().to_string();
+    assert!(request.contains("path=\\\"notes.txt\\\""), "{request}");
+    assert!(request.contains("the secret word is PLUM"), "{request}");
+}
+
+#[tokio::test]
+async fn escape_sequences_from_the_model_never_reach_the_terminal() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(
+        Reply::new()
+            .reasoning("thinking\u{1b}]0;window title\u{7}\n")
+            .text("Here.\u{1b}]5")
+            .text("2;c;Y3VybCBldmlsLnNofHNo\u{7} Done: \u{202e}txt.exe\u{202c}\n"),
+    );
+    let (tmux, raw) = Tmux::start_recorded(&h, &chat_line(&server, &h.work(), "'fix it'"));
+    let screen = tmux.wait_until("the answer", |s| s.contains("Done:")).await;
+    tmux.save("tui-escapes");
+    assert!(
+        screen.contains(r"\x1b]52;c;Y3VybCBldmlsLnNofHNo\x07"),
+        "{screen}"
+    );
+    assert!(screen.contains(r"\u{202e}txt.exe"), "{screen}");
+    let buffers = tmux.run(&["list-buffers"]);
+    assert!(
+        buffers.trim().is_empty(),
+        "OSC 52 set the clipboard: {buffers}"
+    );
+    let written = std::fs::read(&raw).unwrap();
+    for sequence in [&b"\x1b]52"[..], b"\x1b]0;", b"\x07", b"\xe2\x80\xae"] {
+        assert!(
+            !written.windows(sequence.len()).any(|w| w == sequence),
+            "{sequence:?} reached the terminal raw"
+        );
+    }
+}
+
+#[tokio::test]
+async fn ctrl_c_twice_quits_and_says_how_to_resume() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("hi there"));
+    let tmux = Tmux::start(&h, &chat_line(&server, &h.work(), "'hello'"));
+    tmux.wait_until("the answer", |s| s.contains("hi there"))
+        .await;
+    tmux.keys("C-c");
+    tmux.wait_until("the hint", |s| s.contains("Ctrl-C again to quit"))
+        .await;
+    tmux.keys("C-c");
+    let screen = tmux.wait_for("EXIT=").await;
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(
+        screen.contains("continue it with `corral chat --resume "),
+        "{screen}"
+    );
+}
