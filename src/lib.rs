@@ -59,7 +59,8 @@ pub use surface::server::auth::{
     Auth, AuthError, Role as ServerRole, default_secret_path, load_secret, parse_ttl,
 };
 pub use surface::server::{LogHub, ServeArgs, serve};
-pub use surface::tui::{ChatArgs, chat};
+pub use surface::tui::theme::Theme as TuiTheme;
+pub use surface::tui::{ChatArgs, Conversation, chat};
 pub use surface::worktree_cli::{WorktreeCommand, worktree_main};
 pub use tool::clipboard_helper_main;
 pub use tool::{

@@ -21,9 +21,8 @@ use super::editor::{Editor, EditorAction};
 use super::history::History;
 use super::mention::{self, FileIndex};
 use super::notifier::Notifier;
-use super::render::Rendered;
 use super::theme::Theme;
-use super::transcript::Transcript;
+use super::view::Conversation;
 use super::{ChatArgs, LOCAL_OWNER, Term};
 
 /// How long a first Ctrl-C waits for the second.
@@ -51,16 +50,11 @@ pub struct App {
     pub manager: SessionManager,
     pub handle: Arc<Handle>,
     events: Option<mpsc::UnboundedReceiver<SharedEvent>>,
-    pub transcript: Transcript,
-    pub rendered: Rendered,
+    pub conversation: Conversation,
     pub editor: Editor,
     files: Option<FileIndex>,
     pub completion: Option<Completion>,
     pub overlay: Option<Overlay>,
-    /// Lines scrolled up from the bottom (0: following the conversation).
-    pub scroll: usize,
-    /// The conversation's height in lines at the last draw, to keep a scrolled view still.
-    pub last_total: usize,
     pub page: usize,
     pub modal_scroll: usize,
     pub theme: Theme,
@@ -88,14 +82,11 @@ impl App {
             manager,
             handle: handle.clone(),
             events: None,
-            transcript: Transcript::default(),
-            rendered: Rendered::default(),
+            conversation: Conversation::default(),
             editor: Editor::new(history),
             files: None,
             completion: None,
             overlay: None,
-            scroll: 0,
-            last_total: 0,
             page: 10,
             modal_scroll: 0,
             theme: Theme::from_env(),
@@ -118,19 +109,18 @@ impl App {
 
     /// Shows `handle`'s session: what its log holds so far, then its live envelopes.
     pub fn attach(&mut self, handle: Arc<Handle>) {
-        self.transcript = Transcript::default();
-        self.rendered.reset();
-        self.scroll = 0;
+        self.conversation = Conversation::default();
         let mut last_seq = 0;
         if let Some(path) = handle.session.log_path() {
             match crate::session::read_log(path) {
                 Ok(envelopes) => {
                     for envelope in &envelopes {
-                        self.transcript.apply(envelope);
+                        self.conversation.transcript.apply(envelope);
                         last_seq = last_seq.max(envelope.seq);
                     }
                 }
                 Err(e) => self
+                    .conversation
                     .transcript
                     .error(format!("cannot read the session's log: {e}")),
             }
@@ -144,7 +134,7 @@ impl App {
     pub fn note_lines(&mut self, notes: &[u8]) {
         for line in String::from_utf8_lossy(notes).lines() {
             if !line.trim().is_empty() {
-                self.transcript.notice(line.to_string());
+                self.conversation.transcript.notice(line.to_string());
             }
         }
     }
@@ -192,16 +182,16 @@ impl App {
     }
 
     fn apply(&mut self, first: SharedEvent) {
-        self.transcript.apply(&first.envelope);
+        self.conversation.transcript.apply(&first.envelope);
         if let Some(events) = &mut self.events {
             for _ in 0..BATCH {
                 match events.try_recv() {
-                    Ok(event) => self.transcript.apply(&event.envelope),
+                    Ok(event) => self.conversation.transcript.apply(&event.envelope),
                     Err(_) => break,
                 }
             }
         }
-        self.notifier.saw(self.transcript.pending());
+        self.notifier.saw(self.conversation.transcript.pending());
     }
 
     fn on_tick(&mut self) {
@@ -217,7 +207,7 @@ impl App {
             self.flash = None;
         }
         self.notifier
-            .tick(self.transcript.pending(), self.handle.id());
+            .tick(self.conversation.transcript.pending(), self.handle.id());
     }
 
     fn on_done(&mut self, done: Done) {
@@ -247,16 +237,19 @@ impl App {
             overlay.scroll = overlay.scroll.saturating_add_signed(-lines);
             return;
         }
-        self.scroll = self.scroll.saturating_add_signed(lines);
+        self.conversation.scroll_by(lines);
     }
 
     fn on_key(&mut self, key: KeyEvent) {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        if ctrl && key.code == KeyCode::Char('c') && self.transcript.pending().is_empty() {
+        if ctrl
+            && key.code == KeyCode::Char('c')
+            && self.conversation.transcript.pending().is_empty()
+        {
             self.ctrl_c();
             return;
         }
-        if !self.transcript.pending().is_empty() {
+        if !self.conversation.transcript.pending().is_empty() {
             super::approval::key(self, &key);
             return;
         }
@@ -269,17 +262,17 @@ impl App {
         }
         match key.code {
             KeyCode::Esc => {
-                if self.transcript.is_working() {
+                if self.conversation.transcript.is_working() {
                     self.interrupt();
                 }
                 return;
             }
             KeyCode::PageUp => return self.scroll_by(self.page as isize),
             KeyCode::PageDown => return self.scroll_by(-(self.page as isize)),
-            KeyCode::Home if ctrl => return self.scroll = usize::MAX / 2,
-            KeyCode::End if ctrl => return self.scroll = 0,
+            KeyCode::Home if ctrl => return self.conversation.scroll = usize::MAX / 2,
+            KeyCode::End if ctrl => return self.conversation.scroll = 0,
             KeyCode::Char('t') if ctrl => {
-                let folded = self.transcript.toggle_thoughts();
+                let folded = self.conversation.transcript.toggle_thoughts();
                 self.flash(if folded {
                     "thoughts folded"
                 } else {
@@ -293,7 +286,7 @@ impl App {
         match self.editor.key(&key) {
             EditorAction::Submit(text) => {
                 self.completion = None;
-                self.scroll = 0;
+                self.conversation.scroll = 0;
                 if text.trim_start().starts_with('/') {
                     commands::run(self, text.trim());
                 } else {
@@ -306,7 +299,7 @@ impl App {
     }
 
     fn ctrl_c(&mut self) {
-        if self.transcript.is_working() {
+        if self.conversation.transcript.is_working() {
             self.interrupt();
         } else if !self.editor.is_empty() {
             self.editor.clear();
@@ -327,7 +320,7 @@ impl App {
         match self.manager.cancel(self.handle.id()) {
             Ok(true) => self.flash("cancelling the turn…"),
             Ok(false) => {}
-            Err(e) => self.transcript.error(e.to_string()),
+            Err(e) => self.conversation.transcript.error(e.to_string()),
         }
     }
 
@@ -335,14 +328,15 @@ impl App {
     pub fn send(&mut self, text: String) {
         let (prompt, notes) = mention::inline(&text, &self.handle.meta.cwd);
         for note in notes {
-            self.transcript.notice(note);
+            self.conversation.transcript.notice(note);
         }
         if let Err(e) = self
             .manager
             .send(self.handle.id(), &prompt, TurnRequest::default())
         {
             // Nothing typed is lost: it goes back into the input.
-            self.transcript
+            self.conversation
+                .transcript
                 .error(format!("{e}: wait for it, or Esc to cancel it"));
             self.editor.set_text(&text);
         }

@@ -25,7 +25,7 @@ pub fn key(app: &mut App, key: &KeyEvent) {
         KeyCode::PageDown => return app.modal_scroll += app.page,
         _ => {}
     }
-    let Some(request) = app.transcript.pending().first().cloned() else {
+    let Some(request) = app.conversation.transcript.pending().first().cloned() else {
         return;
     };
     let Some(decision) = crate::surface::approve::decision_for(key) else {
@@ -85,10 +85,10 @@ fn keys(request: &PermissionRequest, theme: &Theme) -> Line<'static> {
 }
 
 pub fn draw(frame: &mut Frame, area: Rect, app: &mut App) {
-    let Some(request) = app.transcript.pending().first() else {
+    let Some(request) = app.conversation.transcript.pending().first() else {
         return;
     };
-    let more = app.transcript.pending().len() - 1;
+    let more = app.conversation.transcript.pending().len() - 1;
     let width = area.width.saturating_sub(4).max(20);
     let inner_width = width.saturating_sub(2) as usize;
     let body = lines(request, inner_width, &app.theme);

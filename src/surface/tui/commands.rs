@@ -72,7 +72,8 @@ pub fn run(app: &mut App, line: &str) {
         "/quit" | "/exit" | "/q" => app.quit(),
         "/model" if rest.is_empty() => {
             let model = app.handle.info().model;
-            app.transcript
+            app.conversation
+                .transcript
                 .notice(format!("model: {model} (switch with /model SPEC)"));
         }
         "/model" => {
@@ -91,7 +92,7 @@ pub fn run(app: &mut App, line: &str) {
                 .handle
                 .current_preset()
                 .unwrap_or_else(|| app.handle.posture.preset.clone());
-            app.transcript.notice(format!(
+            app.conversation.transcript.notice(format!(
                 "preset: {preset} (switch with /preset NAME; `corral policies` lists them)"
             ));
         }
@@ -131,7 +132,7 @@ pub fn run(app: &mut App, line: &str) {
         "/resume" => resume(app, rest),
         "/sessions" => sessions(app, true),
         "/worktree" => worktree(app, rest),
-        _ => app.transcript.error(format!(
+        _ => app.conversation.transcript.error(format!(
             "unknown command {}: /help lists them",
             clean_line(name)
         )),
@@ -143,11 +144,11 @@ pub fn finish(app: &mut App, done: Done) {
     match done {
         Done::Notice(text) => {
             app.flash = None;
-            app.transcript.notice(text);
+            app.conversation.transcript.notice(text);
         }
         Done::Error(text) => {
             app.flash = None;
-            app.transcript.error(text);
+            app.conversation.transcript.error(text);
         }
         Done::Switched { handle, notes } => {
             app.flash = None;
@@ -164,7 +165,7 @@ fn effort(app: &mut App, rest: &str) {
             .meta
             .effort
             .map_or("the model's own", Effort::as_str);
-        app.transcript.notice(format!(
+        app.conversation.transcript.notice(format!(
             "effort: {current} (set with /effort low|medium|high|default)"
         ));
         return;
@@ -173,7 +174,7 @@ fn effort(app: &mut App, rest: &str) {
         "default" | "none" => None,
         text => match text.parse::<Effort>() {
             Ok(effort) => Some(effort),
-            Err(e) => return app.transcript.error(e),
+            Err(e) => return app.conversation.transcript.error(e),
         },
     };
     let id = app.handle.id().to_string();
@@ -207,14 +208,17 @@ fn open_instead(app: &mut App, spec: open::OpenSpec) {
 fn resume(app: &mut App, text: &str) {
     let dir = match open::agents_dir() {
         Ok(dir) => dir,
-        Err(e) => return app.transcript.error(e.to_string()),
+        Err(e) => return app.conversation.transcript.error(e.to_string()),
     };
     let id = match catalog::resolve(&dir, text) {
         Ok(id) => id,
-        Err(e) => return app.transcript.error(e.to_string()),
+        Err(e) => return app.conversation.transcript.error(e.to_string()),
     };
     if id == app.handle.id() {
-        return app.transcript.notice(format!("already in session {id}"));
+        return app
+            .conversation
+            .transcript
+            .notice(format!("already in session {id}"));
     }
     let spec = open::OpenSpec {
         resume: Some(id),
@@ -228,11 +232,16 @@ fn resume(app: &mut App, text: &str) {
 fn sessions(app: &mut App, pick: bool) {
     let dir = match open::agents_dir() {
         Ok(dir) => dir,
-        Err(e) => return app.transcript.error(e.to_string()),
+        Err(e) => return app.conversation.transcript.error(e.to_string()),
     };
     let list = match catalog::list(&dir) {
         Ok(list) => list,
-        Err(e) => return app.transcript.error(format!("cannot list sessions: {e}")),
+        Err(e) => {
+            return app
+                .conversation
+                .transcript
+                .error(format!("cannot list sessions: {e}"));
+        }
     };
     let current = app.handle.id().to_string();
     let mut lines = Vec::new();
@@ -275,7 +284,7 @@ fn sessions(app: &mut App, pick: bool) {
 
 fn worktree(app: &mut App, rest: &str) {
     let Some(worktree) = app.handle.meta.worktree.clone() else {
-        return app.transcript.error(
+        return app.conversation.transcript.error(
             "this session has no worktree: start one with `corral chat --worktree`".to_string(),
         );
     };
@@ -284,7 +293,7 @@ fn worktree(app: &mut App, rest: &str) {
         "diff" | "" => crate::surface::worktree_cli::WorktreeCommand::Diff { id },
         "merge" => crate::surface::worktree_cli::WorktreeCommand::Merge { id },
         other => {
-            return app.transcript.error(format!(
+            return app.conversation.transcript.error(format!(
                 "/worktree {}: use /worktree diff or /worktree merge",
                 clean_line(other)
             ));

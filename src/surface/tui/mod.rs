@@ -32,7 +32,10 @@ mod render;
 pub mod theme;
 pub mod transcript;
 mod ui;
+mod view;
 pub mod wrap;
+
+pub use view::Conversation;
 
 /// The owner recorded for sessions opened here: the person at this terminal.
 const LOCAL_OWNER: &str = "local";

@@ -60,11 +60,6 @@ impl Rendered {
             .map(|c| c.as_ref().map_or(&[][..], |c| c.lines.as_slice()))
             .collect()
     }
-
-    /// Forgets every block's lines (after the transcript was cleared).
-    pub fn reset(&mut self) {
-        self.cache.clear();
-    }
 }
 
 fn is_live(block: &Block) -> bool {

@@ -26,7 +26,8 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
     ])
     .areas(area);
     app.page = (conversation.height as usize).saturating_sub(2).max(1);
-    draw_conversation(frame, conversation, app);
+    let theme = app.theme.clone();
+    app.conversation.draw(frame, conversation, &theme);
     draw_input(frame, input, app);
     draw_status(frame, status, app);
     if app.completion.is_some() {
@@ -35,77 +36,21 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
     if app.overlay.is_some() {
         draw_overlay(frame, conversation, app);
     }
-    if !app.transcript.pending().is_empty() {
+    if !app.conversation.transcript.pending().is_empty() {
         super::approval::draw(frame, conversation, app);
     }
-}
-
-fn draw_conversation(frame: &mut Frame, area: Rect, app: &mut App) {
-    let width = area.width as usize;
-    let height = area.height as usize;
-    let blocks = app
-        .rendered
-        .layout(&app.transcript, width.max(10), &app.theme);
-    let total: usize = blocks.iter().map(|b| b.len()).sum();
-    // Scrolled up: what was on screen stays there while more arrives below.
-    if app.scroll > 0 && total > app.last_total {
-        app.scroll += total - app.last_total;
-    }
-    app.last_total = total;
-    app.scroll = app.scroll.min(total.saturating_sub(height));
-    let end = total - app.scroll;
-    let start = end.saturating_sub(height);
-    let mut lines: Vec<Line<'static>> = Vec::with_capacity(height);
-    let mut at = 0;
-    for block in blocks {
-        let next = at + block.len();
-        if next > start && at < end {
-            let from = start.saturating_sub(at);
-            let to = (end - at).min(block.len());
-            lines.extend(block[from..to].iter().cloned());
-        }
-        at = next;
-        if at >= end {
-            break;
-        }
-    }
-    if lines.is_empty() && total == 0 {
-        lines.push(Line::from(Span::styled(
-            "Type a message and press Enter. /help lists commands and keys.",
-            app.theme.dim,
-        )));
-    }
-    frame.render_widget(Paragraph::new(lines), area);
-    if app.scroll > 0 {
-        let note = format!(
-            " ↓ {} more line{} (PgDn, Ctrl-End) ",
-            app.scroll,
-            plural(app.scroll)
-        );
-        let w = (text_width(&note) as u16).min(area.width);
-        let spot = Rect {
-            x: area.x + area.width.saturating_sub(w),
-            y: area.y + area.height.saturating_sub(1),
-            width: w,
-            height: 1,
-        };
-        frame.render_widget(Paragraph::new(Span::styled(note, app.theme.status)), spot);
-    }
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 { "" } else { "s" }
 }
 
 /// What the session is doing, for the input box's title.
 fn activity(app: &App) -> Span<'static> {
     let spin = SPINNER[app.frame % SPINNER.len()];
     let elapsed = app
+        .conversation
         .transcript
         .turn_started
         .map(|t| format!(" {:.0}s", t.elapsed().as_secs_f64()))
         .unwrap_or_default();
-    match app.transcript.status {
+    match app.conversation.transcript.status {
         Some(Status::WaitingApproval) => {
             Span::styled(" waiting for your approval ".to_string(), app.theme.warning)
         }
@@ -166,7 +111,7 @@ fn draw_input(frame: &mut Frame, area: Rect, app: &mut App) {
         }
     }
     frame.render_widget(Paragraph::new(lines), inner);
-    let modal = !app.transcript.pending().is_empty() || app.overlay.is_some();
+    let modal = !app.conversation.transcript.pending().is_empty() || app.overlay.is_some();
     if let Some(cursor) = cursor
         && !modal
     {
@@ -219,7 +164,7 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
     if let Some(worktree) = &app.handle.meta.worktree {
         left.push_str(&format!(" · worktree {}", clean_line(&worktree.branch)));
     }
-    let t = &app.transcript;
+    let t = &app.conversation.transcript;
     let mut right = String::new();
     if let Some((flash, _)) = &app.flash {
         right.push_str(&format!("{} · ", clean_line(flash)));
