@@ -261,3 +261,142 @@ async fn ctrl_c_twice_quits_and_says_how_to_resume() {
         "{screen}"
     );
 }
+
+/// The session id the status line ends with.
+fn status_id(screen: &str) -> String {
+    let status = screen
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default();
+    status
+        .split_whitespace()
+        .last()
+        .unwrap_or_default()
+        .to_string()
+}
+
+async fn turn(tmux: &Tmux, prompt: &str, answer: &str) {
+    tmux.type_text(prompt);
+    tmux.keys("Enter");
+    tmux.wait_until(answer, |s| s.contains(answer)).await;
+}
+
+#[tokio::test]
+async fn bare_corral_opens_the_view_and_slash_commands_act_locally() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    for i in 1..=4 {
+        server.push(Reply::new().text(&format!("answer number {i}")));
+    }
+    server.push(Reply::new().text("SUMMARY: four answers were given"));
+    server.push(Reply::new().text("fresh start"));
+    server.push(Reply::new().text("back again"));
+    // No subcommand: the session view, with the session flags.
+    let command = format!(
+        "{} -m llamacpp:m --base-url {} -C {}; echo EXIT=$?; sleep 60",
+        env!("CARGO_BIN_EXE_corral"),
+        server.openai_base(),
+        h.work().display()
+    );
+    let tmux = Tmux::start(&h, &command);
+    ready(&tmux).await;
+    for i in 1..=3 {
+        turn(
+            &tmux,
+            &format!("question {i}"),
+            &format!("answer number {i}"),
+        )
+        .await;
+    }
+    tmux.type_text("/effort high");
+    tmux.keys("Enter");
+    tmux.wait_until("the effort", |s| s.contains("effort: high"))
+        .await;
+    turn(&tmux, "question 4", "answer number 4").await;
+    assert_eq!(
+        server.chat_requests().last().unwrap()["reasoning_effort"],
+        "high"
+    );
+    let first_id = status_id(&tmux.visible());
+    assert_eq!(first_id.len(), 8, "{first_id:?}");
+
+    tmux.type_text("/compact");
+    tmux.keys("Enter");
+    let screen = tmux
+        .wait_until("the compaction", |s| s.contains("context compacted"))
+        .await;
+    assert!(screen.contains("· compacted"), "{screen}");
+    let summary_request = server.chat_requests().last().unwrap().to_string();
+    assert!(summary_request.contains("question 1"), "{summary_request}");
+
+    tmux.type_text("/bogus");
+    tmux.keys("Enter");
+    tmux.wait_until("the refusal", |s| s.contains("unknown command /bogus"))
+        .await;
+    tmux.type_text("/help");
+    tmux.keys("Enter");
+    tmux.wait_until("the help", |s| s.contains("/worktree diff|merge"))
+        .await;
+    tmux.keys("Escape");
+
+    tmux.type_text("/clear");
+    tmux.keys("Enter");
+    let screen = tmux
+        .wait_until("a new session", |s| {
+            status_id(s) != first_id && !s.contains("answer number")
+        })
+        .await;
+    let second_id = status_id(&screen);
+    turn(&tmux, "hello again", "fresh start").await;
+
+    tmux.type_text(&format!("/resume {first_id}"));
+    tmux.keys("Enter");
+    let screen = tmux
+        .wait_until("the first session back", |s| status_id(s) == first_id)
+        .await;
+    assert!(screen.contains("answer number 4"), "{screen}");
+    assert!(!screen.contains("fresh start"), "{screen}");
+    turn(&tmux, "and now?", "back again").await;
+    tmux.save("tui-slash-commands");
+    // The resumed session's model request has the conversation before the switch.
+    let last = server.chat_requests().last().unwrap().to_string();
+    assert!(last.contains("SUMMARY: four answers"), "{last}");
+    assert_ne!(first_id, second_id);
+    // Nothing typed as a command reached the model.
+    for request in server.chat_requests() {
+        let text = request.to_string();
+        for command in [
+            "/effort", "/compact", "/bogus", "/help", "/clear", "/resume",
+        ] {
+            assert!(
+                !text.contains(command),
+                "{command} reached the model: {text}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn thoughts_are_folded_until_asked_for() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(
+        Reply::new()
+            .reasoning("first I weigh the options\nthen I pick one\n")
+            .text("Picked."),
+    );
+    let tmux = Tmux::start(&h, &chat_line(&server, &h.work(), "'choose'"));
+    let screen = tmux
+        .wait_until("the answer", |s| s.contains("Picked."))
+        .await;
+    assert!(
+        screen.contains("✻ thinking (2 lines, Ctrl-T shows)"),
+        "{screen}"
+    );
+    assert!(!screen.contains("weigh the options"), "{screen}");
+    tmux.keys("C-t");
+    tmux.wait_until("the thought", |s| s.contains("first I weigh the options"))
+        .await;
+    tmux.save("tui-thoughts");
+}

@@ -75,10 +75,7 @@ impl Notifier {
         for request in due {
             self.notified.insert(request.request_id.clone());
             let title = format!("corral: approval needed ({session})");
-            // Model text in a notification: one escaped line, cut short.
-            let what = crate::surface::safe_text::escape_line(&request.tool_call.title);
-            let what: String = what.chars().take(160).collect();
-            let message = format!("{} ({}): {what}", request.tool, request.danger);
+            let message = describe(request);
             let address = address.clone();
             tokio::spawn(async move {
                 if let Err(e) = crate::tool::notify_person(&address, &title, &message).await {
@@ -87,4 +84,21 @@ impl Notifier {
             });
         }
     }
+}
+
+/// One line about the call: the tool, its danger and what it would touch. Model text in a
+/// notification is escaped and cut short like any other line.
+fn describe(request: &PermissionRequest) -> String {
+    let preview = &request.preview;
+    let what = preview
+        .command
+        .as_deref()
+        .or(preview.path.as_deref())
+        .or(preview.url.as_deref())
+        .unwrap_or(&request.tool_call.title);
+    let what: String = crate::surface::safe_text::escape_line(what)
+        .chars()
+        .take(160)
+        .collect();
+    format!("{} ({}): {what}", request.tool, request.danger)
 }
