@@ -233,7 +233,8 @@ pub struct Tui {
 
 impl Tui {
     pub fn notify_after(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(self.notify_after_secs.unwrap_or(30).clamp(1, 86_400))
+        // Range-checked when the config loads.
+        std::time::Duration::from_secs(self.notify_after_secs.unwrap_or(30))
     }
 }
 
