@@ -400,3 +400,168 @@ async fn thoughts_are_folded_until_asked_for() {
         .await;
     tmux.save("tui-thoughts");
 }
+
+/// `-m claude` works the same: the real claude CLI against the fake Anthropic routes, its
+/// Bash call asked through corral's gate as a modal and answered with one key.
+#[tokio::test]
+async fn a_claude_session_streams_and_asks_in_the_modal_too() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    crate::external_claude::scripted_tool_call(&server, "touch made-by-claude.txt");
+    let claude = crate::external_claude::claude_program();
+    let base = server.base_url();
+    let command = format!(
+        "{} chat -m claude:fake-model -C {} 'make the file'; echo EXIT=$?; sleep 60",
+        env!("CARGO_BIN_EXE_corral"),
+        h.work().display()
+    );
+    let claude = claude.display().to_string();
+    let tmux = Tmux::start_with_env(
+        &h,
+        &command,
+        &[
+            ("CORRAL_CLAUDE", claude.as_str()),
+            ("ANTHROPIC_BASE_URL", base.as_str()),
+            ("ANTHROPIC_API_KEY", "sk-ant-dummy"),
+            ("CLAUDE_CODE_MAX_RETRIES", "0"),
+        ],
+    );
+    let screen = tmux
+        .wait_until("claude's approval", |s| s.contains("[y] yes"))
+        .await;
+    tmux.save("tui-claude-approval");
+    assert!(screen.contains("approval · shell · dangerous"), "{screen}");
+    assert!(screen.contains("touch made-by-claude.txt"), "{screen}");
+    assert!(screen.contains("I will run it."), "{screen}");
+    tmux.keys("y");
+    let screen = tmux
+        .wait_until("claude's answer", |s| {
+            s.contains("The command was handled.")
+        })
+        .await;
+    assert!(
+        screen.contains("claude:fake-model"),
+        "status line:\n{screen}"
+    );
+    assert!(h.work().join("made-by-claude.txt").exists());
+}
+
+#[tokio::test]
+async fn a_paste_stays_in_the_input_and_history_survives_a_restart() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("got both lines"));
+    let one = chat_line(&server, &h.work(), "");
+    let one = one.trim_end_matches("; echo EXIT=$?; sleep 60");
+    // The view twice in one pane: the second finds the first's history.
+    let tmux = Tmux::start(&h, &format!("{one}; {one}; sleep 60"));
+    ready(&tmux).await;
+    tmux.run(&[
+        "set-buffer",
+        "-b",
+        "p",
+        "line one of the paste\nline two of the paste",
+    ]);
+    tmux.run(&["paste-buffer", "-p", "-b", "p"]);
+    let screen = tmux
+        .wait_until("the pasted lines", |s| s.contains("line two of the paste"))
+        .await;
+    assert!(screen.contains("› line one of the paste"), "{screen}");
+    assert_eq!(server.chat_requests().len(), 0, "a paste never sends");
+    tmux.keys("Enter");
+    tmux.wait_until("the answer", |s| s.contains("got both lines"))
+        .await;
+    let request = server.chat_requests().last().unwrap().to_string();
+    assert!(
+        request.contains("line one of the paste\\nline two of the paste"),
+        "{request}"
+    );
+    tmux.keys("C-c");
+    tmux.keys("C-c");
+    tmux.wait_until("the second view", |s| {
+        s.contains("llamacpp:m") && !s.contains("got both lines")
+    })
+    .await;
+    tmux.keys("Up");
+    tmux.wait_until("the recalled entry", |s| {
+        s.contains("› line one of the paste") && s.contains("line two of the paste")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn page_up_scrolls_back_and_the_view_holds_still() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    let lines: Vec<String> = (1..=120).map(|i| format!("line {i:03}\n")).collect();
+    server.push(Reply::new().text(&lines.join("\n")));
+    let tmux = Tmux::start(&h, &chat_line(&server, &h.work(), "'count'"));
+    tmux.wait_until("the end of the answer", |s| s.contains("line 120"))
+        .await;
+    for _ in 0..20 {
+        tmux.keys("PageUp");
+    }
+    let screen = tmux
+        .wait_until("the top", |s| {
+            s.contains("line 001") && s.contains("more line")
+        })
+        .await;
+    assert!(!screen.contains("line 120"), "{screen}");
+    tmux.keys("C-End");
+    tmux.wait_until("the bottom", |s| {
+        s.contains("line 120") && !s.contains("more line")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn worktree_diff_and_preset_act_on_the_session() {
+    let h = Harness::new();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(h.work())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(h.work().join("README"), "base\n").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-qm", "base"]);
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call(
+        "c1",
+        "write_file",
+        r#"{"path":"new.txt","content":"hello from the worktree\n"}"#,
+    ));
+    server.push(Reply::new().text("written"));
+    let tmux = Tmux::start(
+        &h,
+        &chat_line(&server, &h.work(), "-p bypass --worktree 'write it'"),
+    );
+    let screen = tmux
+        .wait_until("the answer", |s| s.contains("written"))
+        .await;
+    assert!(
+        screen.contains("worktree corral/"),
+        "status line:\n{screen}"
+    );
+    assert!(
+        !h.work().join("new.txt").exists(),
+        "written in the worktree only"
+    );
+    tmux.type_text("/worktree diff");
+    tmux.keys("Enter");
+    tmux.wait_until("the diff", |s| s.contains("+hello from the worktree"))
+        .await;
+    tmux.save("tui-worktree-diff");
+    tmux.keys("Escape");
+    tmux.type_text("/preset readonly");
+    tmux.keys("Enter");
+    let screen = tmux
+        .wait_until("the preset", |s| s.contains("preset: readonly"))
+        .await;
+    assert!(screen.contains("· readonly ·"), "status line:\n{screen}");
+}
