@@ -2,7 +2,7 @@
 //!
 //!     cargo bench --bench corral_bench            # everything
 //!     cargo bench --bench corral_bench -- stream  # one section:
-//!                                                 # stream|startup|loop|memory|search|resume|hostile|local|mcp
+//!                                                 # stream|startup|loop|memory|search|resume|hostile|local|mcp|tui
 //!
 //! Each figure is measured in this run against the fake model server on 127.0.0.1 (the same
 //! one the tests use), with the release-built `corral` binary; the `local` section runs the
@@ -19,6 +19,8 @@ mod hostile;
 mod local;
 #[path = "corral_bench/mcp.rs"]
 mod mcp;
+#[path = "corral_bench/tui.rs"]
+mod tui;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -666,6 +668,9 @@ async fn bench_main() {
     }
     if wants("mcp") {
         mcp::mcp(&mut rows).await;
+    }
+    if wants("tui") {
+        tui::tui(&mut rows);
     }
     println!("corral benchmarks — {}", support::host::machine());
     println!("binary: {CORRAL}");

@@ -120,6 +120,8 @@ pub struct Config {
     #[serde(default)]
     pub delegate: Delegate,
     #[serde(default)]
+    pub tui: Tui,
+    #[serde(default)]
     pub server: Server,
     #[serde(default)]
     pub timeouts: Timeouts,
@@ -214,6 +216,25 @@ pub struct Delegate {
 impl Delegate {
     pub fn max_parallel(&self) -> usize {
         self.max_parallel.unwrap_or(2).clamp(1, 8) as usize
+    }
+}
+
+/// The full-screen terminal UI (`corral`, `corral chat`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tui {
+    /// A desktop notification when an approval waits while the terminal is not focused, or
+    /// nobody answered it for `notify_after_secs` (default off).
+    #[serde(default)]
+    pub notify_approvals: bool,
+    /// Seconds an approval may wait on a focused terminal before it notifies (default 30).
+    pub notify_after_secs: Option<u64>,
+}
+
+impl Tui {
+    pub fn notify_after(&self) -> std::time::Duration {
+        // Range-checked when the config loads.
+        std::time::Duration::from_secs(self.notify_after_secs.unwrap_or(30))
     }
 }
 

@@ -60,6 +60,8 @@ pub use surface::server::auth::{
 };
 pub use surface::server::{LogHub, ServeArgs, serve};
 pub use surface::top::{TopArgs, top};
+pub use surface::tui::theme::Theme as TuiTheme;
+pub use surface::tui::{ChatArgs, Conversation, chat};
 pub use surface::worktree_cli::{WorktreeCommand, worktree_main};
 pub use tool::clipboard_helper_main;
 pub use tool::{

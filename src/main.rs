@@ -16,13 +16,20 @@ use corral::{
     version,
     about = "A sandboxed, tool-executing AI agent runtime with its own LLM loop"
 )]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// With no command: the session view, with the session flags of `corral chat`.
+    #[command(flatten)]
+    session: Box<SessionFlags>,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// The full-screen session view (also `corral` with no command): the conversation with
+    /// tool cards, approvals as a modal, @file completion, slash commands (/help).
+    Chat(Box<Chat>),
     /// Run one task in the terminal (or a conversation with -i).
     Run(Box<Run>),
     /// List the permission presets, or show what one means in effect.
@@ -271,6 +278,31 @@ enum PoliciesAction {
 struct Run {
     /// The task. Read from stdin when absent.
     prompt: Option<String>,
+    /// Print every event envelope as NDJSON on stdout (and nothing else there).
+    #[arg(long)]
+    json: bool,
+    /// A conversation: one turn per line of stdin until EOF or /exit.
+    #[arg(short = 'i', long)]
+    interactive: bool,
+    /// Read permission decisions as NDJSON lines on stdin:
+    /// {"requestId":"…","decision":"allow|deny|allow_all|disable|forbid_all|cancel"}.
+    #[arg(long)]
+    approve_stdin: bool,
+    #[command(flatten)]
+    session: SessionFlags,
+}
+
+#[derive(clap::Args)]
+struct Chat {
+    /// A first message, sent as the view opens.
+    prompt: Option<String>,
+    #[command(flatten)]
+    session: SessionFlags,
+}
+
+/// What a session is opened with, the same for `run` and `chat`.
+#[derive(clap::Args)]
+struct SessionFlags {
     /// Model spec: ollama:<tag>, openai:<model>, mlx:<model>, llamacpp:<model>,
     /// lmstudio:<model>, vllm:<model>, gguf:<path-to.gguf> (corral runs llama-server for it).
     /// Default: config `model`, else a tool-capable model of a running Ollama.
@@ -282,15 +314,9 @@ struct Run {
     /// Working directory: the session root the tools are confined to.
     #[arg(short = 'C', long = "cwd")]
     cwd: Option<PathBuf>,
-    /// Print every event envelope as NDJSON on stdout (and nothing else there).
-    #[arg(long)]
-    json: bool,
     /// Most model steps in one turn.
     #[arg(long)]
     max_steps: Option<u32>,
-    /// A conversation: one turn per line of stdin until EOF or /exit.
-    #[arg(short = 'i', long)]
-    interactive: bool,
     /// Continue a session from its event log.
     #[arg(long, value_name = "ID")]
     resume: Option<String>,
@@ -333,10 +359,6 @@ struct Run {
     /// Never offer these tools.
     #[arg(long, value_delimiter = ',', value_name = "TOOL[,TOOL]")]
     deny: Vec<String>,
-    /// Read permission decisions as NDJSON lines on stdin:
-    /// {"requestId":"…","decision":"allow|deny|allow_all|disable|forbid_all|cancel"}.
-    #[arg(long)]
-    approve_stdin: bool,
     /// Work in a new git worktree of the current repository, on branch corral/<session-id>;
     /// kept afterwards if it holds changes (see `corral worktree`), removed if not.
     #[arg(long)]
@@ -420,15 +442,20 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { Exit::Usage as u8 } else { 0 });
         }
     };
+    // No command: the session view, with whatever session flags were given.
+    let command = cli.command.unwrap_or(Command::Chat(Box::new(Chat {
+        prompt: None,
+        session: *cli.session,
+    })));
     // The clipboard helper is plain blocking X11 work: no runtime, no logging.
-    if let Command::Clipboard { mode } = &cli.command {
+    if let Command::Clipboard { mode } = &command {
         return ExitCode::from(u8::try_from(corral::clipboard_helper_main(mode)).unwrap_or(1));
     }
-    if let Command::Policies { action } = &cli.command {
+    if let Command::Policies { action } = &command {
         return policies(action.as_ref());
     }
     // Plain blocking git work: no runtime either.
-    if let Command::Worktree { action } = &cli.command {
+    if let Command::Worktree { action } = &command {
         let code = corral::worktree_main(
             &action.into(),
             &mut std::io::stdout().lock(),
@@ -441,16 +468,19 @@ fn main() -> ExitCode {
         role,
         ttl,
         config,
-    } = &cli.command
+    } = &command
     {
         return token(sub, *role, ttl, config.as_ref());
     }
     let logs = corral::LogHub::default();
-    init_tracing(matches!(cli.command, Command::Serve { .. }).then_some(&logs));
+    init_tracing(
+        matches!(command, Command::Serve { .. }).then_some(&logs),
+        matches!(command, Command::Chat(_)),
+    );
     // One session in the terminal is sequential work: a single-threaded runtime saves a
     // cross-thread wake-up per streamed token. The server runs many sessions at once.
     let runtime = if matches!(
-        cli.command,
+        command,
         Command::Serve { .. } | Command::Mcp { .. } | Command::Acp { .. }
     ) {
         tokio::runtime::Builder::new_multi_thread()
@@ -470,9 +500,13 @@ fn main() -> ExitCode {
     };
     let code = runtime.block_on(async {
         catch_file_size_signal();
-        match cli.command {
+        match command {
             Command::Run(run) => match RunArgs::try_from(*run) {
                 Ok(args) => corral::run(args).await,
+                Err(e) => Err(e),
+            },
+            Command::Chat(chat) => match corral::ChatArgs::try_from(*chat) {
+                Ok(args) => corral::chat(args).await,
                 Err(e) => Err(e),
             },
             Command::Serve {
@@ -639,10 +673,11 @@ fn model_choice(
     Ok((Some(choice), effort))
 }
 
-impl TryFrom<Run> for RunArgs {
-    type Error = corral::Error;
-
-    fn try_from(run: Run) -> Result<Self, corral::Error> {
+impl SessionFlags {
+    /// The flags as the spec a session opens with, with the config path and
+    /// `--no-instructions`.
+    fn into_open(self) -> Result<(OpenSpec, Option<PathBuf>, bool), corral::Error> {
+        let run = self;
         let (model, suffix_effort) = model_choice(run.model)?;
         let open = OpenSpec {
             resume: run.resume,
@@ -678,22 +713,46 @@ impl TryFrom<Run> for RunArgs {
             },
             ..OpenSpec::default()
         };
+        Ok((open, run.config, run.no_instructions))
+    }
+}
+
+impl TryFrom<Run> for RunArgs {
+    type Error = corral::Error;
+
+    fn try_from(run: Run) -> Result<Self, corral::Error> {
+        let (open, config_path, no_instructions) = run.session.into_open()?;
         Ok(RunArgs {
             prompt: run.prompt,
             open,
             json: run.json,
             interactive: run.interactive,
-            config_path: run.config,
+            config_path,
             approve_stdin: run.approve_stdin,
-            no_instructions: run.no_instructions,
+            no_instructions,
+        })
+    }
+}
+
+impl TryFrom<Chat> for corral::ChatArgs {
+    type Error = corral::Error;
+
+    fn try_from(chat: Chat) -> Result<Self, corral::Error> {
+        let (open, config_path, no_instructions) = chat.session.into_open()?;
+        Ok(corral::ChatArgs {
+            prompt: chat.prompt,
+            open,
+            config_path,
+            no_instructions,
         })
     }
 }
 
 /// Logs go to stderr, quiet by default (`RUST_LOG=corral=debug` for more). The server also
 /// feeds log lines to `/ws/v1/logs`, under the hub's own filter (DEBUG when asked), so the
-/// stderr filter is the stderr layer's alone.
-fn init_tracing(hub: Option<&corral::LogHub>) {
+/// stderr filter is the stderr layer's alone. A full-screen view owns the terminal: its logs
+/// go to `$XDG_CACHE_HOME/corral/tui.log` instead (nowhere when that cannot be opened).
+fn init_tracing(hub: Option<&corral::LogHub>, full_screen: bool) {
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -701,13 +760,33 @@ fn init_tracing(hub: Option<&corral::LogHub>) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // Log lines quote model and tool text too.
+    let file = full_screen.then(tui_log_file);
     let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(|| corral::SafeWriter::new(std::io::stderr()))
+        .with_writer(move || -> Box<dyn std::io::Write> {
+            match &file {
+                Some(Some(file)) => match file.try_clone() {
+                    Ok(file) => Box::new(corral::SafeWriter::new(file)),
+                    Err(_) => Box::new(std::io::sink()),
+                },
+                Some(None) => Box::new(std::io::sink()),
+                None => Box::new(corral::SafeWriter::new(std::io::stderr())),
+            }
+        })
         .with_ansi(false);
     let _ = tracing_subscriber::registry()
         .with(fmt.with_filter(filter))
         .with(hub.map(|h| h.layer()))
         .try_init();
+}
+
+fn tui_log_file() -> Option<std::fs::File> {
+    let dir = dirs::cache_dir()?.join("corral");
+    std::fs::create_dir_all(&dir).ok()?;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("tui.log"))
+        .ok()
 }
 
 fn token(sub: &str, role: RoleArg, ttl: &str, config: Option<&PathBuf>) -> ExitCode {

@@ -75,6 +75,13 @@ pub trait Backend: Send {
     /// Switches the model, keeping the conversation. `Ok(false)`: this backend cannot.
     fn set_model<'a>(&'a mut self, model: &'a str) -> BoxFuture<'a, Result<bool, String>>;
 
+    /// Summarizes the conversation so far to free context, between turns (a person's
+    /// `/compact`). `Ok(false)`: this backend cannot, or there was too little to summarize.
+    fn compact(&mut self, cancel: CancellationToken) -> BoxFuture<'_, Result<bool, String>> {
+        let _ = cancel;
+        Box::pin(async { Ok(false) })
+    }
+
     /// Applies another permission preset from the next tool call on. `Ok(false)`: this
     /// backend cannot.
     fn set_policy(&mut self, policy: crate::policy::Policy) -> BoxFuture<'_, Result<bool, String>> {

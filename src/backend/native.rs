@@ -91,6 +91,10 @@ impl Backend for NativeBackend {
         Box::pin(self.switch(model))
     }
 
+    fn compact(&mut self, cancel: CancellationToken) -> BoxFuture<'_, Result<bool, String>> {
+        Box::pin(async move { self.llm_loop.compact_now(&cancel).await })
+    }
+
     fn set_policy(&mut self, policy: crate::policy::Policy) -> BoxFuture<'_, Result<bool, String>> {
         self.llm_loop.set_policy(policy);
         Box::pin(async { Ok(true) })

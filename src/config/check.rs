@@ -133,6 +133,12 @@ impl Config {
             MAX_SECS_INT,
         )?;
         int(
+            "tui.notify_after_secs",
+            self.tui.notify_after_secs,
+            1,
+            MAX_SECS_INT,
+        )?;
+        int(
             "server.max_sessions_per_owner",
             self.server.max_sessions_per_owner,
             1,
@@ -185,6 +191,7 @@ mod tests {
         ("limits", "max_error_body_bytes"),
         ("server", "max_sessions_per_owner"),
         ("agents", "acp_permission_timeout_secs"),
+        ("tui", "notify_after_secs"),
         ("local", "context_size"),
         ("local", "threads"),
         ("local", "parallel"),

@@ -67,6 +67,14 @@ enum Command {
         policy: Box<crate::policy::Policy>,
         reply: oneshot::Sender<Result<bool, String>>,
     },
+    /// The session's own effort from the next turn on; whether the agent took it.
+    SetEffort {
+        effort: Option<crate::model::Effort>,
+        reply: oneshot::Sender<bool>,
+    },
+    Compact {
+        reply: oneshot::Sender<Result<bool, String>>,
+    },
     Close,
 }
 
@@ -115,6 +123,7 @@ pub struct Handle {
     pub session: Arc<Session>,
     pub owner: String,
     pub meta: SessionMeta,
+    pub posture: open::Posture,
     backend: BackendInfo,
     /// Messages sent while a turn runs, for a backend that steers.
     steer: Option<mpsc::UnboundedSender<String>>,
@@ -277,7 +286,19 @@ impl SessionManager {
 
     /// Opens a session owned by `owner`. Reopening the id of a dead session reuses its slot
     /// (and its event log); reopening a live id is refused.
-    pub async fn open(&self, mut spec: OpenSpec, owner: &str) -> Result<Arc<Handle>, Error> {
+    pub async fn open(&self, spec: OpenSpec, owner: &str) -> Result<Arc<Handle>, Error> {
+        let (handle, notes) = self.open_noted(spec, owner).await?;
+        log_notes(&notes);
+        Ok(handle)
+    }
+
+    /// [`SessionManager::open`], returning the lines opening said for a person (the
+    /// worktree it made) instead of logging them.
+    pub async fn open_noted(
+        &self,
+        mut spec: OpenSpec,
+        owner: &str,
+    ) -> Result<(Arc<Handle>, Vec<u8>), Error> {
         if let Some(id) = &spec.id
             && let Some(existing) = self.get(id)
         {
@@ -303,12 +324,12 @@ impl SessionManager {
         let opened = open::start(plan, &self.inner.log_dir, &mut notes)
             .await
             .map_err(|failed| failed.error)?;
-        log_notes(&notes);
         let (commands, receiver) = mpsc::unbounded_channel();
         let handle = Arc::new(Handle {
             session: opened.session.clone(),
             owner: owner.to_string(),
             meta: opened.meta.clone(),
+            posture: opened.posture.clone(),
             backend: opened.backend.info(),
             steer: opened.backend.steering(),
             model: Mutex::new(opened.meta.model.clone()),
@@ -329,7 +350,7 @@ impl SessionManager {
         let task = tokio::spawn(run_session(opened, receiver, Arc::downgrade(&handle)));
         *lock(&handle.task) = Some(task);
         lock(&self.inner.sessions).insert(handle.id().to_string(), handle.clone());
-        Ok(handle)
+        Ok((handle, notes))
     }
 
     /// Republishes a session's envelopes on the global stream.
@@ -528,6 +549,44 @@ impl SessionManager {
         Ok(switched)
     }
 
+    /// Sets the effort a session's turns run at (`None`: the model's own), from its next turn
+    /// on. Whether the agent took it (where not, the session says why in an `error`).
+    pub async fn set_effort(
+        &self,
+        id: &str,
+        effort: Option<crate::model::Effort>,
+    ) -> Result<bool, SendError> {
+        let handle = self
+            .get(id)
+            .ok_or_else(|| SendError::NotFound(id.to_string()))?;
+        let (reply, answer) = oneshot::channel();
+        handle
+            .commands
+            .send(Command::SetEffort { effort, reply })
+            .map_err(|_| SendError::Dead(id.to_string()))?;
+        answer.await.map_err(|_| SendError::Dead(id.to_string()))
+    }
+
+    /// Summarizes a session's conversation to free context, between turns (after a running
+    /// one). `Ok(false)`: its backend cannot, or there was too little to summarize.
+    pub async fn compact(&self, id: &str) -> Result<bool, SetModelError> {
+        let handle = self
+            .get(id)
+            .ok_or_else(|| SendError::NotFound(id.to_string()))?;
+        let (reply, answer) = oneshot::channel();
+        handle
+            .commands
+            .send(Command::Compact { reply })
+            .map_err(|_| SendError::Dead(id.to_string()))?;
+        answer
+            .await
+            .map_err(|_| SendError::Dead(id.to_string()))?
+            .map_err(|reason| SetModelError::Failed {
+                model: "compaction".into(),
+                reason,
+            })
+    }
+
     /// Cancels the running turn, if any.
     pub fn cancel(&self, id: &str) -> Result<bool, SendError> {
         let handle = self
@@ -629,6 +688,29 @@ async fn run_session(
             }
             Command::SetPolicy { policy, reply } => {
                 let _ = reply.send(opened.backend.set_policy(*policy).await);
+                continue;
+            }
+            Command::SetEffort { effort, reply } => {
+                opened.effort = effort;
+                let took =
+                    open::apply_effort(opened.backend.as_mut(), effort, &opened.session).await;
+                if took {
+                    applied_effort = effort;
+                }
+                let _ = reply.send(took);
+                continue;
+            }
+            Command::Compact { reply } => {
+                // Esc (cancel) stops a compaction as it stops a turn.
+                let token = halted.child_token();
+                if let Some(handle) = handle.upgrade() {
+                    *lock(&handle.cancel) = Some(token.clone());
+                }
+                let outcome = opened.backend.compact(token).await;
+                if let Some(handle) = handle.upgrade() {
+                    *lock(&handle.cancel) = None;
+                }
+                let _ = reply.send(outcome);
                 continue;
             }
             Command::Close => break,

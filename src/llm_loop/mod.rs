@@ -506,9 +506,39 @@ impl LlmLoop {
             );
             return;
         }
+        // A failure is said on the session; the turn goes on without it.
+        let _ = self.compact(used, cancel, usage).await;
+    }
+
+    /// Compacts now, between turns, whatever the context holds (a person's `/compact`).
+    /// `Ok(false)`: there is too little history to summarize.
+    pub async fn compact_now(&mut self, cancel: &CancellationToken) -> Result<bool, String> {
+        let used = self
+            .last_prompt_tokens
+            .unwrap_or_else(|| compaction::estimate_tokens(&self.history));
+        let mut usage = Usage::default();
+        let compacted = self.compact(used, cancel, &mut usage).await?;
+        if usage != Usage::default() {
+            self.session.emit(Payload::Usage(crate::event::UsageData {
+                usage,
+                context_tokens: None,
+                context_window: Some(self.context_window),
+            }));
+        }
+        Ok(compacted)
+    }
+
+    /// Summarizes all but the recent messages into the system prompt. Whether it did;
+    /// `Err` says why the summary failed (the history is left as it was).
+    async fn compact(
+        &mut self,
+        used: u64,
+        cancel: &CancellationToken,
+        usage: &mut Usage,
+    ) -> Result<bool, String> {
         let Some(split) = compaction::split_point(&self.history, self.config.keep_recent_messages)
         else {
-            return;
+            return Ok(false);
         };
         let older = &self.history[1..split];
         let transcript = compaction::transcript(self.summary.as_deref(), older);
@@ -538,11 +568,14 @@ impl LlmLoop {
                     context_window: self.context_window,
                     tokens_after,
                 }));
+                Ok(true)
             }
-            Err(e) => self.session.emit_error(
-                format!("context compaction failed, continuing without it: {e}"),
-                serde_json::Value::Null,
-            ),
+            Err(e) => {
+                let message = format!("context compaction failed, continuing without it: {e}");
+                self.session
+                    .emit_error(message.clone(), serde_json::Value::Null);
+                Err(message)
+            }
         }
     }
 }

@@ -12,4 +12,5 @@ pub mod safe_text;
 pub mod server;
 pub mod top;
 mod tty;
+pub mod tui;
 pub mod worktree_cli;

@@ -280,13 +280,13 @@ const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// SIGTERM and SIGHUP, caught from the start of the run so the default action (exit at once,
 /// the agent's process group left running) never applies.
-struct Stops {
+pub(super) struct Stops {
     term: Option<tokio::signal::unix::Signal>,
     hup: Option<tokio::signal::unix::Signal>,
 }
 
 impl Stops {
-    fn install() -> Stops {
+    pub(super) fn install() -> Stops {
         use tokio::signal::unix::{SignalKind, signal};
         let catch = |kind: SignalKind, name: &str| {
             signal(kind)
@@ -299,7 +299,7 @@ impl Stops {
         }
     }
 
-    async fn next(&mut self) -> Exit {
+    pub(super) async fn next(&mut self) -> Exit {
         async fn recv(signal: &mut Option<tokio::signal::unix::Signal>) {
             match signal {
                 Some(signal) => {

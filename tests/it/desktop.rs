@@ -364,6 +364,47 @@ async fn a_notification_reaches_the_notification_daemon() {
     assert!(arrived, "dunstctl history does not list {title}");
 }
 
+/// `[tui] notify_approvals`: an approval nobody answers in the session view becomes a desktop
+/// notification (through the notify tool's D-Bus call), once.
+#[tokio::test]
+async fn a_waiting_approval_in_the_session_view_notifies_the_desktop() {
+    let d = desktop();
+    let h = Harness::new();
+    h.write_config("[tui]\nnotify_approvals = true\nnotify_after_secs = 1\n");
+    let server = FakeModel::start().await;
+    let marker = unique("approve-me");
+    let args = json!({"path": format!("{marker}.txt"), "content": "x"});
+    server.push(Reply::new().tool_call("c1", "write_file", &args.to_string()));
+    server.push(Reply::new().text("done"));
+    let command = format!(
+        "{} chat -m llamacpp:m --base-url {} -C {} 'write it'; sleep 60",
+        env!("CARGO_BIN_EXE_corral"),
+        server.openai_base(),
+        h.work().display()
+    );
+    let mut env = vec![
+        ("DISPLAY", d.display.as_str()),
+        ("DBUS_SESSION_BUS_ADDRESS", d.bus.as_str()),
+    ];
+    let auth = std::env::var("XAUTHORITY").unwrap_or_default();
+    if !auth.is_empty() {
+        env.push(("XAUTHORITY", auth.as_str()));
+    }
+    let tmux = crate::support::Tmux::start_with_env(&h, &command, &env);
+    tmux.wait_until("the approval modal", |s| s.contains("[y] yes"))
+        .await;
+    let arrived = eventually(Duration::from_secs(10), || {
+        run_tool("dunstctl", &["close-all"], &d);
+        let history = run_tool("dunstctl", &["history"], &d);
+        String::from_utf8_lossy(&history.stdout).contains(&marker)
+    })
+    .await;
+    assert!(arrived, "no notification names the waiting call {marker}");
+    tmux.keys("n");
+    tmux.wait_until("the answer", |s| s.contains("write_file → denied"))
+        .await;
+}
+
 #[tokio::test]
 async fn open_url_hands_the_url_to_the_browser() {
     let d = desktop();

@@ -21,7 +21,7 @@ mod steering;
 
 /// The claude program: `$CORRAL_CLAUDE`, the CI install, or `claude` on PATH. Missing is a
 /// failure, not a skip.
-fn claude_program() -> PathBuf {
+pub(crate) fn claude_program() -> PathBuf {
     if let Some(path) = std::env::var_os("CORRAL_CLAUDE") {
         return PathBuf::from(path);
     }
@@ -147,7 +147,7 @@ fn position(events: &[Value], what: &str, pred: impl Fn(&Value) -> bool) -> usiz
 }
 
 /// A Bash call claude must ask about, then the model's reply to its result.
-fn scripted_tool_call(server: &FakeModel, command: &str) {
+pub(crate) fn scripted_tool_call(server: &FakeModel, command: &str) {
     let input = json!({"command": command, "description": "make a file"}).to_string();
     server.push(Reply::new().text("I will run it.").tool_call_split(
         "toolu_fake1",

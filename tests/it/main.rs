@@ -47,6 +47,7 @@ mod shutdown_faults;
 mod support;
 mod terminal;
 mod top;
+mod tui;
 mod web_page;
 mod worktree;
 mod ws_faults;

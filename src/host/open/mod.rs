@@ -313,8 +313,18 @@ pub struct OpenedSession {
     pub meta: SessionMeta,
     /// The effort its turns run at unless a turn asks for another; `None`: the model's own.
     pub effort: Option<crate::model::Effort>,
+    /// The preset and sandbox it opened with, for status lines.
+    pub posture: Posture,
     /// The session's private TMPDIR, removed when this is dropped.
     _tmpdir: tmpdir::SessionTmp,
+}
+
+/// What a session was opened under: its preset and its tools' confinement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Posture {
+    pub preset: String,
+    pub sandbox: SandboxMode,
+    pub network: NetworkMode,
 }
 
 /// Opening failed after the session existed: its events (an error among them) are still
@@ -375,6 +385,11 @@ pub async fn start(
         .as_ref()
         .map_or(plan.root.clone(), |w| w.root.clone());
     let effort = plan.settings.effort;
+    let posture = Posture {
+        preset: plan.policy.name.clone(),
+        sandbox: plan.sandbox.0,
+        network: plan.sandbox.1,
+    };
     match finish_start(
         &plan.spec,
         plan.config,
@@ -400,6 +415,7 @@ pub async fn start(
                 worktree,
                 meta,
                 effort,
+                posture,
                 _tmpdir: tmpdir,
             })
         }

@@ -13,7 +13,7 @@ mod screenshot;
 
 pub use clipboard::clipboard_helper_main;
 pub(crate) use clipboard::{ClipboardRead, ClipboardWrite};
-pub(crate) use notify::Notify;
+pub(crate) use notify::{Notify, notify_person};
 pub(crate) use open_url::OpenUrl;
 pub(crate) use screenshot::Screenshot;
 

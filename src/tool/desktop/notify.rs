@@ -82,6 +82,27 @@ impl Tool for Notify {
     }
 }
 
+/// A notification from corral itself (the terminal UI's waiting approval), on the bus at
+/// `address`, through the same call the tool makes.
+pub(crate) async fn notify_person(
+    address: &str,
+    title: &str,
+    message: &str,
+) -> Result<u32, ToolError> {
+    let args = Args {
+        title: title.to_string(),
+        message: message.to_string(),
+        urgency: Urgency::Critical,
+    };
+    tokio::time::timeout(TIMEOUT, send(address, &args))
+        .await
+        .map_err(|_| {
+            ToolError::Io(format!(
+                "notify: no answer from the session bus at {address}"
+            ))
+        })?
+}
+
 async fn send(address: &str, args: &Args) -> Result<u32, ToolError> {
     let connection = zbus::connection::Builder::address(address)
         .build()

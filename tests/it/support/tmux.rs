@@ -35,6 +35,11 @@ impl Tmux {
     }
 
     pub fn start(h: &Harness, command: &str) -> Tmux {
+        Tmux::start_with_env(h, command, &[])
+    }
+
+    /// [`Tmux::start`] with more environment for the command.
+    pub fn start_with_env(h: &Harness, command: &str, env: &[(&str, &str)]) -> Tmux {
         let socket = h.home_dir().join("tmux.sock");
         let mut tmux = Command::new("tmux");
         tmux.arg("-S")
@@ -47,6 +52,9 @@ impl Tmux {
             ("XDG_DATA_HOME", h.data_dir()),
         ] {
             tmux.arg("-e").arg(format!("{key}={}", value.display()));
+        }
+        for (key, value) in env {
+            tmux.arg("-e").arg(format!("{key}={value}"));
         }
         tmux.args(["-e", "NO_COLOR=1"]).arg(command);
         let status = tmux
