@@ -99,7 +99,7 @@ async fn top_lists_three_sessions_and_answers_an_approval_with_one_key() {
     tmux.keys("a");
     let screen = tmux.wait_for("write_file wants to run").await;
     assert!(screen.contains("+hi"), "the diff is shown:\n{screen}");
-    assert!(screen.contains("[y]es [n]o"), "{screen}");
+    assert!(screen.contains("[y] yes  [n] no"), "{screen}");
     keep(&tmux, "approval");
     tmux.keys("y");
     tmux.wait_for("answered: allow").await;
@@ -163,7 +163,10 @@ async fn top_feed_shows_a_session_live() {
     api.send(&id, "and again").await;
     let screen = tmux.wait_for("Second answer, live.").await;
     assert!(screen.contains("› and again"), "{screen}");
-    assert!(screen.contains("Thinking it over."), "{screen}");
+    // Thoughts folded, as in the session view, until Ctrl-T.
+    assert!(screen.contains("✻ thinking (1 line"), "{screen}");
+    tmux.keys("C-t");
+    tmux.wait_for("Thinking it over.").await;
     keep(&tmux, "feed");
     // The history overlay, from the server's record of the conversation.
     tmux.keys("h");

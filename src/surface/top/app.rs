@@ -8,8 +8,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::board::{Board, Row};
+use super::feed;
 use crate::event::{Envelope, PermissionRequest};
 use crate::policy::Decision;
+use crate::surface::tui::Conversation;
+use crate::surface::tui::theme::Theme;
 
 /// Envelopes kept per session for its feed; older ones are in the history (`h`).
 const FEED_KEEP: usize = 5000;
@@ -65,59 +68,33 @@ pub(super) enum Command {
     Watch(Option<String>),
 }
 
-/// A scrolled view: its first line, or pinned to the end to follow what arrives.
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Scroll {
-    pub top: usize,
-    pub follow: bool,
-    /// Lines shown at once, as last drawn (for page keys).
-    pub page: usize,
-}
-
-impl Scroll {
-    pub fn following() -> Scroll {
-        Scroll {
-            follow: true,
-            ..Scroll::default()
-        }
-    }
-
-    pub fn by(&mut self, delta: isize) {
-        self.follow = false;
-        self.top = self.top.saturating_add_signed(delta);
-    }
-
-    /// The first line to show of `total` in `height` rows; remembers it.
-    pub fn place(&mut self, total: usize, height: usize) -> usize {
-        let last = total.saturating_sub(height);
-        if self.follow || self.top >= last {
-            self.top = last;
-            self.follow = true;
-        }
-        self.page = height;
-        self.top
-    }
-}
-
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub(super) enum View {
     List,
-    Feed { id: String, scroll: Scroll },
+    /// One session's feed (drawn from [`App::feed`]).
+    Feed {
+        id: String,
+    },
 }
 
-#[derive(Debug)]
+/// A conversation scrolled to its start, for reading from the beginning.
+pub(super) fn from_the_top(mut view: Conversation) -> Conversation {
+    // Lines up from the end; drawing keeps it within the conversation.
+    view.scroll = usize::MAX / 2;
+    view
+}
+
 pub(super) enum Overlay {
     /// `h`: loading until the history arrives.
     History {
         id: String,
-        history: Option<History>,
-        scroll: Scroll,
+        history: Option<Conversation>,
     },
-    /// `a`: loading until the requests arrive.
+    /// `a`: loading until the requests arrive; the request's body scrolled down `scroll`.
     Approve {
         id: String,
         request: Option<Box<PermissionRequest>>,
-        scroll: Scroll,
+        scroll: usize,
     },
     /// `x`: y closes, anything else does not.
     Close { id: String },
@@ -141,6 +118,9 @@ pub(super) struct App {
     notice: Option<(String, Instant)>,
     pub events: HashMap<String, VecDeque<Envelope>>,
     pub earlier: HashMap<String, Vec<Value>>,
+    /// The open feed's conversation.
+    pub feed: Conversation,
+    pub theme: Theme,
     pub quit: bool,
 }
 
@@ -161,6 +141,8 @@ impl App {
             notice: None,
             events: HashMap::new(),
             earlier: HashMap::new(),
+            feed: Conversation::default(),
+            theme: Theme::from_env(),
             quit: false,
         };
         app.select_index(0);
@@ -204,12 +186,27 @@ impl App {
         }
     }
 
+    fn watching(&self, id: &str) -> bool {
+        matches!(&self.view, View::Feed { id: open } if open == id)
+    }
+
+    /// Opens the feed of `id`, from what is held of it.
+    pub fn open_feed(&mut self, id: String) {
+        let events = self.events.get(&id).into_iter().flatten();
+        self.feed = feed::conversation(self.earlier.get(&id).map(Vec::as_slice), events);
+        self.view = View::Feed { id };
+    }
+
     fn push_events(&mut self, id: &str, envelopes: impl IntoIterator<Item = Envelope>) {
+        let watching = self.watching(id);
         let buffer = self.events.entry(id.to_string()).or_default();
         for envelope in envelopes {
             // A bus that reconnects may send again what it sent.
             if buffer.back().is_some_and(|last| last.seq >= envelope.seq) {
                 continue;
+            }
+            if watching {
+                self.feed.apply(&envelope);
             }
             buffer.push_back(envelope);
         }
@@ -279,14 +276,24 @@ impl App {
                 if let Some(Overlay::History {
                     id: open,
                     history: slot,
-                    ..
                 }) = &mut self.overlay
                     && *open == id
                 {
-                    *slot = Some(history);
+                    let mut view = Conversation::default();
+                    match history {
+                        History::Messages(messages) => {
+                            feed::push_messages(&mut view.transcript, &messages);
+                        }
+                        History::Log(envelopes) => envelopes.iter().for_each(|e| view.apply(e)),
+                    }
+                    *slot = Some(from_the_top(view));
                 }
             }
             Update::Earlier(id, messages) => {
+                if self.watching(&id) {
+                    let events = self.events.get(&id).into_iter().flatten();
+                    self.feed = feed::conversation(Some(&messages), events);
+                }
                 self.earlier.insert(id, messages);
             }
             Update::Notice(text) => self.say(text),

@@ -3,10 +3,11 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
 
-use super::app::{App, Command, Overlay, Scroll, View};
+use super::app::{App, Command, Overlay, View};
 use crate::event::Status;
 use crate::policy::Decision;
 use crate::surface::approve::decision_for;
+use crate::surface::tui::Conversation;
 
 /// Lines a wheel notch scrolls.
 const WHEEL: isize = 3;
@@ -17,16 +18,36 @@ fn is_quit(key: &KeyEvent) -> bool {
     key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c')
 }
 
-/// Up, down, page, home and end on a scrolled view. False for any other key.
-fn scroll_key(scroll: &mut Scroll, key: &KeyEvent) -> bool {
-    let page = isize::try_from(scroll.page.max(2) - 1).unwrap_or(isize::MAX);
+/// Lines the approval's body moves for a page key.
+const MODAL_PAGE: usize = 10;
+
+/// Up, down, page, home and end on a conversation (Ctrl-T shows or folds its thoughts, as
+/// in the session view). False for any other key.
+fn scroll_key(view: &mut Conversation, key: &KeyEvent) -> bool {
+    let page = isize::try_from(view.height.max(2) - 1).unwrap_or(isize::MAX);
     match key.code {
-        KeyCode::Up | KeyCode::Char('k') => scroll.by(-1),
-        KeyCode::Down | KeyCode::Char('j') => scroll.by(1),
-        KeyCode::PageUp => scroll.by(-page),
-        KeyCode::PageDown | KeyCode::Char(' ') => scroll.by(page),
-        KeyCode::Home | KeyCode::Char('g') => *scroll = Scroll::default(),
-        KeyCode::End | KeyCode::Char('G') => *scroll = Scroll::following(),
+        KeyCode::Up | KeyCode::Char('k') => view.scroll_by(1),
+        KeyCode::Down | KeyCode::Char('j') => view.scroll_by(-1),
+        KeyCode::PageUp => view.scroll_by(page),
+        KeyCode::PageDown | KeyCode::Char(' ') => view.scroll_by(-page),
+        // Drawing keeps the scroll within the conversation.
+        KeyCode::Home | KeyCode::Char('g') => view.scroll = usize::MAX / 2,
+        KeyCode::End | KeyCode::Char('G') => view.scroll = 0,
+        KeyCode::Char('t') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+            view.transcript.toggle_thoughts();
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// Up, down and page keys on the approval's body. False for any other key.
+fn modal_key(scroll: &mut usize, key: &KeyEvent) -> bool {
+    match key.code {
+        KeyCode::Up => *scroll = scroll.saturating_sub(1),
+        KeyCode::Down => *scroll += 1,
+        KeyCode::PageUp => *scroll = scroll.saturating_sub(MODAL_PAGE),
+        KeyCode::PageDown => *scroll += MODAL_PAGE,
         _ => return false,
     }
     true
@@ -48,8 +69,8 @@ impl App {
             self.filter_key(key);
             return Vec::new();
         }
-        if let View::Feed { scroll, .. } = &mut self.view {
-            if scroll_key(scroll, &key) {
+        if let View::Feed { .. } = &self.view {
+            if scroll_key(&mut self.feed, &key) {
                 return Vec::new();
             }
             if matches!(key.code, KeyCode::Esc | KeyCode::Char('q')) {
@@ -95,7 +116,7 @@ impl App {
                         }];
                     }
                 }
-                scroll_key(scroll, &key);
+                modal_key(scroll, &key);
             }
             Overlay::Close { id } => {
                 if matches!(key.code, KeyCode::Char('y' | 'Y')) {
@@ -104,7 +125,7 @@ impl App {
                 self.say("not closed");
                 return Vec::new();
             }
-            Overlay::History { scroll, .. } => {
+            Overlay::History { history, .. } => {
                 if is_quit(&key) {
                     self.quit = true;
                     return Vec::new();
@@ -112,7 +133,9 @@ impl App {
                 if matches!(key.code, KeyCode::Esc | KeyCode::Char('q' | 'h')) {
                     return Vec::new();
                 }
-                scroll_key(scroll, &key);
+                if let Some(view) = history {
+                    scroll_key(view, &key);
+                }
             }
         }
         self.overlay = Some(overlay);
@@ -176,17 +199,13 @@ impl App {
         }
         match key.code {
             KeyCode::Enter if matches!(self.view, View::List) => {
-                self.view = View::Feed {
-                    id: id.clone(),
-                    scroll: Scroll::following(),
-                };
+                self.open_feed(id.clone());
                 return vec![Command::Watch(Some(id))];
             }
             KeyCode::Char('h') => {
                 self.overlay = Some(Overlay::History {
                     id: id.clone(),
                     history: None,
-                    scroll: Scroll::default(),
                 });
                 return vec![Command::History(id)];
             }
@@ -199,7 +218,7 @@ impl App {
                 self.overlay = Some(Overlay::Approve {
                     id: id.clone(),
                     request: None,
-                    scroll: Scroll::default(),
+                    scroll: 0,
                 });
                 return vec![Command::Permissions(id)];
             }
@@ -240,12 +259,19 @@ impl App {
             MouseEventKind::ScrollDown => WHEEL,
             _ => return,
         };
-        match (&mut self.overlay, &mut self.view) {
-            (Some(Overlay::History { scroll, .. } | Overlay::Approve { scroll, .. }), _) => {
-                scroll.by(delta);
+        match (&mut self.overlay, &self.view) {
+            (
+                Some(Overlay::History {
+                    history: Some(view),
+                    ..
+                }),
+                _,
+            ) => view.scroll_by(-delta),
+            (Some(Overlay::Approve { scroll, .. }), _) => {
+                *scroll = scroll.saturating_add_signed(delta);
             }
             (Some(_), _) => {}
-            (None, View::Feed { scroll, .. }) => scroll.by(delta),
+            (None, View::Feed { .. }) => self.feed.scroll_by(-delta),
             (None, View::List) => {
                 let index = self.selected_index();
                 self.select_index(index.saturating_add_signed(delta.signum()));

@@ -178,19 +178,11 @@ fn the_wheel_moves_the_selection_or_scrolls_what_is_open() {
     wheel(&mut app, MouseEventKind::ScrollUp);
     assert_eq!(app.target().as_deref(), Some("waits"));
     press(&mut app, KeyCode::Enter);
-    let View::Feed { scroll, .. } = &mut app.view else {
-        panic!("the feed is open");
-    };
-    scroll.place(100, 20);
+    assert_eq!(app.feed.scroll, 0, "the feed follows what arrives");
     wheel(&mut app, MouseEventKind::ScrollUp);
-    let View::Feed { scroll, .. } = &mut app.view else {
-        panic!("the feed is open");
-    };
-    assert!(!scroll.follow);
-    assert_eq!(scroll.top, 77);
-    // Back at the end, it follows again.
-    assert_eq!(scroll.place(100, 20), 77);
-    scroll.by(3);
-    assert_eq!((scroll.place(100, 20), scroll.follow), (80, true));
-    assert_eq!(scroll.place(101, 20), 81, "and follows what arrives");
+    assert_eq!(app.feed.scroll, 3);
+    press(&mut app, KeyCode::Down);
+    assert_eq!(app.feed.scroll, 2);
+    press(&mut app, KeyCode::End);
+    assert_eq!(app.feed.scroll, 0);
 }

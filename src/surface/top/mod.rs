@@ -62,7 +62,6 @@ pub async fn top(args: TopArgs) -> Result<Exit, Error> {
     let (updates, mut incoming) = mpsc::unbounded_channel();
     source.start(&updates);
     let mut screen = Screen::take()?;
-    let mut caches = Default::default();
     let mut keys = EventStream::new();
     let mut tick = tokio::time::interval(TICK);
     let mut drawn = Instant::now()
@@ -73,7 +72,7 @@ pub async fn top(args: TopArgs) -> Result<Exit, Error> {
         if dirty && drawn.elapsed() >= FRAME {
             screen
                 .terminal
-                .draw(|frame| render::draw(frame, &mut app, &mut caches))
+                .draw(|frame| render::draw(frame, &mut app))
                 .map_err(|e| Error::Runtime(format!("cannot draw on the terminal: {e}")))?;
             drawn = Instant::now();
             dirty = false;

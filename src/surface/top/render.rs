@@ -1,46 +1,29 @@
 //! Drawing `corral top`: a header (source, counts, the bus's state), the list or one
 //! session's feed, a footer of keys, and over them the history, an approval or a question.
+//! A session's conversation and an approval are drawn as the session view draws them
+//! (`tui::Conversation`, `tui::approval`).
 //!
-//! Every text that came from a session or the server goes through `feed::safe` (or is a
-//! line `feed` built that way) before it becomes a span.
+//! Every other text that came from a session or the server (ids, models, directories, errors)
+//! goes through `clean_line` before it becomes a span: ratatui writes a cell's symbol to the
+//! terminal as it is.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{
     Block, Borders, Cell, Clear, Paragraph, Row as TableRow, Table, TableState,
 };
 use time::OffsetDateTime;
 
-use super::app::{App, History, Overlay, Scroll, View};
+use super::app::{App, Overlay, View};
 use super::board::{Row, ago, count};
-use super::feed::{feed_lines, message_lines, safe, wrap};
-use crate::event::{PermissionRequest, Status};
-use crate::surface::approve::request_body;
+use crate::event::Status;
+use crate::surface::tui::theme::Theme;
+use crate::surface::tui::wrap::clean_line;
+use crate::surface::tui::{Conversation, draw_approval};
 
-/// Lines of a feed or history, kept while what they were made from is unchanged.
-#[derive(Default)]
-pub(super) struct Cache {
-    key: Option<(String, u16, usize, u64)>,
-    lines: Vec<Line<'static>>,
-}
-
-impl Cache {
-    fn get(
-        &mut self,
-        key: (String, u16, usize, u64),
-        make: impl FnOnce() -> Vec<Line<'static>>,
-    ) -> &[Line<'static>] {
-        if self.key.as_ref() != Some(&key) {
-            self.lines = make();
-            self.key = Some(key);
-        }
-        &self.lines
-    }
-}
-
-pub(super) fn draw(frame: &mut Frame, app: &mut App, caches: &mut [Cache; 2]) {
+pub(super) fn draw(frame: &mut Frame, app: &mut App) {
     let [header, body, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Fill(1),
@@ -48,63 +31,71 @@ pub(super) fn draw(frame: &mut Frame, app: &mut App, caches: &mut [Cache; 2]) {
     ])
     .areas(frame.area());
     frame.render_widget(Paragraph::new(header_line(app)), header);
-    let [feed_cache, history_cache] = caches;
     if matches!(app.view, View::List) {
         list(frame, app, body);
     } else {
-        feed(frame, app, body, feed_cache);
+        feed(frame, app, body);
     }
     frame.render_widget(Paragraph::new(footer_line(app)), footer);
-    match app.overlay.take() {
-        Some(Overlay::History {
-            id,
-            history,
-            mut scroll,
-        }) => {
-            history_overlay(frame, &id, history.as_ref(), &mut scroll, history_cache);
-            app.overlay = Some(Overlay::History {
-                id,
-                history,
-                scroll,
-            });
+    let theme = &app.theme;
+    match &mut app.overlay {
+        Some(Overlay::History { id, history }) => {
+            let area = frame.area().inner(ratatui::layout::Margin::new(1, 1));
+            frame.render_widget(Clear, area);
+            let title = format!(" history · {} (Esc closes) ", clean_line(id));
+            let block = Block::bordered().title(title);
+            let inner = block.inner(area);
+            frame.render_widget(block, area);
+            match history {
+                Some(view) => conversation(frame, view, inner, theme),
+                None => frame.render_widget(Paragraph::new("loading…"), inner),
+            }
         }
         Some(Overlay::Approve {
-            id,
-            request,
-            mut scroll,
-        }) => {
-            approve_overlay(frame, &id, request.as_deref(), &mut scroll);
-            app.overlay = Some(Overlay::Approve {
-                id,
-                request,
-                scroll,
-            });
-        }
+            request, scroll, ..
+        }) => match request {
+            Some(request) => draw_approval(frame, body, request, 0, scroll, theme),
+            None => {
+                let area = body.centered(Constraint::Length(40), Constraint::Length(3));
+                frame.render_widget(Clear, area);
+                let block = Block::bordered().border_style(theme.warning);
+                frame.render_widget(Paragraph::new("loading the request…").block(block), area);
+            }
+        },
         Some(Overlay::Close { id }) => {
             let area = frame
                 .area()
                 .centered(Constraint::Length(60), Constraint::Length(5));
             frame.render_widget(Clear, area);
             let text = vec![
-                Line::from(format!("Close session {}?", safe(&id))),
+                Line::from(format!("Close session {}?", clean_line(id))),
                 Line::from(""),
                 Line::from("[y]es, close it   any other key: no"),
             ];
             let block = Block::bordered().title(" close ");
             frame.render_widget(Paragraph::new(text).block(block), area);
-            app.overlay = Some(Overlay::Close { id });
         }
         None => {}
     }
 }
 
-fn status_style(status: Status) -> Style {
+/// A conversation in `area`; an empty one says so (the session view's empty text invites
+/// typing, which `top` has no place for).
+fn conversation(frame: &mut Frame, view: &mut Conversation, area: Rect, theme: &Theme) {
+    if view.transcript.blocks().is_empty() {
+        frame.render_widget(Paragraph::new(Span::styled("nothing yet", theme.dim)), area);
+    } else {
+        view.draw(frame, area, theme);
+    }
+}
+
+fn status_style(status: Status, theme: &Theme) -> Style {
     match status {
-        Status::WaitingApproval => Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
-        Status::Working => Style::new().fg(Color::Green),
-        Status::Starting => Style::new().fg(Color::Cyan),
-        Status::Idle => Style::new(),
-        Status::Dead => Style::new().add_modifier(Modifier::DIM),
+        Status::WaitingApproval => theme.warning,
+        Status::Working => theme.ok,
+        Status::Starting => theme.running,
+        Status::Idle => theme.text,
+        Status::Dead => theme.dim,
     }
 }
 
@@ -117,38 +108,38 @@ fn status_text(status: Status) -> &'static str {
 }
 
 fn header_line(app: &App) -> Line<'static> {
+    let theme = &app.theme;
     let mut spans = vec![
-        Span::styled(
-            " corral top ",
-            Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED),
-        ),
-        Span::raw(format!(" {} ", safe(&app.source))),
+        Span::styled(" corral top ", theme.status.add_modifier(Modifier::BOLD)),
+        Span::raw(format!(" {} ", clean_line(&app.source))),
     ];
     for (status, n) in app.board.counts() {
         spans.push(Span::raw("· "));
         spans.push(Span::styled(
             format!("{n} {}", status_text(status).to_lowercase()),
-            status_style(status),
+            status_style(status, theme),
         ));
         spans.push(Span::raw(" "));
     }
     spans.push(Span::styled(
         format!("· sort: {} ", app.board.sort.name()),
-        Style::new().add_modifier(Modifier::DIM),
+        theme.dim,
     ));
     if !app.board.filter.is_empty() {
-        spans.push(Span::raw(format!("· filter: {} ", safe(&app.board.filter))));
+        spans.push(Span::raw(format!(
+            "· filter: {} ",
+            clean_line(&app.board.filter)
+        )));
     }
-    let red = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
     if let Some(why) = &app.stream_down {
         spans.push(Span::styled(
-            format!("· disconnected, retrying ({}) ", safe(why)),
-            red,
+            format!("· disconnected, retrying ({}) ", clean_line(why)),
+            theme.error,
         ));
     } else if let Some(why) = &app.listing_failed {
         spans.push(Span::styled(
-            format!("· cannot list sessions ({}) ", safe(why)),
-            red,
+            format!("· cannot list sessions ({}) ", clean_line(why)),
+            theme.error,
         ));
     }
     Line::from(spans)
@@ -158,25 +149,28 @@ fn footer_line(app: &App) -> Line<'static> {
     if app.editing_filter {
         return Line::from(format!(
             " filter: {}▏  (Enter keeps it, Esc clears it)",
-            safe(&app.board.filter)
+            clean_line(&app.board.filter)
         ));
     }
     if let Some(notice) = app.notice() {
-        return Line::styled(format!(" {}", safe(notice)), Style::new().fg(Color::Yellow));
+        return Line::styled(format!(" {}", clean_line(notice)), app.theme.running);
     }
     let keys = match (&app.overlay, &app.view) {
         (Some(Overlay::History { .. }), _) => {
-            " ↑↓ PgUp PgDn Home End, wheel: scroll   Esc/q: close"
+            " Esc/q close  ↑↓ PgUp PgDn Home End, wheel: scroll  Ctrl-T thoughts"
         }
-        (Some(_), _) => "",
+        (Some(Overlay::Approve { .. }), _) => {
+            " Esc: answer later (it stays open)  ↑↓ PgUp PgDn: scroll  Ctrl-C quit"
+        }
+        (Some(Overlay::Close { .. }), _) => "",
         (None, View::Feed { .. }) => {
-            " Esc/q back  a answer  h history  i interrupt  x close  ↑↓ PgUp PgDn End: scroll"
+            " Esc/q back  a answer  h history  i interrupt  x close  ↑↓ PgUp PgDn End: scroll  Ctrl-T thoughts"
         }
         (None, View::List) => {
             " Enter feed  a answer  h history  i interrupt  x close  d dismiss  s sort  / filter  q quit  ↑↓ select"
         }
     };
-    Line::styled(keys, Style::new().add_modifier(Modifier::DIM))
+    Line::styled(keys, app.theme.dim)
 }
 
 fn list(frame: &mut Frame, app: &App, area: Rect) {
@@ -203,7 +197,10 @@ fn list(frame: &mut Frame, app: &App, area: Rect) {
         "WORKTREE / DIR",
     ])
     .style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
-    let table_rows: Vec<TableRow> = rows.iter().map(|row| table_row(row, now)).collect();
+    let table_rows: Vec<TableRow> = rows
+        .iter()
+        .map(|row| table_row(row, now, &app.theme))
+        .collect();
     let widths = [
         Constraint::Length(u16::try_from(id_width).unwrap_or(36)),
         Constraint::Length(model_width),
@@ -232,15 +229,15 @@ fn list(frame: &mut Frame, app: &App, area: Rect) {
     }
 }
 
-fn table_row(row: &Row, now: OffsetDateTime) -> TableRow<'static> {
+fn table_row(row: &Row, now: OffsetDateTime, theme: &Theme) -> TableRow<'static> {
     let place = row
         .worktree
         .as_deref()
         .map_or_else(|| row.cwd.clone(), |w| format!("⎇ {w}"));
     let cells = vec![
-        Cell::from(safe(&row.id)),
-        Cell::from(safe(&format!("{} · {}", row.backend, row.model))),
-        Cell::from(status_text(row.status)).style(status_style(row.status)),
+        Cell::from(clean_line(&row.id)),
+        Cell::from(clean_line(&format!("{} · {}", row.backend, row.model))),
+        Cell::from(status_text(row.status)).style(status_style(row.status, theme)),
         Cell::from(row.turn.to_string()),
         Cell::from(format!(
             "{}/{}",
@@ -249,153 +246,150 @@ fn table_row(row: &Row, now: OffsetDateTime) -> TableRow<'static> {
         )),
         Cell::from(ago(&row.created_at, now)),
         Cell::from(ago(&row.last_activity, now)),
-        Cell::from(safe(&place)),
+        Cell::from(clean_line(&place)),
     ];
     let style = match row.status {
-        Status::WaitingApproval => Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
-        Status::Dead => Style::new().add_modifier(Modifier::DIM),
+        Status::WaitingApproval | Status::Dead => status_style(row.status, theme),
         _ => Style::new(),
     };
     TableRow::new(cells).style(style)
 }
 
-fn feed(frame: &mut Frame, app: &mut App, area: Rect, cache: &mut Cache) {
-    let View::Feed { id, scroll } = &mut app.view else {
+fn feed(frame: &mut Frame, app: &mut App, area: Rect) {
+    let View::Feed { id } = &app.view else {
         return;
     };
-    let row = app.board.get(id);
-    let title = match row {
+    let title = match app.board.get(id) {
         Some(r) => format!(
             " {} · {} · {} ",
-            safe(id),
-            safe(&r.model),
+            clean_line(id),
+            clean_line(&r.model),
             status_text(r.status)
         ),
-        None => format!(" {} ", safe(id)),
+        None => format!(" {} ", clean_line(id)),
     };
     let block = Block::new().borders(Borders::TOP).title(title);
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let empty = std::collections::VecDeque::new();
-    let events = app.events.get(id.as_str()).unwrap_or(&empty);
-    let earlier = app.earlier.get(id.as_str());
-    let first = events.front();
-    let last_seq = events.back().map_or(0, |e| e.seq);
-    let key = (
-        id.clone(),
-        inner.width,
-        events.len() + earlier.map_or(0, Vec::len),
-        last_seq,
-    );
-    let lines = cache.get(key, || {
-        // What the server said came before the first envelope held, when the bus's ring no
-        // longer reached back to the session's start.
-        let before: Vec<serde_json::Value> = match (earlier, first) {
-            (Some(messages), Some(first)) if first.seq > 1 => {
-                let cut = first.ts.to_string();
-                messages
-                    .iter()
-                    .filter(|m| m["ts"].as_str().is_some_and(|ts| ts < cut.as_str()))
-                    .cloned()
-                    .collect()
-            }
-            (Some(messages), None) => messages.clone(),
-            _ => Vec::new(),
-        };
-        let mut lines = message_lines(&before, inner.width);
-        let events: Vec<_> = events.iter().cloned().collect();
-        lines.extend(feed_lines(&events, inner.width));
-        lines
-    });
-    scrolled(frame, lines, inner, scroll);
+    conversation(frame, &mut app.feed, inner, &app.theme);
 }
 
-/// The lines of a scrolled view that fit in `area`.
-fn scrolled(frame: &mut Frame, lines: &[Line<'static>], area: Rect, scroll: &mut Scroll) {
-    let height = usize::from(area.height);
-    let top = scroll.place(lines.len(), height);
-    let shown: Vec<Line> = lines.iter().skip(top).take(height).cloned().collect();
-    frame.render_widget(Paragraph::new(shown), area);
-}
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
 
-fn history_overlay(
-    frame: &mut Frame,
-    id: &str,
-    history: Option<&History>,
-    scroll: &mut Scroll,
-    cache: &mut Cache,
-) {
-    let area = frame.area().inner(ratatui::layout::Margin::new(1, 1));
-    frame.render_widget(Clear, area);
-    let block = Block::bordered().title(format!(" history · {} (Esc closes) ", safe(id)));
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
-    let Some(history) = history else {
-        frame.render_widget(Paragraph::new("loading…"), inner);
-        return;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use serde_json::json;
+
+    use super::*;
+    use crate::event::{
+        ContentBlock, Envelope, ErrorData, Payload, PermissionRequest, TextData, Timestamp,
+        ToolResultData, Usage,
     };
-    let size = match history {
-        History::Messages(m) => m.len(),
-        History::Log(e) => e.len(),
-    };
-    let lines = cache.get((id.to_string(), inner.width, size, 0), || match history {
-        History::Messages(messages) => message_lines(messages, inner.width),
-        History::Log(envelopes) => feed_lines(envelopes, inner.width),
-    });
-    if lines.is_empty() {
-        frame.render_widget(Paragraph::new("nothing yet"), inner);
-        return;
+    use crate::surface::safe_text::is_unsafe;
+    use crate::surface::top::app::{History, Update};
+
+    /// Controls and a bidi override (ratatui drops those itself), and tag characters, which
+    /// it would write: they cling to the character before them, hiding text in plain sight.
+    const HOSTILE: &str = "x\u{e0041}\u{e0042}\u{1b}]52;c;aGk=\u{7}\u{1b}[2J\r\u{202e}\u{9b}1A\ty";
+
+    fn hostile_row(id: &str, status: Status) -> Row {
+        Row {
+            id: format!("{id}{HOSTILE}"),
+            status,
+            backend: "native".into(),
+            model: format!("llamacpp:{HOSTILE}"),
+            cwd: format!("/work/{HOSTILE}"),
+            turn: 1,
+            usage: Usage::default(),
+            created_at: "2026-12-01T00:00:00.000Z".into(),
+            last_activity: "2026-12-01T00:00:00.000Z".into(),
+            worktree: Some(HOSTILE.into()),
+            title: Some(HOSTILE.into()),
+            pending: 1,
+        }
     }
-    scrolled(frame, lines, inner, scroll);
-}
 
-fn approve_overlay(
-    frame: &mut Frame,
-    id: &str,
-    request: Option<&PermissionRequest>,
-    scroll: &mut Scroll,
-) {
-    let full = frame.area();
-    let width = full.width.saturating_mul(9) / 10;
-    // `request_body` escaped everything already; `safe` again only turns tabs to spaces.
-    let lines: Vec<Line<'static>> = match request {
-        Some(request) => request_body(request)
-            .trim_matches('\n')
-            .split('\n')
-            .flat_map(|line| {
-                wrap(
-                    vec![Span::raw(safe(line))],
-                    usize::from(width.saturating_sub(2)),
-                )
+    fn envelope(seq: u64, session: &str, payload: Payload) -> Envelope {
+        Envelope {
+            seq,
+            ts: Timestamp::now(),
+            session: Arc::from(session),
+            turn: 1,
+            payload,
+        }
+    }
+
+    /// Draws the app and fails if any cell holds a character a terminal would act on.
+    fn assert_cells_safe(app: &mut App, what: &str) {
+        let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+        terminal.draw(|frame| draw(frame, app)).unwrap();
+        for cell in terminal.backend().buffer().content() {
+            assert!(
+                !cell.symbol().chars().any(|c| is_unsafe(c) || c == '\t'),
+                "{what}: {:?} reached a cell",
+                cell.symbol()
+            );
+        }
+    }
+
+    #[test]
+    fn no_session_text_reaches_a_cell_raw_in_any_view() {
+        let waiting = format!("w{HOSTILE}");
+        let mut app = App::new(
+            HOSTILE.into(),
+            false,
+            vec![
+                hostile_row("w", Status::WaitingApproval),
+                hostile_row("d", Status::Dead),
+            ],
+        );
+        app.board.filter = String::new();
+        app.say(HOSTILE);
+        app.update(Update::Stream(Some(HOSTILE.into())));
+        assert_cells_safe(&mut app, "the list");
+        let text = |t: &str| {
+            Payload::AssistantText(TextData {
+                delta: false,
+                content: ContentBlock::text(t),
             })
-            .collect(),
-        None => vec![Line::from("loading the request…")],
-    };
-    // As tall as the request needs (borders and the keys around it), up to most of the screen.
-    let wanted = u16::try_from(lines.len())
-        .unwrap_or(u16::MAX)
-        .saturating_add(4);
-    let height = wanted.min(full.height.saturating_mul(17) / 20);
-    let area = full.centered(Constraint::Length(width), Constraint::Length(height));
-    frame.render_widget(Clear, area);
-    let block = Block::bordered()
-        .title(format!(" approval · {} ", safe(id)))
-        .border_style(Style::new().fg(Color::Yellow));
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
-    let [body, keys] = Layout::vertical([Constraint::Fill(1), Constraint::Length(2)]).areas(inner);
-    scrolled(frame, &lines, body, scroll);
-    let Some(request) = request else {
-        return;
-    };
-    let choices = if request.always_offered() {
-        "[y]es [n]o [a]lways [d]isable [f]orbid-all [c]ancel   Esc: later"
-    } else {
-        "[y]es [n]o [d]isable [f]orbid-all [c]ancel   Esc: later (\"always\" not offered)"
-    };
-    let keys_text = vec![
-        Line::from(""),
-        Line::styled(choices, Style::new().add_modifier(Modifier::BOLD)),
-    ];
-    frame.render_widget(Paragraph::new(keys_text), keys);
+        };
+        let error = Payload::Error(ErrorData {
+            message: HOSTILE.into(),
+            data: json!(null),
+        });
+        let result = Payload::ToolResult(ToolResultData::sample("c1", HOSTILE, HOSTILE));
+        for (seq, payload) in [(1, text(HOSTILE)), (2, error), (3, result)] {
+            app.update(Update::Bus(Box::new(envelope(seq, &waiting, payload))));
+        }
+        app.open_feed(waiting.clone());
+        assert_cells_safe(&mut app, "the feed");
+        app.overlay = Some(Overlay::Approve {
+            id: waiting.clone(),
+            request: None,
+            scroll: 0,
+        });
+        let request = PermissionRequest {
+            reason: HOSTILE.into(),
+            ..PermissionRequest::sample(HOSTILE, json!({"command": HOSTILE}))
+        };
+        app.update(Update::Permissions(waiting.clone(), vec![request]));
+        assert_cells_safe(&mut app, "the approval");
+        app.overlay = Some(Overlay::History {
+            id: waiting.clone(),
+            history: None,
+        });
+        let messages = vec![
+            json!({"role": "user", "text": HOSTILE}),
+            json!({"role": "tool", "text": HOSTILE, "tool": {"title": HOSTILE, "input": HOSTILE}}),
+        ];
+        app.update(Update::History(
+            waiting.clone(),
+            History::Messages(messages),
+        ));
+        assert_cells_safe(&mut app, "the history");
+        app.overlay = Some(Overlay::Close { id: waiting });
+        assert_cells_safe(&mut app, "the close question");
+    }
 }

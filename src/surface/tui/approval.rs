@@ -89,9 +89,30 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &mut App) {
         return;
     };
     let more = app.conversation.transcript.pending().len() - 1;
+    draw_request(
+        frame,
+        area,
+        request,
+        more,
+        &mut app.modal_scroll,
+        &app.theme,
+    );
+}
+
+/// The modal for `request` over `area` (`more` requests waiting after it), its body
+/// scrolled down `scroll` lines (kept within the body). `corral top` draws its approvals
+/// with it too.
+pub fn draw_request(
+    frame: &mut Frame,
+    area: Rect,
+    request: &PermissionRequest,
+    more: usize,
+    scroll: &mut usize,
+    theme: &Theme,
+) {
     let width = area.width.saturating_sub(4).max(20);
     let inner_width = width.saturating_sub(2) as usize;
-    let body = lines(request, inner_width, &app.theme);
+    let body = lines(request, inner_width, theme);
     let height = (body.len() as u16 + 4)
         .min(area.height.saturating_sub(2))
         .max(6);
@@ -103,13 +124,9 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &mut App) {
     };
     let visible = height.saturating_sub(3) as usize;
     let max_scroll = body.len().saturating_sub(visible);
-    app.modal_scroll = app.modal_scroll.min(max_scroll);
-    let mut shown: Vec<Line<'static>> = body
-        .into_iter()
-        .skip(app.modal_scroll)
-        .take(visible)
-        .collect();
-    shown.push(keys(request, &app.theme));
+    *scroll = (*scroll).min(max_scroll);
+    let mut shown: Vec<Line<'static>> = body.into_iter().skip(*scroll).take(visible).collect();
+    shown.push(keys(request, theme));
     let mut title = format!(
         " approval · {} · {} ",
         clean_line(&request.tool),
@@ -124,8 +141,8 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &mut App) {
     let block = Block::default()
         .borders(Borders::ALL)
         .border_type(BorderType::Rounded)
-        .border_style(app.theme.warning)
-        .title(Span::styled(title, app.theme.warning));
+        .border_style(theme.warning)
+        .title(Span::styled(title, theme.warning));
     frame.render_widget(Clear, modal);
     frame.render_widget(
         Paragraph::new(shown).block(block).style(Style::default()),

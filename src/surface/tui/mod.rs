@@ -35,6 +35,7 @@ mod ui;
 mod view;
 pub mod wrap;
 
+pub(crate) use approval::draw_request as draw_approval;
 pub use view::Conversation;
 
 /// The owner recorded for sessions opened here: the person at this terminal.
