@@ -264,6 +264,37 @@ async fn top_with_an_unreachable_server_exits_1_with_the_terminal_as_it_was() {
     keep(&tmux, "unreachable");
 }
 
+/// SIGTERM (or SIGHUP) while the screen is taken ends `top` as q does: the terminal comes
+/// back cooked, on its main screen.
+#[tokio::test]
+async fn top_gives_the_terminal_back_on_sigterm() {
+    let h = Harness::new();
+    let pid_file = h.home_dir().join("top.pid");
+    let command = format!(
+        "sh -c 'echo $$ > {}; exec {} top'; echo EXIT=$?; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon'; sleep 60",
+        pid_file.display(),
+        env!("CARGO_BIN_EXE_corral"),
+    );
+    let tmux = Tmux::start(&h, &command);
+    tmux.wait_for("corral top").await;
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let screen = tmux.wait_for("icanon").await;
+    assert!(screen.contains("EXIT=143"), "{screen}");
+    assert!(
+        !screen.contains("-icanon"),
+        "the terminal was left raw:\n{screen}"
+    );
+    assert!(
+        !screen.contains("corral top"),
+        "the main screen is back:\n{screen}"
+    );
+}
+
 /// What a session says (model text, a command it wants run, even the model name a user chose
 /// when opening it) is shown as text: an OSC 52 clipboard write, a title change, a screen
 /// clear or a bidi override never reach the terminal raw. tmux with set-clipboard on would

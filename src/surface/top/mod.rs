@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 use self::app::{App, Command};
 use self::source::Source;
 use crate::error::Error;
-use crate::surface::run::Exit;
+use crate::surface::run::{Exit, Stops};
 
 /// Frames drawn at most this often while updates stream in.
 const FRAME: Duration = Duration::from_millis(33);
@@ -61,6 +61,9 @@ pub async fn top(args: TopArgs) -> Result<Exit, Error> {
     let mut app = App::new(source.label(), read_only, rows);
     let (updates, mut incoming) = mpsc::unbounded_channel();
     source.start(&updates);
+    // A SIGTERM or SIGHUP ends the loop like q does, so the terminal is given back.
+    let mut stops = Stops::install();
+    let mut exit = Exit::Ok;
     let mut screen = Screen::take()?;
     let mut keys = EventStream::new();
     let mut tick = tokio::time::interval(TICK);
@@ -105,6 +108,10 @@ pub async fn top(args: TopArgs) -> Result<Exit, Error> {
                 }
                 commands
             },
+            stop = stops.next() => {
+                exit = stop;
+                break;
+            }
             _ = tick.tick() => Vec::new(),
             () = tokio::time::sleep(wait) => Vec::new(),
         };
@@ -114,7 +121,7 @@ pub async fn top(args: TopArgs) -> Result<Exit, Error> {
         }
     }
     drop(screen);
-    Ok(Exit::Ok)
+    Ok(exit)
 }
 
 /// The terminal while `top` runs: raw, on the alternate screen, the mouse captured. Given
