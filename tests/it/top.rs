@@ -4,6 +4,8 @@
 //! `corral run`, and session text that tries to act on the terminal instead of being shown.
 //! Each test keeps its last screen in `ci-artifacts/top-<name>.txt`.
 
+use std::time::Duration;
+
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -202,6 +204,30 @@ async fn top_closes_a_session_and_says_when_the_server_is_gone() {
     let screen = keep(&tmux, "disconnected");
     assert!(screen.contains(&id), "{screen}");
     quit(&tmux, 1).await;
+}
+
+#[tokio::test]
+async fn top_interrupts_a_running_turn() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    model.push(Reply::new().stall(Duration::from_secs(60)).text("too late"));
+    let api = Api::start(&h).await;
+    let id = api.create(&h, &model, json!({})).await;
+    api.send(&id, "take your time").await;
+    assert!(
+        model
+            .wait_for_chat_requests(1, Duration::from_secs(10))
+            .await
+    );
+    let tmux = Tmux::start(&h, &top_command(&api));
+    assert!(line_with(&tmux.wait_for(&id).await, &id).contains("working"));
+    tmux.keys("i");
+    tmux.wait_for("interrupted the running turn").await;
+    api.wait_idle_after(&id, 1).await;
+    tmux.keys("Enter");
+    tmux.wait_for("turn 1 cancelled").await;
+    keep(&tmux, "interrupted");
+    quit(&tmux, 2).await;
 }
 
 #[tokio::test]
