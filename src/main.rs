@@ -766,9 +766,12 @@ fn init_tracing(hub: Option<&corral::LogHub>, full_screen: bool) {
 fn tui_log_file() -> Option<std::fs::File> {
     let dir = dirs::cache_dir()?.join("corral");
     std::fs::create_dir_all(&dir).ok()?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Log lines can quote prompts, paths and model text: the user's alone.
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(dir.join("tui.log"))
         .ok()
 }
