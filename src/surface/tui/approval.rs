@@ -137,7 +137,8 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &mut App) {
         y: area.y + (area.height.saturating_sub(height)) / 2,
         width,
         height,
-    };
+    }
+    .intersection(frame.area());
     let visible = height.saturating_sub(3) as usize;
     let max_scroll = body.len().saturating_sub(visible);
     app.modal_scroll = app.modal_scroll.min(max_scroll);

@@ -231,7 +231,8 @@ fn draw_completion(frame: &mut Frame, input: Rect, app: &App) {
         y: input.y.saturating_sub(height),
         width: width.min(input.width.saturating_sub(2)),
         height: height.min(input.y),
-    };
+    }
+    .intersection(frame.area());
     let lines: Vec<Line<'static>> = completion
         .items
         .iter()
