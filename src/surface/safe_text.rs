@@ -118,6 +118,17 @@ pub fn escape_line(text: &str) -> String {
     out
 }
 
+/// The first `max_chars` characters of `text` as one line, escaped as [`escape_line`] does,
+/// with `…` when there was more. Cut before escaping, so a long text is never copied whole.
+pub fn escape_head(text: &str, max_chars: usize) -> String {
+    let head: String = text.chars().take(max_chars).collect();
+    let mut shown = escape_line(&head);
+    if head.len() < text.len() {
+        shown.push('…');
+    }
+    shown
+}
+
 /// JSON text with every character a terminal would act on written as `\uXXXX`: the same
 /// JSON, safe to show. serde_json escapes C0 controls already; C1, DEL and the invisible format
 /// characters it leaves raw. Outside strings compact JSON has none of them.
