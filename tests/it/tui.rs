@@ -583,3 +583,27 @@ async fn without_a_terminal_the_view_refuses_and_points_to_run() {
     assert_eq!(out.code, Some(2), "{out:?}");
     assert!(out.stderr.contains("corral run"), "{}", out.stderr);
 }
+
+#[tokio::test]
+async fn slash_sessions_lists_this_machines_sessions_and_resumes_one() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("the earlier answer"));
+    let out = crate::common::openai_run(&h, &server, "an earlier task")
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let tmux = Tmux::start(&h, &chat_line(&server, &h.work(), ""));
+    ready(&tmux).await;
+    tmux.type_text("/sessions");
+    tmux.keys("Enter");
+    let screen = tmux
+        .wait_until("the list", |s| s.contains("an earlier task"))
+        .await;
+    tmux.save("tui-sessions");
+    assert!(screen.contains("Enter resumes"), "{screen}");
+    tmux.keys("Down");
+    tmux.keys("Enter");
+    tmux.wait_until("the earlier session", |s| s.contains("the earlier answer"))
+        .await;
+}
