@@ -320,6 +320,22 @@ pub struct InstructionsData {
     pub files: Vec<InstructionFile>,
 }
 
+impl InstructionsData {
+    /// Each file as `AGENTS.md (812 bytes)` or `src/AGENTS.md (9000 bytes, truncated)`,
+    /// unescaped: a surface that prints them escapes them.
+    pub fn file_lines(&self) -> impl Iterator<Item = String> + '_ {
+        self.files.iter().map(|f| {
+            let cut = if f.truncated { ", truncated" } else { "" };
+            format!("{} ({} bytes{cut})", f.path, f.bytes)
+        })
+    }
+
+    /// The files on one line, `·` between them (unescaped).
+    pub fn listing(&self) -> String {
+        self.file_lines().collect::<Vec<_>>().join(" · ")
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct InstructionFile {
     pub path: String,
@@ -451,6 +467,11 @@ pub struct Timestamp(pub OffsetDateTime);
 impl Timestamp {
     pub fn now() -> Self {
         Timestamp(OffsetDateTime::now_utc())
+    }
+
+    /// An RFC 3339 time, as envelopes carry it.
+    pub fn parse(text: &str) -> Result<Self, time::error::Parse> {
+        OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).map(Timestamp)
     }
 }
 

@@ -47,8 +47,10 @@ pub use session::{
     Session, SessionError, SessionMeta, Subscription, TurnOutcome, log_path, read_log,
 };
 pub use surface::acp::{AcpArgs, acp};
+pub use surface::cli_docs::{write_completions, write_man_page};
 pub use surface::doctor::doctor;
 pub use surface::eval::{EvalArgs, TaskResult, eval};
+pub use surface::logs_cli::{LogsArgs, logs_main};
 pub use surface::mcp::{DEFAULT_APPROVAL_TIMEOUT, mcp};
 pub use surface::mcp_servers::{McpServersArgs, McpServersCommand, McpServersOutput, mcp_servers};
 pub use surface::policies::{list_policies, show_policy};
@@ -59,6 +61,7 @@ pub use surface::server::auth::{
     Auth, AuthError, Role as ServerRole, default_secret_path, load_secret, parse_ttl,
 };
 pub use surface::server::{LogHub, ServeArgs, serve};
+pub use surface::sessions_cli::sessions_main;
 pub use surface::top::{TopArgs, top};
 pub use surface::tui::theme::Theme as TuiTheme;
 pub use surface::tui::{ChatArgs, Conversation, chat};

@@ -140,6 +140,32 @@ enum Command {
         )]
         token: Option<String>,
     },
+    /// The sessions on this machine, newest activity first: id, title, model, status, turns,
+    /// tokens, last activity and directory (read from their event logs; no server needed).
+    Sessions {
+        /// One JSON array of the sessions instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A session's event log: a readable line per event, or its envelopes with --json.
+    Logs {
+        /// The session's id, or the start of it when no other id starts the same.
+        id: String,
+        /// Keep printing events as they are appended, until the session is closed.
+        #[arg(short, long)]
+        follow: bool,
+        /// The envelopes as the log has them, one JSON object a line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A completion script for a shell, on stdout (`source <(corral completions bash)`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The man page of corral and every subcommand (roff), on stdout
+    /// (`corral man > ~/.local/share/man/man1/corral.1`).
+    Man,
     /// Internal: the clipboard tools' helper process (`read`, or `own` to serve a value).
     #[command(name = "__clipboard", hide = true)]
     Clipboard { mode: String },
@@ -477,6 +503,9 @@ fn main() -> ExitCode {
         matches!(command, Command::Serve { .. }).then_some(&logs),
         matches!(command, Command::Chat(_)),
     );
+    if let Some(code) = reading_command(&command) {
+        return code;
+    }
     // One session in the terminal is sequential work: a single-threaded runtime saves a
     // cross-thread wake-up per streamed token. The server runs many sessions at once.
     let runtime = if matches!(
@@ -600,7 +629,11 @@ fn main() -> ExitCode {
             Command::Clipboard { .. }
             | Command::Policies { .. }
             | Command::Worktree { .. }
-            | Command::Token { .. } => Ok(Exit::Ok),
+            | Command::Token { .. }
+            | Command::Sessions { .. }
+            | Command::Logs { .. }
+            | Command::Completions { .. }
+            | Command::Man => Ok(Exit::Ok),
         }
     });
     // Whatever an exit path left running (a tool ignoring SIGTERM, a group whose background
@@ -631,6 +664,43 @@ fn catch_file_size_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     if let Err(e) = signal(SignalKind::from_raw(libc::SIGXFSZ)) {
         tracing::warn!(error = %e, "cannot catch SIGXFSZ: a write past the file size limit kills corral");
+    }
+}
+
+/// The commands that only read files (or the clap definition) and print: plain blocking
+/// work, no runtime. `None` for every other command.
+fn reading_command(command: &Command) -> Option<ExitCode> {
+    use clap::CommandFactory;
+    let mut out = std::io::stdout();
+    let mut err = std::io::stderr();
+    let exit = match command {
+        Command::Sessions { json } => corral::sessions_main(*json, &mut out, &mut err),
+        Command::Logs { id, follow, json } => {
+            let args = corral::LogsArgs {
+                id: id.clone(),
+                follow: *follow,
+                json: *json,
+            };
+            corral::logs_main(&args, &mut out, &mut err)
+        }
+        Command::Completions { shell } => {
+            generated(corral::write_completions(*shell, Cli::command(), &mut out))
+        }
+        Command::Man => generated(corral::write_man_page(Cli::command(), &mut out)),
+        _ => return None,
+    };
+    Some(ExitCode::from(exit as u8))
+}
+
+/// A generated script or page written out; a reader that stopped early (`| head`) is fine.
+fn generated(written: std::io::Result<()>) -> Exit {
+    match written {
+        Ok(()) => Exit::Ok,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Exit::Ok,
+        Err(e) => {
+            report(&anyhow::anyhow!("cannot write to stdout: {e}"));
+            Exit::Failure
+        }
     }
 }
 
@@ -782,9 +852,12 @@ fn init_tracing(hub: Option<&corral::LogHub>, full_screen: bool) {
 fn tui_log_file() -> Option<std::fs::File> {
     let dir = dirs::cache_dir()?.join("corral");
     std::fs::create_dir_all(&dir).ok()?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Log lines can quote prompts, paths and model text: the user's alone.
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(dir.join("tui.log"))
         .ok()
 }

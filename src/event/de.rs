@@ -184,9 +184,7 @@ impl Visitor<'_> for TimestampVisitor {
     }
 
     fn visit_str<E: de::Error>(self, text: &str) -> Result<Timestamp, E> {
-        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-            .map(Timestamp)
-            .map_err(E::custom)
+        Timestamp::parse(text).map_err(E::custom)
     }
 }
 

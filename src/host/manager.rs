@@ -18,7 +18,6 @@ use tokio_util::sync::CancellationToken;
 
 mod dormant;
 mod turn_request;
-pub use dormant::backend_kind;
 pub use turn_request::{TurnMode, TurnRequest};
 
 use super::open::{self, OpenSpec};

@@ -72,6 +72,17 @@ impl FromStr for ModelChoice {
     }
 }
 
+/// The backend a recorded model text runs on, as listings name it: `native`, `claude`, `acp`,
+/// `codex`. Text that names an agent corral no longer knows still reads as `acp` (it was
+/// recorded as an agent); text that parses as nothing reads as `native`.
+pub fn backend_of(model: &str) -> &'static str {
+    match model.parse::<ModelChoice>() {
+        Ok(ModelChoice::External(spec)) => spec.kind.name(),
+        Err(ChoiceError::Agent(_)) => "acp",
+        Ok(ModelChoice::Native(_)) | Err(ChoiceError::Model(_)) => "native",
+    }
+}
+
 impl fmt::Display for ModelChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

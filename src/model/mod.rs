@@ -18,7 +18,7 @@ mod sse;
 pub(crate) use sse::SseParser;
 mod types;
 
-pub use choice::{ChoiceError, ExternalKind, ExternalSpec, ModelChoice};
+pub use choice::{ChoiceError, ExternalKind, ExternalSpec, ModelChoice, backend_of};
 pub use client::{ModelClient, ModelInfo};
 pub use danger::Danger;
 pub use effort::{Effort, split_effort_suffix};

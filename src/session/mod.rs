@@ -14,11 +14,13 @@
 
 mod approvals;
 mod bus;
+pub mod catalog;
 pub mod ids;
 mod lock;
 mod log;
 mod meta;
 mod status;
+mod tail;
 mod turn;
 
 pub use approvals::AnswerError;
@@ -27,6 +29,7 @@ pub use lock::{LockError, is_held};
 pub use log::{LogFailure, log_path, read_log};
 pub use meta::{SessionMeta, WorktreeMeta};
 pub use status::{IllegalTransition, Snapshot, check_transition};
+pub use tail::LogTail;
 pub use turn::{Turn, TurnEnd, TurnOutcome, turn_end};
 
 use std::path::{Path, PathBuf};

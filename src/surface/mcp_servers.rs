@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::run::{Exit, load_config};
-use super::safe_text::{escape, escape_line, is_unsafe};
+use super::safe_text::{escape, escape_json, escape_line};
 use crate::config::{McpServer, McpServers};
 use crate::error::{Error, usage};
 use crate::host::open::{OpenSpec, start_standalone};
@@ -229,26 +229,13 @@ fn text(servers: &[Shown]) -> String {
 /// For programs: one JSON array; characters a terminal would act on become `\uXXXX`.
 fn json_lines(servers: &[Shown]) -> String {
     let raw = serde_json::to_string(servers).unwrap_or_else(|_| "[]".into());
-    let mut out = String::with_capacity(raw.len() + 1);
-    for c in raw.chars() {
-        // serde_json escapes C0 controls already; C1, DEL and the invisible format
-        // characters it leaves raw. Outside strings compact JSON has none of them.
-        if is_unsafe(c) {
-            let mut units = [0u16; 2];
-            for unit in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{unit:04x}"));
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out.push('\n');
-    out
+    escape_json(&raw).into_owned() + "\n"
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::surface::safe_text::is_unsafe;
 
     fn hostile() -> Shown {
         Shown {

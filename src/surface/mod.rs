@@ -2,14 +2,17 @@
 
 pub mod acp;
 mod approve;
+pub mod cli_docs;
 pub mod doctor;
 pub mod eval;
+pub mod logs_cli;
 pub mod mcp;
 pub mod mcp_servers;
 pub mod policies;
 pub mod run;
 pub mod safe_text;
 pub mod server;
+pub mod sessions_cli;
 pub mod top;
 mod tty;
 pub mod tui;

@@ -83,6 +83,11 @@ fn push_escaped(out: &mut String, c: char) {
 
 /// `text` with every unsafe character escaped; borrowed when there is none.
 pub fn escape(text: &str) -> Cow<'_, str> {
+    escape_each(text, push_escaped)
+}
+
+/// `text` with each unsafe character written by `push`; borrowed when there is none.
+fn escape_each(text: &str, push: fn(&mut String, char)) -> Cow<'_, str> {
     let Some(first) = text.find(is_unsafe) else {
         return Cow::Borrowed(text);
     };
@@ -90,7 +95,7 @@ pub fn escape(text: &str) -> Cow<'_, str> {
     out.push_str(&text[..first]);
     for c in text[first..].chars() {
         if is_unsafe(c) {
-            push_escaped(&mut out, c);
+            push(&mut out, c);
         } else {
             out.push(c);
         }
@@ -111,6 +116,29 @@ pub fn escape_line(text: &str) -> String {
         }
     }
     out
+}
+
+/// The first `max_chars` characters of `text` as one line, escaped as [`escape_line`] does,
+/// with `…` when there was more. Cut before escaping, so a long text is never copied whole.
+pub fn escape_head(text: &str, max_chars: usize) -> String {
+    let head: String = text.chars().take(max_chars).collect();
+    let mut shown = escape_line(&head);
+    if head.len() < text.len() {
+        shown.push('…');
+    }
+    shown
+}
+
+/// JSON text with every character a terminal would act on written as `\uXXXX`: the same
+/// JSON, safe to show. serde_json escapes C0 controls already; C1, DEL and the invisible format
+/// characters it leaves raw. Outside strings compact JSON has none of them.
+pub fn escape_json(json: &str) -> Cow<'_, str> {
+    escape_each(json, |out, c| {
+        let mut units = [0u16; 2];
+        for unit in c.encode_utf16(&mut units) {
+            let _ = write!(out, "\\u{unit:04x}");
+        }
+    })
 }
 
 /// A word as bash would need it typed: bare when it is plain, in single quotes when it has

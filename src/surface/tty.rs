@@ -183,15 +183,7 @@ impl View<'_> {
                 );
             }
             Payload::Instructions(data) => {
-                let files: Vec<String> = data
-                    .files
-                    .iter()
-                    .map(|f| {
-                        let cut = if f.truncated { ", truncated" } else { "" };
-                        format!("{} ({} bytes{cut})", escape_line(&f.path), f.bytes)
-                    })
-                    .collect();
-                let line = format!("project instructions: {}", files.join(" · "));
+                let line = format!("project instructions: {}", escape_line(&data.listing()));
                 let _ = writeln!(self.err, "{}", self.style.paint("2", &line));
             }
             Payload::Plan(plan) => {

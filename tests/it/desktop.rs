@@ -400,7 +400,7 @@ async fn a_waiting_approval_in_the_session_view_notifies_the_desktop() {
     })
     .await;
     assert!(arrived, "no notification names the waiting call {marker}");
-    tmux.keys("n");
+    crate::tui::answer(&tmux, "n").await;
     tmux.wait_until("the answer", |s| s.contains("write_file → denied"))
         .await;
 }

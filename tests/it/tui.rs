@@ -15,6 +15,13 @@ fn chat_line(server: &FakeModel, work: &Path, extra: &str) -> String {
     )
 }
 
+/// Answers the approval on screen: after the modal's settle time (keys pressed as it opens are
+/// not taken as an answer), one key.
+pub(crate) async fn answer(tmux: &Tmux, key: &str) {
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    tmux.keys(key);
+}
+
 /// The view is up: its status line names the model.
 async fn ready(tmux: &Tmux) {
     tmux.wait_until("the status line", |s| s.contains("llamacpp:m"))
@@ -84,7 +91,7 @@ async fn an_approval_is_a_modal_answered_with_one_key() {
         screen.contains("always: write_file"),
         "what always covers:\n{screen}"
     );
-    tmux.keys("y");
+    answer(&tmux, "y").await;
     let screen = tmux
         .wait_until("the answer", |s| s.contains("Saved."))
         .await;
@@ -140,6 +147,9 @@ async fn a_resize_redraws_everything_within_the_new_width() {
     for line in screen.lines() {
         assert!(line.chars().count() <= 80, "{line:?}\n{screen}");
     }
+    // Tiny: drawn as well as it can be, never a crash.
+    tmux.resize(12, 4);
+    tokio::time::sleep(Duration::from_millis(300)).await;
     tmux.resize(240, 70);
     tmux.wait_until("the redraw at 240 columns", |s| {
         s.lines().any(|l| l.chars().count() > 120) && s.contains("END")
@@ -433,7 +443,7 @@ async fn a_claude_session_streams_and_asks_in_the_modal_too() {
     assert!(screen.contains("approval · shell · dangerous"), "{screen}");
     assert!(screen.contains("touch made-by-claude.txt"), "{screen}");
     assert!(screen.contains("I will run it."), "{screen}");
-    tmux.keys("y");
+    answer(&tmux, "y").await;
     let screen = tmux
         .wait_until("claude's answer", |s| {
             s.contains("The command was handled.")
@@ -564,4 +574,36 @@ async fn worktree_diff_and_preset_act_on_the_session() {
         .wait_until("the preset", |s| s.contains("preset: readonly"))
         .await;
     assert!(screen.contains("· readonly ·"), "status line:\n{screen}");
+}
+
+#[tokio::test]
+async fn without_a_terminal_the_view_refuses_and_points_to_run() {
+    let h = Harness::new();
+    let out = h.corral().args(["chat", "-m", "llamacpp:m"]).run().await;
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("corral run"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn slash_sessions_lists_this_machines_sessions_and_resumes_one() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("the earlier answer"));
+    let out = crate::common::openai_run(&h, &server, "an earlier task")
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let tmux = Tmux::start(&h, &chat_line(&server, &h.work(), ""));
+    ready(&tmux).await;
+    tmux.type_text("/sessions");
+    tmux.keys("Enter");
+    let screen = tmux
+        .wait_until("the list", |s| s.contains("an earlier task"))
+        .await;
+    tmux.save("tui-sessions");
+    assert!(screen.contains("Enter resumes"), "{screen}");
+    tmux.keys("Down");
+    tmux.keys("Enter");
+    tmux.wait_until("the earlier session", |s| s.contains("the earlier answer"))
+        .await;
 }

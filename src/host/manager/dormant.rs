@@ -18,7 +18,6 @@ use super::{Handle, SessionInfo, SessionManager, lock};
 use crate::error::Error;
 use crate::event::{Envelope, Payload, Status, Usage};
 use crate::host::open::{Limits, OpenSpec};
-use crate::model::{ChoiceError, ModelChoice};
 use crate::session::{SessionMeta, log_path};
 
 pub(super) struct Dormant {
@@ -76,16 +75,6 @@ fn last_envelope(path: &Path) -> Option<Envelope> {
     }
 }
 
-/// The backend a recorded model text names: `native`, `claude`, `acp`, `codex`.
-pub fn backend_kind(model: &str) -> &'static str {
-    match model.parse::<ModelChoice>() {
-        Ok(ModelChoice::External(spec)) => spec.kind.name(),
-        // Recorded as an agent, but no longer one corral knows.
-        Err(ChoiceError::Agent(_)) => "acp",
-        Ok(ModelChoice::Native(_)) | Err(ChoiceError::Model(_)) => "native",
-    }
-}
-
 /// A session left open in `dir`, if `meta` is one.
 fn dormant(dir: &Path, meta: SessionMeta) -> Option<Dormant> {
     let owner = meta.owner.clone()?;
@@ -108,7 +97,7 @@ fn dormant(dir: &Path, meta: SessionMeta) -> Option<Dormant> {
         created_at: meta.created_at.clone(),
         last_activity: last.ts.to_string(),
         usage: Usage::default(),
-        backend: backend_kind(&meta.model),
+        backend: crate::model::backend_of(&meta.model),
         queues_prompts: false,
         event_log: Some(path.display().to_string()),
         worktree: meta.worktree.as_ref().map(|w| w.path.display().to_string()),

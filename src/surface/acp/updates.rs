@@ -190,14 +190,7 @@ impl Projection {
 /// it as a card naming the files (each a location it can open), outside the agent's message
 /// and thoughts, which a client may quote back to the model.
 fn instructions_read(seq: u64, data: &crate::event::InstructionsData) -> Value {
-    let lines: Vec<String> = data
-        .files
-        .iter()
-        .map(|f| {
-            let cut = if f.truncated { ", truncated" } else { "" };
-            format!("{} ({} bytes{cut})", f.path, f.bytes)
-        })
-        .collect();
+    let lines: Vec<String> = data.file_lines().collect();
     let locations: Vec<Value> = data.files.iter().map(|f| json!({"path": f.path})).collect();
     json!({
         "sessionUpdate": "tool_call",

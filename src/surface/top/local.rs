@@ -1,138 +1,116 @@
-//! `corral top` without a server: the sessions of this machine's agents directory, from
-//! their `<id>.meta.json` and `<id>.events.jsonl`, read again about once a second.
+//! `corral top` without a server: the sessions of this machine's agents directory as the
+//! session catalog summarizes them (`corral sessions` lists the same), read again about once
+//! a second, and the log of the one whose feed is open, followed as it grows.
 //!
-//! Each log is read once and then only from where the last read stopped ([`LogTail`]), so
-//! polling costs what was appended, not the logs' size. A session is live while a process
-//! holds its lock (`corral run`, a server); otherwise it has ended, and shows as dead
-//! whatever its log's last status says (a process killed never wrote `dead`).
+//! A session's summary is made again only when its log changed (size, modification time) or
+//! a process took or left its lock: polling costs a `stat` and a lock probe per session, not
+//! a read of every log every second.
 
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::time::SystemTime;
 
 use super::board::Row;
-use crate::event::{Envelope, Status, Usage};
-use crate::host::manager::backend_kind;
-use crate::session::{SessionMeta, is_held, log_path};
+use crate::event::{Envelope, Status};
+use crate::session::catalog::{self, LocalSession, LocalStatus};
+use crate::session::{LogTail, is_held, log_path};
 
-/// An event log read incrementally: each [`LogTail::read_new`] returns the envelopes of the
-/// lines completed since the last one. A torn last line waits for its end; a log that shrank
-/// (replaced) is read again from its start.
-#[derive(Debug)]
-pub(super) struct LogTail {
-    path: PathBuf,
-    offset: u64,
-    partial: Vec<u8>,
+/// What a summary was made from: a change in any of it makes it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    len: u64,
+    modified: Option<SystemTime>,
+    held: bool,
 }
 
-impl LogTail {
-    pub fn new(path: PathBuf) -> Self {
-        LogTail {
-            path,
-            offset: 0,
-            partial: Vec::new(),
-        }
+fn seen(dir: &Path, id: &str) -> Option<Seen> {
+    let file = std::fs::metadata(log_path(dir, id)).ok()?;
+    Some(Seen {
+        len: file.len(),
+        modified: file.modified().ok(),
+        held: is_held(dir, id),
+    })
+}
+
+/// A catalog entry as the list shows it. `stopped` (nobody runs it, and it was not closed: its
+/// process was killed) shows as ended, as `dead` does: neither runs.
+fn row_of(session: LocalSession) -> Row {
+    let status = match session.status {
+        LocalStatus::Starting => Status::Starting,
+        LocalStatus::Idle => Status::Idle,
+        LocalStatus::Working => Status::Working,
+        LocalStatus::WaitingApproval => Status::WaitingApproval,
+        LocalStatus::Dead | LocalStatus::Stopped => Status::Dead,
+    };
+    let created_at = session.created_at.unwrap_or_default();
+    Row {
+        id: session.id,
+        status,
+        backend: session.backend.unwrap_or("?").to_string(),
+        model: session.model.unwrap_or_default(),
+        cwd: session.cwd.unwrap_or_default(),
+        turn: session.turns,
+        usage: session.usage,
+        last_activity: session
+            .last_activity
+            .map_or_else(|| created_at.clone(), |t| t.to_string()),
+        created_at,
+        worktree: session.worktree,
+        title: Some(session.title).filter(|t| !t.is_empty()),
+        pending: usize::from(status == Status::WaitingApproval),
     }
-
-    pub fn read_new(&mut self) -> std::io::Result<Vec<Envelope>> {
-        let mut file = std::fs::File::open(&self.path)?;
-        let size = file.metadata()?.len();
-        if size < self.offset {
-            self.offset = 0;
-            self.partial.clear();
-        }
-        if size == self.offset {
-            return Ok(Vec::new());
-        }
-        file.seek(SeekFrom::Start(self.offset))?;
-        let mut bytes = Vec::new();
-        file.take(size - self.offset).read_to_end(&mut bytes)?;
-        self.offset += bytes.len() as u64;
-        self.partial.extend_from_slice(&bytes);
-        let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') else {
-            return Ok(Vec::new());
-        };
-        let rest = self.partial.split_off(end + 1);
-        let complete = std::mem::replace(&mut self.partial, rest);
-        Ok(complete
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
-            .filter_map(|l| serde_json::from_slice(l).ok())
-            .collect())
-    }
 }
 
-struct Entry {
-    tail: LogTail,
-    /// The row as its log tells it; [`Catalog::scan`] decides about liveness.
-    row: Row,
-}
-
-/// Every session of an agents directory, summarized.
+/// The sessions of an agents directory, summarized again as they change.
 #[derive(Default)]
 pub(super) struct Catalog {
-    entries: HashMap<String, Entry>,
-}
-
-fn row_of(meta: &SessionMeta) -> Row {
-    Row {
-        id: meta.id.clone(),
-        status: Status::Starting,
-        backend: backend_kind(&meta.model).to_string(),
-        model: meta.model.clone(),
-        cwd: meta.cwd.display().to_string(),
-        turn: 0,
-        usage: Usage::default(),
-        created_at: meta.created_at.clone(),
-        last_activity: meta.created_at.clone(),
-        worktree: meta.worktree.as_ref().map(|w| w.path.display().to_string()),
-        title: None,
-        pending: 0,
-    }
+    known: HashMap<String, (Seen, Row)>,
 }
 
 impl Catalog {
     /// The sessions of `dir` as they stand now.
     pub fn scan(&mut self, dir: &Path) -> Vec<Row> {
-        let Ok(listing) = std::fs::read_dir(dir) else {
-            return Vec::new();
-        };
-        let mut rows = Vec::new();
-        for item in listing.flatten() {
-            let name = item.file_name();
-            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".meta.json")) else {
+        let ids = catalog::ids(dir).unwrap_or_else(|e| {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot list the sessions");
+            Vec::new()
+        });
+        self.known.retain(|id, _| ids.contains(id));
+        let mut rows = Vec::with_capacity(ids.len());
+        for id in ids {
+            let Some(now) = seen(dir, &id) else {
                 continue;
             };
-            if !self.entries.contains_key(id) {
-                match SessionMeta::load(dir, id) {
-                    Ok(meta) if meta.id == id => {
-                        let entry = Entry {
-                            tail: LogTail::new(log_path(dir, id)),
-                            row: row_of(&meta),
-                        };
-                        self.entries.insert(id.to_string(), entry);
-                    }
-                    // Being written, or not a session's: looked at again next time.
-                    _ => continue,
+            let row = match self.known.get(&id) {
+                Some((before, row)) if *before == now => row.clone(),
+                _ => {
+                    let row = row_of(catalog::summarize(dir, &id));
+                    self.known.insert(id, (now, row.clone()));
+                    row
                 }
-            }
-            let Some(entry) = self.entries.get_mut(id) else {
-                continue;
             };
-            match entry.tail.read_new() {
-                Ok(envelopes) => envelopes.iter().for_each(|e| entry.row.apply(e)),
-                Err(e) => tracing::debug!(id, error = %e, "event log not readable yet"),
-            }
-            let mut row = entry.row.clone();
-            if !is_held(dir, id) {
-                row.status = Status::Dead;
-            }
-            if row.status != Status::WaitingApproval {
-                row.pending = 0;
-            }
             rows.push(row);
         }
         rows
+    }
+}
+
+/// The envelopes appended to a log since the last call (all of it at first); a line that is
+/// not an envelope is skipped.
+pub(super) fn read_new(tail: &mut LogTail) -> Vec<Envelope> {
+    let mut envelopes = Vec::new();
+    loop {
+        match tail.next_line() {
+            Ok(Some(line)) => {
+                if let Ok(envelope) = serde_json::from_slice(&line) {
+                    envelopes.push(envelope);
+                }
+            }
+            Ok(None) => return envelopes,
+            Err(e) => {
+                tracing::debug!(error = %e, "reading a followed log");
+                return envelopes;
+            }
+        }
     }
 }
 
@@ -141,30 +119,12 @@ mod tests {
     use std::io::Write;
 
     use super::*;
+    use crate::session::SessionMeta;
 
     const LINE: &str = r#"{"seq":1,"ts":"2026-12-01T00:00:00.000Z","agent":"a","turn":1,"kind":"user_text","data":{"content":{"type":"text","text":"fix the bug\nplease"}}}"#;
 
     #[test]
-    fn a_log_is_read_once_and_then_only_what_was_appended() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.events.jsonl");
-        let mut file = std::fs::File::create(&path).unwrap();
-        let mut tail = LogTail::new(path.clone());
-        write!(file, "{LINE}\n{}", &LINE[..20]).unwrap();
-        assert_eq!(tail.read_new().unwrap().len(), 1);
-        assert!(tail.read_new().unwrap().is_empty(), "a torn line waits");
-        writeln!(file, "{}", &LINE[20..]).unwrap();
-        assert_eq!(tail.read_new().unwrap()[0].seq, 1);
-        std::fs::write(&path, format!("{LINE}\n")).unwrap();
-        assert_eq!(
-            tail.read_new().unwrap().len(),
-            1,
-            "a replaced log is read anew"
-        );
-    }
-
-    #[test]
-    fn a_session_no_process_holds_has_ended() {
+    fn a_session_is_summarized_again_only_when_its_log_changes() {
         let dir = tempfile::tempdir().unwrap();
         let meta: SessionMeta = serde_json::from_value(serde_json::json!({
             "id": "a", "model": "llamacpp:m", "base_url": "", "cwd": "/work",
@@ -172,14 +132,33 @@ mod tests {
         }))
         .unwrap();
         meta.save(dir.path()).unwrap();
-        std::fs::write(log_path(dir.path(), "a"), format!("{LINE}\n")).unwrap();
-        let rows = Catalog::default().scan(dir.path());
-        assert_eq!(rows.len(), 1);
+        let path = log_path(dir.path(), "a");
+        std::fs::write(&path, format!("{LINE}\n")).unwrap();
+        let mut catalog = Catalog::default();
+        let rows = catalog.scan(dir.path());
         let row = &rows[0];
-        assert_eq!((row.status, row.turn), (Status::Dead, 1));
-        assert_eq!(
-            (row.backend.as_str(), row.title.as_deref()),
-            ("native", Some("fix the bug"))
-        );
+        assert_eq!((row.status, row.turn), (Status::Dead, 1), "nobody runs it");
+        assert_eq!(row.backend, "native");
+        assert_eq!(row.title.as_deref(), Some("fix the bug please"));
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        writeln!(file, "{}", LINE.replace(r#""turn":1"#, r#""turn":2"#)).unwrap();
+        assert_eq!(catalog.scan(dir.path())[0].turn, 2);
+        std::fs::remove_file(&path).unwrap();
+        assert!(catalog.scan(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_followed_log_gives_its_envelopes_as_they_are_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.events.jsonl");
+        let mut file = std::fs::File::create(&path).unwrap();
+        write!(file, "{LINE}\nnot json\n{}", &LINE[..20]).unwrap();
+        let mut tail = LogTail::open(&path).unwrap();
+        assert_eq!(read_new(&mut tail).len(), 1);
+        writeln!(file, "{}", &LINE[20..]).unwrap();
+        assert_eq!(read_new(&mut tail)[0].seq, 1);
     }
 }

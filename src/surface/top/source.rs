@@ -12,10 +12,11 @@ use tokio::sync::{Notify, mpsc, watch};
 use super::app::{Command, History, Update};
 use super::board::Row;
 use super::client::Client;
-use super::local::{Catalog, LogTail};
+use super::local::{Catalog, read_new};
 use crate::error::Error;
 use crate::event::Envelope;
 use crate::model::SseParser;
+use crate::session::LogTail;
 
 /// The largest event the bus may send (an envelope of a large tool output).
 const MAX_EVENT: usize = 32 << 20;
@@ -267,7 +268,8 @@ async fn list_again(client: Client, updates: Updates, wake: Arc<Notify>) {
 
 /// Reads the local directory about once a second, and the log of the watched session.
 async fn poll(dir: PathBuf, updates: Updates, mut watched: watch::Receiver<Option<String>>) {
-    let mut state = Some((Catalog::default(), None::<(String, LogTail)>));
+    // The watched session, and its log once it could be opened.
+    let mut state = Some((Catalog::default(), None::<(String, Option<LogTail>)>));
     loop {
         let want = watched.borrow_and_update().clone();
         let Some((mut catalog, mut tail)) = state.take() else {
@@ -277,17 +279,19 @@ async fn poll(dir: PathBuf, updates: Updates, mut watched: watch::Receiver<Optio
         let read = tokio::task::spawn_blocking(move || {
             let rows = catalog.scan(&dir_now);
             if tail.as_ref().map(|(id, _)| id) != want.as_ref() {
-                tail = want.map(|id| {
-                    let path = crate::session::log_path(&dir_now, &id);
-                    (id, LogTail::new(path))
-                });
+                tail = want.map(|id| (id, None));
             }
             let mut new = None;
             if let Some((id, log)) = &mut tail {
-                let mut envelopes = log.read_new().unwrap_or_default();
-                let skip = envelopes.len().saturating_sub(TAIL_FIRST);
-                envelopes.drain(..skip);
-                new = Some((id.clone(), envelopes));
+                if log.is_none() {
+                    *log = LogTail::open(&crate::session::log_path(&dir_now, id)).ok();
+                }
+                if let Some(log) = log {
+                    let mut envelopes = read_new(log);
+                    let skip = envelopes.len().saturating_sub(TAIL_FIRST);
+                    envelopes.drain(..skip);
+                    new = Some((id.clone(), envelopes));
+                }
             }
             (catalog, tail, rows, new)
         })

@@ -57,6 +57,8 @@ pub struct App {
     pub overlay: Option<Overlay>,
     pub page: usize,
     pub modal_scroll: usize,
+    /// Keeps keys typed just before an approval opened from answering it.
+    pub settle: super::approval::Settle,
     pub theme: Theme,
     quit_armed: Option<Instant>,
     quit: bool,
@@ -89,6 +91,7 @@ impl App {
             overlay: None,
             page: 10,
             modal_scroll: 0,
+            settle: super::approval::Settle::default(),
             theme: Theme::from_env(),
             quit_armed: None,
             quit: false,

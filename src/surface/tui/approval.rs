@@ -3,6 +3,8 @@
 //! `approve::request_body`), what "always" would cover — and its six decisions on single
 //! keys, the same keys as `corral run`'s prompt.
 
+use std::time::{Duration, Instant};
+
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -16,6 +18,36 @@ use crate::policy::Decision;
 use super::app::App;
 use super::theme::Theme;
 use super::wrap::{clean_line, wrap_text};
+
+/// Keys pressed this soon after a request appears are not taken as its answer: the person was
+/// typing into the input (a `y` or an `a` of a word) when the modal opened over it.
+pub const SETTLE: Duration = Duration::from_millis(500);
+
+/// When the request on screen first showed, so its answer waits for [`SETTLE`].
+#[derive(Debug, Default)]
+pub struct Settle {
+    shown: Option<(String, Instant)>,
+}
+
+impl Settle {
+    /// Whether a key at `now` may answer `request_id`.
+    pub fn admits(&mut self, request_id: &str, now: Instant) -> bool {
+        match &self.shown {
+            Some((id, at)) if id == request_id => now.duration_since(*at) >= SETTLE,
+            _ => {
+                self.shown = Some((request_id.to_string(), now));
+                false
+            }
+        }
+    }
+
+    /// Notes the request drawn now (the clock starts when the person can first see it).
+    pub fn drawn(&mut self, request_id: &str) {
+        if self.shown.as_ref().is_none_or(|(id, _)| id != request_id) {
+            self.shown = Some((request_id.to_string(), Instant::now()));
+        }
+    }
+}
 
 pub fn key(app: &mut App, key: &KeyEvent) {
     match key.code {
@@ -31,6 +63,10 @@ pub fn key(app: &mut App, key: &KeyEvent) {
     let Some(decision) = crate::surface::approve::decision_for(key) else {
         return;
     };
+    if !app.settle.admits(&request.request_id, Instant::now()) {
+        app.flash("the approval just opened: read it, then press the key again");
+        return;
+    }
     if decision == Decision::AllowAll && !request.always_offered() {
         app.flash("\"always\" is not offered for this call");
         return;
@@ -88,6 +124,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &mut App) {
     let Some(request) = app.conversation.transcript.pending().first() else {
         return;
     };
+    app.settle.drawn(&request.request_id);
     let more = app.conversation.transcript.pending().len() - 1;
     draw_request(
         frame,
@@ -121,7 +158,8 @@ pub fn draw_request(
         y: area.y + (area.height.saturating_sub(height)) / 2,
         width,
         height,
-    };
+    }
+    .intersection(frame.area());
     let visible = height.saturating_sub(3) as usize;
     let max_scroll = body.len().saturating_sub(visible);
     *scroll = (*scroll).min(max_scroll);
@@ -148,4 +186,21 @@ pub fn draw_request(
         Paragraph::new(shown).block(block).style(Style::default()),
         modal,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_typed_as_the_modal_opens_does_not_answer_it() {
+        let mut settle = Settle::default();
+        let opened = Instant::now();
+        settle.drawn("r1");
+        assert!(!settle.admits("r1", opened + Duration::from_millis(100)));
+        assert!(settle.admits("r1", opened + SETTLE + Duration::from_millis(1)));
+        // The next request starts its own wait.
+        assert!(!settle.admits("r2", opened + SETTLE * 3));
+        assert!(settle.admits("r2", opened + SETTLE * 5));
+    }
 }

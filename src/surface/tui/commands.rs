@@ -9,6 +9,7 @@ use ratatui::text::{Line, Span};
 use crate::host::manager::Handle;
 use crate::host::open;
 use crate::model::Effort;
+use crate::session::catalog;
 
 use super::app::{App, Overlay};
 use super::wrap::{clean_line, wrap_text};
@@ -246,25 +247,28 @@ fn sessions(app: &mut App, pick: bool) {
     let current = app.handle.id().to_string();
     let mut lines = Vec::new();
     let mut ids = Vec::new();
+    let now = time::OffsetDateTime::now_utc();
     for session in list.iter().filter(|s| s.parent.is_none()) {
         let here = if session.id == current { "●" } else { " " };
+        let model =
+            crate::surface::sessions_cli::short_model(session.model.as_deref().unwrap_or("-"));
+        let age = session.last_activity.map_or_else(
+            || "-".to_string(),
+            |t| crate::surface::sessions_cli::age(now - t.0),
+        );
         lines.push(Line::from(vec![
             Span::styled(
                 format!("{here} {} ", clean_line(&session.id)),
                 app.theme.heading,
             ),
-            Span::styled(
-                format!("{:<10} ", clean_line(&session.status)),
-                app.theme.dim,
-            ),
+            Span::styled(format!("{:<17}", session.status.as_str()), app.theme.dim),
             Span::raw(clean_line(&session.title)),
             Span::styled(
                 format!(
-                    "  · {} · {} turn{} · {}",
-                    clean_line(&session.model),
+                    "  · {} · {} turn{} · {age}",
+                    clean_line(&model),
                     session.turns,
                     if session.turns == 1 { "" } else { "s" },
-                    clean_line(&session.last_activity)
                 ),
                 app.theme.dim,
             ),
@@ -368,24 +372,5 @@ fn help(app: &App) -> Overlay {
         lines,
         scroll: 0,
         pick: None,
-    }
-}
-
-// TEMPORARY until session::catalog lands from w/cli.
-mod catalog {
-    pub struct LocalSession {
-        pub id: String,
-        pub title: String,
-        pub status: String,
-        pub model: String,
-        pub turns: u32,
-        pub last_activity: String,
-        pub parent: Option<String>,
-    }
-    pub fn list(_dir: &std::path::Path) -> std::io::Result<Vec<LocalSession>> {
-        Ok(Vec::new())
-    }
-    pub fn resolve(_dir: &std::path::Path, text: &str) -> std::io::Result<String> {
-        Ok(text.to_string())
     }
 }

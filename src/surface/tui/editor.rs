@@ -80,8 +80,10 @@ impl Editor {
     /// Replaces the word before the cursor (from `start`) with `text`.
     pub fn replace_word(&mut self, start: usize, text: &str) {
         let line = &mut self.lines[self.row];
-        let tail: Vec<char> = line.drain(start..).collect();
-        let rest: Vec<char> = tail[self.col - start..].to_vec();
+        let col = self.col.min(line.len());
+        // A stale start (the cursor moved since) inserts at the cursor instead.
+        let start = if start <= col { start } else { col };
+        let rest: Vec<char> = line.drain(start..).skip(col - start).collect();
         line.extend(text.chars());
         self.col = line.len();
         line.extend(rest);

@@ -61,6 +61,12 @@ pub async fn chat(args: ChatArgs) -> Result<Exit, Error> {
     let config = load_session_config(args.config_path.as_ref(), args.no_instructions)?;
     let manager = SessionManager::new(config.clone(), open::agents_dir()?);
     let mut stops = super::run::Stops::install();
+    {
+        // A local model server can take a while to load: say what is happening until the
+        // view takes the screen.
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "corral: starting the session…");
+    }
     let opened = tokio::select! {
         opened = manager.open_noted(args.open.clone(), LOCAL_OWNER) => opened,
         exit = stops.next() => {

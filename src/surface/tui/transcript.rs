@@ -77,8 +77,6 @@ pub struct Transcript {
     /// When the running turn began (for the elapsed time).
     pub turn_started: Option<Instant>,
     next_version: u64,
-    /// Envelopes applied, for the figures.
-    pub events: u64,
 }
 
 impl Transcript {
@@ -141,7 +139,6 @@ impl Transcript {
     }
 
     pub fn apply(&mut self, envelope: &Envelope) {
-        self.events += 1;
         if envelope.turn > self.turn {
             self.turn = envelope.turn;
         }

@@ -11,6 +11,7 @@ use crate::event::Status;
 
 use super::app::App;
 use super::wrap::{clean, clean_line, text_width};
+use crate::surface::sessions_cli::tokens;
 
 const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 /// Rows of input shown before the editor scrolls.
@@ -133,16 +134,6 @@ fn skip_columns(text: &str, columns: usize) -> String {
         .collect()
 }
 
-fn tokens(n: u64) -> String {
-    if n >= 1_000_000 {
-        format!("{:.1}M", n as f64 / 1e6)
-    } else if n >= 1000 {
-        format!("{:.1}k", n as f64 / 1e3)
-    } else {
-        n.to_string()
-    }
-}
-
 fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
     let info = app.handle.info();
     let posture = &app.handle.posture;
@@ -231,7 +222,8 @@ fn draw_completion(frame: &mut Frame, input: Rect, app: &App) {
         y: input.y.saturating_sub(height),
         width: width.min(input.width.saturating_sub(2)),
         height: height.min(input.y),
-    };
+    }
+    .intersection(frame.area());
     let lines: Vec<Line<'static>> = completion
         .items
         .iter()
