@@ -853,12 +853,17 @@ fn tui_log_file() -> Option<std::fs::File> {
     let dir = dirs::cache_dir()?.join("corral");
     std::fs::create_dir_all(&dir).ok()?;
     use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("tui.log");
+    // Started afresh once it is large: it is for the latest runs, not an archive.
+    let large = std::fs::metadata(&path).is_ok_and(|m| m.len() > 8 << 20);
     // Log lines can quote prompts, paths and model text: the user's alone.
     std::fs::OpenOptions::new()
         .create(true)
-        .append(true)
+        .append(!large)
+        .write(true)
+        .truncate(large)
         .mode(0o600)
-        .open(dir.join("tui.log"))
+        .open(path)
         .ok()
 }
 

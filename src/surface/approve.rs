@@ -45,6 +45,9 @@ pub fn request_body(request: &PermissionRequest) -> String {
     } else if let Some(code) = &preview.code {
         push_framed(&mut text, "  │ ", "  │ ", code);
     } else if let Some(diff) = &preview.diff {
+        if let Some(path) = &preview.path {
+            text.push_str(&format!("  file: {}\n", safe_text::escape_line(path)));
+        }
         text.push_str(&safe_text::escape(diff));
         if !diff.ends_with('\n') {
             text.push('\n');

@@ -102,7 +102,8 @@ fn print_log(
                 Err(e) => {
                     let _ = writeln!(
                         err,
-                        "corral: line {number} of the log is not an event ({e}); skipped"
+                        "corral: line {number} of the log is not an event ({}); skipped",
+                        escape_line(&e.to_string())
                     );
                     continue;
                 }

@@ -316,7 +316,7 @@ impl Stops {
 }
 
 /// A thread, not a task: it must fire even when the orderly stop blocks the runtime.
-fn watchdog(exit: Exit) {
+pub(super) fn watchdog(exit: Exit) {
     std::thread::spawn(move || {
         std::thread::sleep(STOP_GRACE);
         crate::sandbox::reaper::end_own_children(std::time::Duration::ZERO);

@@ -80,7 +80,7 @@ fn table(sessions: &[LocalSession], now: OffsetDateTime) -> String {
                 escape_head(&short_model(s.model.as_deref().unwrap_or("-")), MODEL_WIDTH),
                 s.status.as_str().to_string(),
                 s.turns.to_string(),
-                tokens(s.usage.input_tokens + s.usage.output_tokens),
+                tokens(s.usage.input_tokens.saturating_add(s.usage.output_tokens)),
                 s.last_activity
                     .map(|t| age(now - t.0))
                     .unwrap_or_else(|| "-".into()),

@@ -103,7 +103,7 @@ async fn top_lists_three_sessions_and_answers_an_approval_with_one_key() {
     assert!(screen.contains("+hi"), "the diff is shown:\n{screen}");
     assert!(screen.contains("[y] yes  [n] no"), "{screen}");
     keep(&tmux, "approval");
-    tmux.keys("y");
+    crate::tui::answer(&tmux, "y").await;
     tmux.wait_for("answered: allow").await;
     api.wait_idle_after(&blocked, 1).await;
     assert_eq!(
@@ -356,7 +356,7 @@ async fn top_shows_hostile_session_text_escaped() {
         "what really runs:\n{screen}"
     );
     keep(&tmux, "hostile-approval");
-    tmux.keys("n");
+    crate::tui::answer(&tmux, "n").await;
     api.wait_idle_after(&asker, 1).await;
     assert!(!h.work().join("pwned").exists());
     // The talker's feed and history.

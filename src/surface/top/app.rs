@@ -88,13 +88,14 @@ pub(super) enum Overlay {
     /// `h`: loading until the history arrives.
     History {
         id: String,
-        history: Option<Conversation>,
+        history: Option<Box<Conversation>>,
     },
     /// `a`: loading until the requests arrive; the request's body scrolled down `scroll`.
     Approve {
         id: String,
         request: Option<Box<PermissionRequest>>,
-        scroll: usize,
+        /// Its scroll, its settle time and whether its end was seen (`tui::ApprovalModal`).
+        modal: Box<crate::surface::tui::ApprovalModal>,
     },
     /// `x`: y closes, anything else does not.
     Close { id: String },
@@ -286,7 +287,7 @@ impl App {
                         }
                         History::Log(envelopes) => envelopes.iter().for_each(|e| view.apply(e)),
                     }
-                    *slot = Some(from_the_top(view));
+                    *slot = Some(Box::new(from_the_top(view)));
                 }
             }
             Update::Earlier(id, messages) => {

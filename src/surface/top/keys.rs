@@ -5,7 +5,6 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent
 
 use super::app::{App, Command, Overlay, View};
 use crate::event::Status;
-use crate::policy::Decision;
 use crate::surface::approve::decision_for;
 use crate::surface::tui::Conversation;
 
@@ -36,18 +35,6 @@ fn scroll_key(view: &mut Conversation, key: &KeyEvent) -> bool {
         KeyCode::Char('t') if key.modifiers.contains(KeyModifiers::CONTROL) => {
             view.transcript.toggle_thoughts();
         }
-        _ => return false,
-    }
-    true
-}
-
-/// Up, down and page keys on the approval's body. False for any other key.
-fn modal_key(scroll: &mut usize, key: &KeyEvent) -> bool {
-    match key.code {
-        KeyCode::Up => *scroll = scroll.saturating_sub(1),
-        KeyCode::Down => *scroll += 1,
-        KeyCode::PageUp => *scroll = scroll.saturating_sub(MODAL_PAGE),
-        KeyCode::PageDown => *scroll += MODAL_PAGE,
         _ => return false,
     }
     true
@@ -87,11 +74,7 @@ impl App {
     /// answers, closes or leaves it.
     fn overlay_key(&mut self, mut overlay: Overlay, key: KeyEvent) -> Vec<Command> {
         match &mut overlay {
-            Overlay::Approve {
-                id,
-                request,
-                scroll,
-            } => {
+            Overlay::Approve { id, request, modal } => {
                 // Esc leaves the question open for later (or another surface); Ctrl-C quits
                 // here as everywhere in `top` rather than cancel someone's turn on the way out.
                 if key.code == KeyCode::Esc {
@@ -105,18 +88,20 @@ impl App {
                 match (request.as_deref(), decision) {
                     // Still loading: nothing is answered blind.
                     (None, _) | (Some(_), None) => {}
-                    (Some(r), Some(Decision::AllowAll)) if !r.always_offered() => {
-                        self.say("\"always\" is not offered for this call");
-                    }
                     (Some(r), Some(decision)) => {
-                        return vec![Command::Answer {
-                            id: id.clone(),
-                            request: r.request_id.clone(),
-                            decision,
-                        }];
+                        match modal.permits(r, decision, std::time::Instant::now()) {
+                            Ok(()) => {
+                                return vec![Command::Answer {
+                                    id: id.clone(),
+                                    request: r.request_id.clone(),
+                                    decision,
+                                }];
+                            }
+                            Err(why) => self.say(why),
+                        }
                     }
                 }
-                modal_key(scroll, &key);
+                modal.scroll_key(&key, MODAL_PAGE);
             }
             Overlay::Close { id } => {
                 if matches!(key.code, KeyCode::Char('y' | 'Y')) {
@@ -218,7 +203,7 @@ impl App {
                 self.overlay = Some(Overlay::Approve {
                     id: id.clone(),
                     request: None,
-                    scroll: 0,
+                    modal: Box::default(),
                 });
                 return vec![Command::Permissions(id)];
             }
@@ -267,8 +252,8 @@ impl App {
                 }),
                 _,
             ) => view.scroll_by(-delta),
-            (Some(Overlay::Approve { scroll, .. }), _) => {
-                *scroll = scroll.saturating_add_signed(delta);
+            (Some(Overlay::Approve { modal, .. }), _) => {
+                modal.scroll = modal.scroll.saturating_add_signed(delta);
             }
             (Some(_), _) => {}
             (None, View::Feed { .. }) => self.feed.scroll_by(-delta),

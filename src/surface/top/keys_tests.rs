@@ -38,6 +38,16 @@ fn press(app: &mut App, code: KeyCode) -> Vec<Command> {
     app.key(KeyEvent::new(code, KeyModifiers::NONE))
 }
 
+/// Draws the approval once and waits out its settle time, as a person reading it would.
+fn read_the_approval(app: &mut App) {
+    let mut terminal =
+        ratatui::Terminal::new(ratatui::backend::TestBackend::new(100, 40)).unwrap();
+    terminal
+        .draw(|frame| super::super::render::draw(frame, app))
+        .unwrap();
+    std::thread::sleep(crate::surface::tui::APPROVAL_SETTLE);
+}
+
 fn request(always: bool) -> PermissionRequest {
     PermissionRequest {
         always: Some(AlwaysOffer {
@@ -59,6 +69,7 @@ fn the_waiting_session_is_selected_first_and_answered_with_one_key() {
     // Keys before the request arrives answer nothing.
     assert!(press(&mut app, KeyCode::Char('y')).is_empty());
     app.update(Update::Permissions("waits".into(), vec![request(false)]));
+    read_the_approval(&mut app);
     // "always" not offered: the key is refused and the question stays.
     assert!(press(&mut app, KeyCode::Char('a')).is_empty());
     assert!(matches!(app.overlay, Some(Overlay::Approve { .. })));

@@ -16,17 +16,10 @@ mod local;
 mod render;
 mod source;
 
-use std::io::{Stdout, Write};
 use std::time::{Duration, Instant};
 
-use crossterm::event::{
-    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture, Event,
-    EventStream,
-};
-use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen};
+use crossterm::event::{Event, EventStream};
 use futures_util::StreamExt;
-use ratatui::Terminal;
-use ratatui::backend::CrosstermBackend;
 use tokio::sync::mpsc;
 
 use self::app::{App, Command};
@@ -64,7 +57,10 @@ pub async fn top(args: TopArgs) -> Result<Exit, Error> {
     // A SIGTERM or SIGHUP ends the loop like q does, so the terminal is given back.
     let mut stops = Stops::install();
     let mut exit = Exit::Ok;
-    let mut screen = Screen::take()?;
+    // The session view's terminal handling: raw, alternate screen, mouse and paste, given
+    // back when dropped and by its panic hook.
+    let mut screen = crate::surface::tui::TerminalGuard::enter()
+        .map_err(|e| Error::Runtime(format!("cannot set up the terminal: {e}")))?;
     let mut keys = EventStream::new();
     let mut tick = tokio::time::interval(TICK);
     let mut drawn = Instant::now()
@@ -122,58 +118,4 @@ pub async fn top(args: TopArgs) -> Result<Exit, Error> {
     }
     drop(screen);
     Ok(exit)
-}
-
-/// The terminal while `top` runs: raw, on the alternate screen, the mouse captured. Given
-/// back when dropped, and by the panic hook it installs.
-struct Screen {
-    terminal: Terminal<CrosstermBackend<Stdout>>,
-}
-
-/// Everything [`Screen::take`] changed, undone; each step tried whatever the others do.
-fn give_back() {
-    let mut out = std::io::stdout();
-    let _ = crossterm::execute!(
-        out,
-        DisableMouseCapture,
-        DisableBracketedPaste,
-        LeaveAlternateScreen,
-        crossterm::cursor::Show
-    );
-    let _ = crossterm::terminal::disable_raw_mode();
-    let _ = out.flush();
-}
-
-impl Screen {
-    fn take() -> Result<Screen, Error> {
-        let failed = |e: std::io::Error| {
-            give_back();
-            Error::Runtime(format!("cannot set up the terminal: {e}"))
-        };
-        crossterm::terminal::enable_raw_mode().map_err(failed)?;
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            // The message must land on a usable terminal, not inside the alternate screen.
-            give_back();
-            previous(info);
-        }));
-        let mut out = std::io::stdout();
-        crossterm::execute!(
-            out,
-            EnterAlternateScreen,
-            EnableMouseCapture,
-            EnableBracketedPaste
-        )
-        .map_err(failed)?;
-        let terminal = Terminal::new(CrosstermBackend::new(out)).map_err(failed)?;
-        Ok(Screen { terminal })
-    }
-}
-
-impl Drop for Screen {
-    fn drop(&mut self) {
-        give_back();
-        // The hook that gives the terminal back has nothing left to give.
-        let _ = std::panic::take_hook();
-    }
 }

@@ -19,9 +19,9 @@ use time::OffsetDateTime;
 use super::app::{App, Overlay, View};
 use super::board::{Row, ago, count};
 use crate::event::Status;
+use crate::surface::tui::Conversation;
 use crate::surface::tui::theme::Theme;
 use crate::surface::tui::wrap::clean_line;
-use crate::surface::tui::{Conversation, draw_approval};
 
 pub(super) fn draw(frame: &mut Frame, app: &mut App) {
     let [header, body, footer] = Layout::vertical([
@@ -51,10 +51,8 @@ pub(super) fn draw(frame: &mut Frame, app: &mut App) {
                 None => frame.render_widget(Paragraph::new("loading…"), inner),
             }
         }
-        Some(Overlay::Approve {
-            request, scroll, ..
-        }) => match request {
-            Some(request) => draw_approval(frame, body, request, 0, scroll, theme),
+        Some(Overlay::Approve { request, modal, .. }) => match request {
+            Some(request) => modal.draw(frame, body, request, 0, theme),
             None => {
                 let area = body.centered(Constraint::Length(40), Constraint::Length(3));
                 frame.render_widget(Clear, area);
@@ -368,7 +366,7 @@ mod tests {
         app.overlay = Some(Overlay::Approve {
             id: waiting.clone(),
             request: None,
-            scroll: 0,
+            modal: Box::default(),
         });
         let request = PermissionRequest {
             reason: HOSTILE.into(),

@@ -29,6 +29,8 @@ use super::{ChatArgs, LOCAL_OWNER, Term};
 const QUIT_WINDOW: Duration = Duration::from_secs(2);
 /// Envelopes applied before the screen is drawn again: a fast stream is drawn in batches.
 const BATCH: usize = 512;
+/// The shortest time between two frames (about 30 a second).
+const FRAME: Duration = Duration::from_millis(33);
 
 /// A scrollable text shown over the conversation (`/help`, `/sessions`, a worktree diff).
 pub struct Overlay {
@@ -56,9 +58,8 @@ pub struct App {
     pub completion: Option<Completion>,
     pub overlay: Option<Overlay>,
     pub page: usize,
-    pub modal_scroll: usize,
-    /// Keeps keys typed just before an approval opened from answering it.
-    pub settle: super::approval::Settle,
+    /// The approval modal's state (see `approval::Modal`).
+    pub modal: super::approval::Modal,
     pub theme: Theme,
     quit_armed: Option<Instant>,
     quit: bool,
@@ -90,8 +91,7 @@ impl App {
             completion: None,
             overlay: None,
             page: 10,
-            modal_scroll: 0,
-            settle: super::approval::Settle::default(),
+            modal: super::approval::Modal::default(),
             theme: Theme::from_env(),
             quit_armed: None,
             quit: false,
@@ -128,6 +128,9 @@ impl App {
                     .error(format!("cannot read the session's log: {e}")),
             }
         }
+        self.conversation
+            .transcript
+            .keep_requests(&handle.session.pending_permissions());
         self.events = Some(handle.session.tap(last_seq));
         self.files = None;
         self.handle = handle;
@@ -157,15 +160,27 @@ impl App {
         if let Some(prompt) = self.args.prompt.take() {
             self.send(prompt);
         }
+        let mut last_draw: Option<Instant> = None;
+        let mut dirty = true;
         loop {
-            terminal
-                .draw(|frame| super::ui::draw(frame, self))
-                .map_err(|e| Error::Runtime(format!("cannot draw on the terminal: {e}")))?;
+            // At most one frame per FRAME: a fast stream is drawn in batches, and drawing
+            // (whose cost grows with what changed) cannot be driven by a hostile stream.
+            if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
+                terminal
+                    .draw(|frame| super::ui::draw(frame, self))
+                    .map_err(|e| Error::Runtime(format!("cannot draw on the terminal: {e}")))?;
+                last_draw = Some(Instant::now());
+                dirty = false;
+            }
             if self.quit {
                 return Ok(Exit::Ok);
             }
             let events_open = self.events.is_some();
+            let owed = dirty;
+            let next_frame =
+                tokio::time::Instant::from_std(last_draw.unwrap_or_else(Instant::now) + FRAME);
             tokio::select! {
+                () = tokio::time::sleep_until(next_frame), if owed => {}
                 event = input.next() => match event {
                     Some(Ok(event)) => self.on_terminal(event),
                     Some(Err(e)) => {
@@ -181,6 +196,7 @@ impl App {
                 _ = tick.tick() => self.on_tick(),
                 exit = stops.next() => return Ok(exit),
             }
+            dirty = true;
         }
     }
 

@@ -23,39 +23,158 @@ use super::wrap::{clean_line, wrap_text};
 /// typing into the input (a `y` or an `a` of a word) when the modal opened over it.
 pub const SETTLE: Duration = Duration::from_millis(500);
 
-/// When the request on screen first showed, so its answer waits for [`SETTLE`].
+/// The modal's state for the request it shows: when it first showed, how far its body is
+/// scrolled, whether the person has seen its end, and its lines for the last width.
+///
+/// An approval (`y`, `a`) waits for [`SETTLE`] and, when the body is taller than the modal,
+/// for the person to have scrolled to its end: what a long command or diff does last (the
+/// commands bash really runs, the file a patch touches, what "always" covers) is never
+/// approved unseen. Refusals (`n`, `d`, `f`, `c`) are always taken.
 #[derive(Debug, Default)]
-pub struct Settle {
+pub struct Modal {
     shown: Option<(String, Instant)>,
+    pub scroll: usize,
+    seen_end: bool,
+    cache: Option<(String, usize, Vec<Line<'static>>)>,
 }
 
-impl Settle {
-    /// Whether a key at `now` may answer `request_id`.
-    pub fn admits(&mut self, request_id: &str, now: Instant) -> bool {
-        match &self.shown {
-            Some((id, at)) if id == request_id => now.duration_since(*at) >= SETTLE,
-            _ => {
-                self.shown = Some((request_id.to_string(), now));
-                false
-            }
+impl Modal {
+    /// Starts over when another request takes the modal.
+    fn show(&mut self, request_id: &str, now: Instant) {
+        if self.shown.as_ref().is_none_or(|(id, _)| id != request_id) {
+            *self = Modal {
+                shown: Some((request_id.to_string(), now)),
+                ..Modal::default()
+            };
         }
     }
 
-    /// Notes the request drawn now (the clock starts when the person can first see it).
-    pub fn drawn(&mut self, request_id: &str) {
-        if self.shown.as_ref().is_none_or(|(id, _)| id != request_id) {
-            self.shown = Some((request_id.to_string(), Instant::now()));
+    /// Up, down and page keys on the body; false for any other key.
+    pub fn scroll_key(&mut self, key: &KeyEvent, page: usize) -> bool {
+        match key.code {
+            KeyCode::Up => self.scroll = self.scroll.saturating_sub(1),
+            KeyCode::Down => self.scroll = self.scroll.saturating_add(1),
+            KeyCode::PageUp => self.scroll = self.scroll.saturating_sub(page),
+            KeyCode::PageDown => self.scroll = self.scroll.saturating_add(page),
+            KeyCode::End => self.scroll = usize::MAX / 2,
+            KeyCode::Home => self.scroll = 0,
+            _ => return false,
         }
+        true
+    }
+
+    /// Whether `decision` may answer `request` now; else why not, for the person.
+    pub fn permits(
+        &mut self,
+        request: &PermissionRequest,
+        decision: Decision,
+        now: Instant,
+    ) -> Result<(), &'static str> {
+        let Some((id, at)) = &self.shown else {
+            self.show(&request.request_id, now);
+            return Err("the approval just opened: read it, then press the key again");
+        };
+        if id != &request.request_id {
+            self.show(&request.request_id, now);
+            return Err("the approval just opened: read it, then press the key again");
+        }
+        if now.duration_since(*at) < SETTLE {
+            return Err("the approval just opened: read it, then press the key again");
+        }
+        let approves = matches!(decision, Decision::Allow | Decision::AllowAll);
+        if approves && !self.seen_end {
+            return Err("read the whole request first: ↓ or PgDn to its end, then approve");
+        }
+        if decision == Decision::AllowAll && !request.always_offered() {
+            return Err("\"always\" is not offered for this call");
+        }
+        Ok(())
+    }
+
+    /// The modal for `request` over `area` (`more` requests waiting after it). `corral top`
+    /// draws its approvals with it too.
+    pub fn draw(
+        &mut self,
+        frame: &mut Frame,
+        area: Rect,
+        request: &PermissionRequest,
+        more: usize,
+        theme: &Theme,
+    ) {
+        self.show(&request.request_id, Instant::now());
+        let width = area.width.saturating_sub(4).max(20);
+        let inner_width = width.saturating_sub(2) as usize;
+        let fresh = self
+            .cache
+            .as_ref()
+            .is_some_and(|(id, w, _)| id == &request.request_id && *w == inner_width);
+        if !fresh {
+            let body = lines(request, inner_width, theme);
+            self.cache = Some((request.request_id.clone(), inner_width, body));
+        }
+        let body: &[Line<'static>] = self.cache.as_ref().map_or(&[], |(_, _, b)| b.as_slice());
+        let rows = u16::try_from(body.len()).unwrap_or(u16::MAX);
+        let height = rows
+            .saturating_add(4)
+            .min(area.height.saturating_sub(2))
+            .max(6);
+        let modal = Rect {
+            x: area.x + (area.width.saturating_sub(width)) / 2,
+            y: area.y + (area.height.saturating_sub(height)) / 2,
+            width,
+            height,
+        }
+        .intersection(frame.area());
+        let visible = modal.height.saturating_sub(3) as usize;
+        let max_scroll = body.len().saturating_sub(visible);
+        self.scroll = self.scroll.min(max_scroll);
+        if self.scroll >= max_scroll {
+            self.seen_end = true;
+        }
+        let mut shown: Vec<Line<'static>> = body
+            .iter()
+            .skip(self.scroll)
+            .take(visible)
+            .cloned()
+            .collect();
+        shown.push(keys(request, theme));
+        let mut title = format!(
+            " approval · {} · {} ",
+            clean_line(&request.tool),
+            clean_line(&request.danger)
+        );
+        if more > 0 {
+            title.push_str(&format!("· {more} more waiting "));
+        }
+        if max_scroll > 0 && !self.seen_end {
+            title.push_str(&format!(
+                "· {} more line{} below: ↓ PgDn to read before approving ",
+                max_scroll - self.scroll,
+                if max_scroll - self.scroll == 1 {
+                    ""
+                } else {
+                    "s"
+                }
+            ));
+        } else if max_scroll > 0 {
+            title.push_str("· ↑↓ scroll ");
+        }
+        let block = Block::default()
+            .borders(Borders::ALL)
+            .border_type(BorderType::Rounded)
+            .border_style(theme.warning)
+            .title(Span::styled(title, theme.warning));
+        frame.render_widget(Clear, modal);
+        frame.render_widget(
+            Paragraph::new(shown).block(block).style(Style::default()),
+            modal,
+        );
     }
 }
 
 pub fn key(app: &mut App, key: &KeyEvent) {
-    match key.code {
-        KeyCode::Up => return app.modal_scroll = app.modal_scroll.saturating_sub(1),
-        KeyCode::Down => return app.modal_scroll += 1,
-        KeyCode::PageUp => return app.modal_scroll = app.modal_scroll.saturating_sub(app.page),
-        KeyCode::PageDown => return app.modal_scroll += app.page,
-        _ => {}
+    if app.modal.scroll_key(key, app.page) {
+        return;
     }
     let Some(request) = app.conversation.transcript.pending().first().cloned() else {
         return;
@@ -63,20 +182,19 @@ pub fn key(app: &mut App, key: &KeyEvent) {
     let Some(decision) = crate::surface::approve::decision_for(key) else {
         return;
     };
-    if !app.settle.admits(&request.request_id, Instant::now()) {
-        app.flash("the approval just opened: read it, then press the key again");
+    if let Err(why) = app.modal.permits(&request, decision, Instant::now()) {
+        app.flash(why);
         return;
     }
-    if decision == Decision::AllowAll && !request.always_offered() {
-        app.flash("\"always\" is not offered for this call");
-        return;
-    }
-    app.modal_scroll = 0;
     if let Err(e) = app
         .manager
         .answer(app.handle.id(), &request.request_id, decision)
     {
-        // Answered elsewhere or timed out meanwhile: its resolution will clear it.
+        // Answered elsewhere, timed out, or left over from a process that died: nobody can
+        // answer it any more, so it must not hold the view.
+        app.conversation
+            .transcript
+            .forget_request(&request.request_id);
         app.flash(e.to_string());
     }
 }
@@ -121,86 +239,86 @@ fn keys(request: &PermissionRequest, theme: &Theme) -> Line<'static> {
 }
 
 pub fn draw(frame: &mut Frame, area: Rect, app: &mut App) {
-    let Some(request) = app.conversation.transcript.pending().first() else {
+    let pending = app.conversation.transcript.pending();
+    let Some(request) = pending.first() else {
         return;
     };
-    app.settle.drawn(&request.request_id);
-    let more = app.conversation.transcript.pending().len() - 1;
-    draw_request(
-        frame,
-        area,
-        request,
-        more,
-        &mut app.modal_scroll,
-        &app.theme,
-    );
-}
-
-/// The modal for `request` over `area` (`more` requests waiting after it), its body
-/// scrolled down `scroll` lines (kept within the body). `corral top` draws its approvals
-/// with it too.
-pub fn draw_request(
-    frame: &mut Frame,
-    area: Rect,
-    request: &PermissionRequest,
-    more: usize,
-    scroll: &mut usize,
-    theme: &Theme,
-) {
-    let width = area.width.saturating_sub(4).max(20);
-    let inner_width = width.saturating_sub(2) as usize;
-    let body = lines(request, inner_width, theme);
-    let height = (body.len() as u16 + 4)
-        .min(area.height.saturating_sub(2))
-        .max(6);
-    let modal = Rect {
-        x: area.x + (area.width.saturating_sub(width)) / 2,
-        y: area.y + (area.height.saturating_sub(height)) / 2,
-        width,
-        height,
-    }
-    .intersection(frame.area());
-    let visible = height.saturating_sub(3) as usize;
-    let max_scroll = body.len().saturating_sub(visible);
-    *scroll = (*scroll).min(max_scroll);
-    let mut shown: Vec<Line<'static>> = body.into_iter().skip(*scroll).take(visible).collect();
-    shown.push(keys(request, theme));
-    let mut title = format!(
-        " approval · {} · {} ",
-        clean_line(&request.tool),
-        clean_line(&request.danger)
-    );
-    if more > 0 {
-        title.push_str(&format!("· {more} more waiting "));
-    }
-    if max_scroll > 0 {
-        title.push_str("· ↑↓ scroll ");
-    }
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_type(BorderType::Rounded)
-        .border_style(theme.warning)
-        .title(Span::styled(title, theme.warning));
-    frame.render_widget(Clear, modal);
-    frame.render_widget(
-        Paragraph::new(shown).block(block).style(Style::default()),
-        modal,
-    );
+    let more = pending.len() - 1;
+    app.modal.draw(frame, area, request, more, &app.theme);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn request(lines: usize) -> PermissionRequest {
+        let command = (0..lines)
+            .map(|i| format!("echo {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut request =
+            PermissionRequest::sample("shell", serde_json::json!({ "command": command }));
+        request.preview.command = Some(command);
+        request
+    }
+
+    fn draw(modal: &mut Modal, request: &PermissionRequest, height: u16) {
+        let mut terminal =
+            ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, height)).unwrap();
+        terminal
+            .draw(|frame| {
+                let area = frame.area();
+                modal.draw(frame, area, request, 0, &Theme::plain());
+            })
+            .unwrap();
+    }
+
     #[test]
     fn a_key_typed_as_the_modal_opens_does_not_answer_it() {
-        let mut settle = Settle::default();
+        let mut modal = Modal::default();
+        let short = request(1);
         let opened = Instant::now();
-        settle.drawn("r1");
-        assert!(!settle.admits("r1", opened + Duration::from_millis(100)));
-        assert!(settle.admits("r1", opened + SETTLE + Duration::from_millis(1)));
-        // The next request starts its own wait.
-        assert!(!settle.admits("r2", opened + SETTLE * 3));
-        assert!(settle.admits("r2", opened + SETTLE * 5));
+        draw(&mut modal, &short, 40);
+        let soon = opened + Duration::from_millis(100);
+        assert!(modal.permits(&short, Decision::Allow, soon).is_err());
+        let later = opened + SETTLE + Duration::from_millis(5);
+        assert_eq!(modal.permits(&short, Decision::Allow, later), Ok(()));
+        // Another request starts its own wait.
+        let next = PermissionRequest {
+            request_id: "other".into(),
+            ..short.clone()
+        };
+        assert!(modal.permits(&next, Decision::Allow, later).is_err());
+        // Never drawn: not seen, not approved.
+        assert!(
+            modal
+                .permits(&next, Decision::Allow, later + SETTLE)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_long_request_is_approved_only_after_its_end_was_shown() {
+        let mut modal = Modal::default();
+        let long = request(100);
+        draw(&mut modal, &long, 24);
+        let later = Instant::now() + SETTLE * 2;
+        assert!(modal.permits(&long, Decision::Allow, later).is_err());
+        assert!(modal.permits(&long, Decision::AllowAll, later).is_err());
+        // Refusing needs no reading.
+        assert_eq!(modal.permits(&long, Decision::Deny, later), Ok(()));
+        let end = KeyEvent::new(KeyCode::End, crossterm::event::KeyModifiers::NONE);
+        assert!(modal.scroll_key(&end, 10));
+        draw(&mut modal, &long, 24);
+        assert_eq!(modal.permits(&long, Decision::Allow, later), Ok(()));
+    }
+
+    #[test]
+    fn a_newline_in_a_path_cannot_fake_a_line_of_the_diff() {
+        let mut request = PermissionRequest::sample("write_file", serde_json::json!({}));
+        request.preview.path = Some("notes.txt\n+ harmless".into());
+        request.preview.diff = Some("--- a/x\n+++ b/x\n".into());
+        let body = crate::surface::approve::request_body(&request);
+        assert!(body.contains("file: notes.txt\\n+ harmless"), "{body}");
     }
 }

@@ -12,6 +12,7 @@ use crate::model::Effort;
 use crate::session::catalog;
 
 use super::app::{App, Overlay};
+use super::theme::Theme;
 use super::wrap::{clean_line, wrap_text};
 
 pub enum Done {
@@ -129,9 +130,9 @@ pub fn run(app: &mut App, line: &str) {
             };
             open_instead(app, spec);
         }
-        "/resume" if rest.is_empty() => sessions(app, true),
+        "/resume" if rest.is_empty() => sessions(app),
         "/resume" => resume(app, rest),
-        "/sessions" => sessions(app, true),
+        "/sessions" => sessions(app),
         "/worktree" => worktree(app, rest),
         _ => app.conversation.transcript.error(format!(
             "unknown command {}: /help lists them",
@@ -229,22 +230,27 @@ fn resume(app: &mut App, text: &str) {
     open_instead(app, spec);
 }
 
-/// The local sessions, newest first; Enter resumes the one selected.
-fn sessions(app: &mut App, pick: bool) {
+/// The local sessions, newest first; Enter resumes the one selected. Read off the UI's
+/// thread: every log is scanned.
+fn sessions(app: &mut App) {
     let dir = match open::agents_dir() {
         Ok(dir) => dir,
         Err(e) => return app.conversation.transcript.error(e.to_string()),
     };
-    let list = match catalog::list(&dir) {
-        Ok(list) => list,
-        Err(e) => {
-            return app
-                .conversation
-                .transcript
-                .error(format!("cannot list sessions: {e}"));
-        }
-    };
     let current = app.handle.id().to_string();
+    let theme = app.theme.clone();
+    let done = app.done_sender();
+    app.flash("reading the sessions…");
+    tokio::task::spawn_blocking(move || {
+        let report = match catalog::list(&dir) {
+            Ok(list) => Done::Overlay(sessions_overlay(&list, &current, &theme)),
+            Err(e) => Done::Error(format!("cannot list sessions: {e}")),
+        };
+        let _ = done.send(report);
+    });
+}
+
+fn sessions_overlay(list: &[catalog::LocalSession], current: &str, theme: &Theme) -> Overlay {
     let mut lines = Vec::new();
     let mut ids = Vec::new();
     let now = time::OffsetDateTime::now_utc();
@@ -259,9 +265,9 @@ fn sessions(app: &mut App, pick: bool) {
         lines.push(Line::from(vec![
             Span::styled(
                 format!("{here} {} ", clean_line(&session.id)),
-                app.theme.heading,
+                theme.heading,
             ),
-            Span::styled(format!("{:<17}", session.status.as_str()), app.theme.dim),
+            Span::styled(format!("{:<17}", session.status.as_str()), theme.dim),
             Span::raw(clean_line(&session.title)),
             Span::styled(
                 format!(
@@ -270,7 +276,7 @@ fn sessions(app: &mut App, pick: bool) {
                     session.turns,
                     if session.turns == 1 { "" } else { "s" },
                 ),
-                app.theme.dim,
+                theme.dim,
             ),
         ]));
         ids.push(session.id.clone());
@@ -278,12 +284,12 @@ fn sessions(app: &mut App, pick: bool) {
     if lines.is_empty() {
         lines.push(Line::from("no sessions yet"));
     }
-    app.overlay = Some(Overlay {
+    Overlay {
         title: "sessions · Enter resumes · Esc closes".into(),
         lines,
         scroll: 0,
-        pick: pick.then_some((ids, 0)),
-    });
+        pick: Some((ids, 0)),
+    }
 }
 
 fn worktree(app: &mut App, rest: &str) {

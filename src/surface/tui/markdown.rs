@@ -12,6 +12,9 @@ use super::highlight;
 use super::theme::Theme;
 use super::wrap::{clean, wrap};
 
+/// Levels of nested quotes and lists drawn; deeper ones are drawn at this depth.
+const MAX_DEPTH: usize = 8;
+
 /// `text` as wrapped lines of `width` columns.
 pub fn render(text: &str, width: usize, theme: &Theme) -> Vec<Line<'static>> {
     let text = clean(text);
@@ -69,9 +72,16 @@ impl Renderer<'_> {
         }
     }
 
+    /// The frame of nested quotes and lists, shown to [`MAX_DEPTH`] levels and never wider
+    /// than half the line: a hostile answer nesting thousands deep must not repeat a huge
+    /// indent on every wrapped line.
     fn indent(&self) -> String {
-        let mut lead = "▎ ".repeat(self.quote);
-        lead.push_str(&"  ".repeat(self.lists.len().saturating_sub(1)));
+        let mut lead = "▎ ".repeat(self.quote.min(MAX_DEPTH));
+        lead.push_str(&"  ".repeat(self.lists.len().saturating_sub(1).min(MAX_DEPTH)));
+        let limit = self.width / 2;
+        if lead.chars().count() > limit {
+            lead = lead.chars().take(limit).collect();
+        }
         lead
     }
 
@@ -97,13 +107,16 @@ impl Renderer<'_> {
         }
     }
 
+    /// Parsed text is cleaned again: the parser decodes character references (`&#x1b;`)
+    /// that the raw text did not contain.
     fn text(&mut self, text: &str) {
+        let text = clean(text);
         if let Some((_, code)) = &mut self.code {
-            code.push_str(text);
+            code.push_str(&text);
             return;
         }
         let style = self.style();
-        self.pieces.push((text.to_string(), style));
+        self.pieces.push((text.into_owned(), style));
     }
 
     fn event(&mut self, event: Event<'_>) {
@@ -113,7 +126,7 @@ impl Renderer<'_> {
             Event::Text(text) => self.text(&text),
             Event::Code(code) => {
                 let style = self.theme.inline_code;
-                self.pieces.push((code.to_string(), style));
+                self.pieces.push((clean(&code).into_owned(), style));
             }
             Event::Html(html) | Event::InlineHtml(html) => self.text(&html),
             Event::SoftBreak => self.text(" "),
@@ -151,7 +164,7 @@ impl Renderer<'_> {
                 self.flush();
                 let lang = match kind {
                     CodeBlockKind::Fenced(info) => {
-                        info.split_whitespace().next().unwrap_or("").to_string()
+                        clean(info.split_whitespace().next().unwrap_or("")).into_owned()
                     }
                     CodeBlockKind::Indented => String::new(),
                 };
@@ -180,7 +193,7 @@ impl Renderer<'_> {
             Tag::Strong => self.push_style(Style::new().add_modifier(Modifier::BOLD)),
             Tag::Strikethrough => self.push_style(Style::new().add_modifier(Modifier::CROSSED_OUT)),
             Tag::Link { dest_url, .. } => {
-                self.link = Some(dest_url.to_string());
+                self.link = Some(clean(&dest_url).into_owned());
                 self.push_style(self.theme.link);
             }
             Tag::Image { dest_url, .. } => self.text(&format!("[image {dest_url}] ")),
@@ -305,6 +318,32 @@ mod tests {
         let lines = render("hi \x1b[2J [x](\x1b]52;c;aGk=\x07) `\x1b[31m`", 80, &theme);
         let text = plain(&lines).concat();
         assert!(!text.chars().any(|c| c.is_control()), "{text:?}");
+    }
+
+    #[test]
+    fn character_references_are_cleaned_after_parsing() {
+        let theme = Theme::plain();
+        let lines = render(
+            "a&#x1b;[2J b&#x202e; [l](x&#x1b;y) `&#x1b;` \n```&#x1b;\ncode\n```",
+            80,
+            &theme,
+        );
+        let text = plain(&lines).concat();
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{202e}'),
+            "{text:?}"
+        );
+        assert!(text.contains("\\x1b[2J"), "{text:?}");
+    }
+
+    #[test]
+    fn deep_nesting_keeps_every_line_within_the_width() {
+        let theme = Theme::plain();
+        let text = format!("{}{}", ">".repeat(5000), "word ".repeat(2000));
+        let lines = render(&text, 40, &theme);
+        assert!(lines.iter().all(|l| l.width() <= 40));
+        let cells: usize = lines.iter().map(|l| l.width()).sum();
+        assert!(cells < 40 * 2000 * 2, "{cells}");
     }
 
     #[test]

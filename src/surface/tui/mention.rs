@@ -14,6 +14,8 @@ use crate::sandbox::paths::RootDir;
 
 /// Files indexed for completion, at most.
 const INDEX_LIMIT: usize = 20_000;
+/// Entries (files and directories) the walk looks at, at most.
+const VISIT_LIMIT: usize = 100_000;
 /// Bytes of one file inlined, at most; the rest is cut with a note.
 pub const INLINE_LIMIT: u64 = 128 * 1024;
 /// Candidates shown at once.
@@ -33,7 +35,9 @@ impl FileIndex {
             .follow_links(false)
             .git_ignore(true)
             .build();
-        for entry in walk.flatten() {
+        // Every entry counts, directories too: a tree of empty directories must not make
+        // the walk endless.
+        for entry in walk.flatten().take(VISIT_LIMIT) {
             if paths.len() >= INDEX_LIMIT {
                 break;
             }

@@ -35,7 +35,9 @@ mod ui;
 mod view;
 pub mod wrap;
 
-pub(crate) use approval::draw_request as draw_approval;
+pub(crate) use approval::Modal as ApprovalModal;
+#[cfg(test)]
+pub(crate) use approval::SETTLE as APPROVAL_SETTLE;
 pub use view::Conversation;
 
 /// The owner recorded for sessions opened here: the person at this terminal.
@@ -73,6 +75,12 @@ pub async fn chat(args: ChatArgs) -> Result<Exit, Error> {
             crate::sandbox::reaper::end_own_children(crate::sandbox::reaper::EXIT_GRACE);
             return Ok(exit);
         }
+        // Before the view takes the terminal, Ctrl-C is a signal: what was started so far
+        // (a model server loading) is stopped, not left behind.
+        _ = tokio::signal::ctrl_c() => {
+            crate::sandbox::reaper::end_own_children(crate::sandbox::reaper::EXIT_GRACE);
+            return Ok(Exit::Cancelled);
+        }
     };
     let (handle, notes) = opened?;
     let mut app = app::App::new(manager.clone(), handle, config.tui.clone(), args);
@@ -83,6 +91,10 @@ pub async fn chat(args: ChatArgs) -> Result<Exit, Error> {
         app.run(&mut terminal.terminal, &mut stops).await
     };
     let id = app.session_id();
+    if let Ok(exit @ (Exit::Terminated | Exit::HungUp)) = &outcome {
+        // Stopping what the sessions own must not hang a terminal that is going away.
+        super::run::watchdog(*exit);
+    }
     manager.shutdown().await;
     crate::sandbox::process::wait_for_tool_processes(crate::sandbox::process::EXIT_WAIT).await;
     let exit = outcome?;
@@ -147,12 +159,18 @@ pub fn restore_terminal() {
     let _ = crossterm::terminal::disable_raw_mode();
 }
 
+/// Restores the terminal when the thread drawing it panics (before the message is printed).
+/// A panic elsewhere (a task whose panic is caught) leaves the view as it is.
 fn install_panic_hook() {
+    static UI_THREAD: std::sync::OnceLock<std::thread::ThreadId> = std::sync::OnceLock::new();
     static INSTALLED: std::sync::Once = std::sync::Once::new();
+    let _ = UI_THREAD.set(std::thread::current().id());
     INSTALLED.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            restore_terminal();
+            if UI_THREAD.get() == Some(&std::thread::current().id()) {
+                restore_terminal();
+            }
             previous(info);
         }));
     });

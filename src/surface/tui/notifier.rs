@@ -74,7 +74,10 @@ impl Notifier {
         };
         for request in due {
             self.notified.insert(request.request_id.clone());
-            let title = format!("corral: approval needed ({session})");
+            let title = format!(
+                "corral: approval needed ({})",
+                crate::surface::safe_text::escape_line(session)
+            );
             let message = describe(request);
             let address = address.clone();
             tokio::spawn(async move {
@@ -100,5 +103,30 @@ fn describe(request: &PermissionRequest) -> String {
         .chars()
         .take(160)
         .collect();
-    format!("{} ({}): {what}", request.tool, request.danger)
+    markup_escape(&format!(
+        "{} ({}): {what}",
+        crate::surface::safe_text::escape_line(&request.tool),
+        crate::surface::safe_text::escape_line(&request.danger)
+    ))
+}
+
+/// Notification bodies are markup to many servers (`<a href>`, `<img>`): shown as text.
+fn markup_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_notification_body_carries_no_markup_or_control_characters() {
+        let mut request = PermissionRequest::sample("shell", serde_json::json!({"command": "x"}));
+        request.preview.command = Some("rm <a href=\"http://x\">me</a> \u{1b}[2J".into());
+        let text = describe(&request);
+        assert!(!text.contains('<') && !text.contains('\u{1b}'), "{text}");
+        assert!(text.contains("&lt;a href"), "{text}");
+    }
 }

@@ -7,6 +7,7 @@
 //! for the terminal. What a tool prints is capped per card (its tail is kept) so a long
 //! session's memory stays bounded by what can usefully be shown.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -18,6 +19,13 @@ use crate::event::{
 
 /// The most of one tool's output a card keeps (its end).
 pub const OUTPUT_CAP: usize = 32 * 1024;
+/// The most of one text block (an answer, a thought, a prompt) kept for the screen; a longer
+/// one shows its start and says how much is not shown. The session's own log has it whole.
+pub const TEXT_CAP: usize = 256 * 1024;
+/// Arguments or a result longer than this are kept cut (the card shows a few lines anyway).
+const VALUE_CAP: usize = 16 * 1024;
+/// Files whose old and new text together exceed this get no diff on the card.
+const DIFF_INPUT_CAP: usize = 512 * 1024;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum BlockKind {
@@ -77,6 +85,8 @@ pub struct Transcript {
     /// When the running turn began (for the elapsed time).
     pub turn_started: Option<Instant>,
     next_version: u64,
+    /// Each tool call's block, by call id: blocks are only ever appended, so indexes hold.
+    cards: HashMap<String, usize>,
 }
 
 impl Transcript {
@@ -87,6 +97,19 @@ impl Transcript {
     /// Open permission requests, oldest first.
     pub fn pending(&self) -> &[PermissionRequest] {
         &self.pending
+    }
+
+    /// Drops a request nobody can answer any more (left in a log by a process that died, or
+    /// closed elsewhere before its resolution arrived).
+    pub fn forget_request(&mut self, request_id: &str) {
+        self.pending.retain(|p| p.request_id != request_id);
+    }
+
+    /// Keeps only the requests `open` names: a log read back holds requests whose process is
+    /// gone; only the live session's own are still open.
+    pub fn keep_requests(&mut self, open: &[PermissionRequest]) {
+        self.pending
+            .retain(|p| open.iter().any(|o| o.request_id == p.request_id));
     }
 
     pub fn is_working(&self) -> bool {
@@ -147,7 +170,7 @@ impl Transcript {
             Payload::Thought(t) => self.text(t.delta, &t.content, true),
             Payload::UserText(u) => {
                 if let ContentBlock::Text { text } = &u.content {
-                    self.push(BlockKind::User(text.clone()));
+                    self.push(BlockKind::User(capped(text)));
                 } else {
                     self.push(BlockKind::User("[image]".into()));
                 }
@@ -158,8 +181,8 @@ impl Transcript {
                     if !call.title.is_empty() {
                         card.title = call.title.clone();
                     }
-                    if call.raw_input.is_some() {
-                        card.args = call.raw_input.clone();
+                    if let Some(input) = &call.raw_input {
+                        card.args = Some(capped_value(input));
                     }
                     card.status = call.status;
                     if let Some(diff) = diffs(&call.content) {
@@ -185,7 +208,8 @@ impl Transcript {
                     } else {
                         r.result.error.clone().or(r.result.output.clone())
                     };
-                    card.result = Some((r.result.success, text.unwrap_or_default()));
+                    let text = text.unwrap_or_default();
+                    card.result = Some((r.result.success, cut_middle(&text, VALUE_CAP)));
                     if let Some(diff) = diffs(&r.update.content) {
                         card.diff = Some(diff);
                     }
@@ -293,10 +317,17 @@ impl Transcript {
                     return;
                 };
                 if delta {
-                    current.push_str(text);
+                    // Once cut (longer than the cap with its note), later deltas are
+                    // dropped too.
+                    if current.len() <= TEXT_CAP {
+                        current.push_str(text);
+                        if current.len() > TEXT_CAP {
+                            *current = capped(current);
+                        }
+                    }
                 } else {
                     // The authoritative block replaces what the deltas built.
-                    *current = text.clone();
+                    *current = capped(text);
                     block.open = false;
                 }
             }
@@ -307,9 +338,9 @@ impl Transcript {
                     return;
                 }
                 let kind = if thought {
-                    BlockKind::Thought(text.clone())
+                    BlockKind::Thought(capped(text))
                 } else {
-                    BlockKind::Assistant(text.clone())
+                    BlockKind::Assistant(capped(text))
                 };
                 self.blocks.push(Block {
                     kind,
@@ -336,10 +367,7 @@ impl Transcript {
     }
 
     fn card_index(&self, id: &str) -> Option<usize> {
-        // Recent cards are at the end: search backwards.
-        self.blocks
-            .iter()
-            .rposition(|b| matches!(&b.kind, BlockKind::Tool(card) if card.id == id))
+        self.cards.get(id).copied()
     }
 
     /// The card of a call, made when this is the first word of it.
@@ -349,7 +377,9 @@ impl Transcript {
             None => {
                 self.close_text();
                 self.push(BlockKind::Tool(Box::new(ToolCard::new(id, tool))));
-                self.blocks.len() - 1
+                let index = self.blocks.len() - 1;
+                self.cards.insert(id.to_string(), index);
+                index
             }
         };
         match &mut self.blocks[index].kind {
@@ -408,6 +438,10 @@ fn diffs(content: &[Value]) -> Option<String> {
         let path = block["path"].as_str().unwrap_or("file");
         let old = block["oldText"].as_str().unwrap_or("");
         let new = block["newText"].as_str().unwrap_or("");
+        if old.len() + new.len() > DIFF_INPUT_CAP {
+            out.push_str(&format!("{path}: too large to diff here\n"));
+            continue;
+        }
         let diff = similar::TextDiff::from_lines(old, new);
         out.push_str(
             &diff
@@ -418,6 +452,58 @@ fn diffs(content: &[Value]) -> Option<String> {
         );
     }
     (!out.is_empty()).then_some(out)
+}
+
+/// `text`, or its first [`TEXT_CAP`] bytes and a note of what is left out.
+fn capped(text: &str) -> String {
+    if text.len() <= TEXT_CAP {
+        return text.to_string();
+    }
+    let mut end = TEXT_CAP;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[… {} more bytes not shown; `corral logs` has them]",
+        &text[..end],
+        text.len() - end
+    )
+}
+
+/// Head and tail of a long text, the middle replaced by a note.
+fn cut_middle(text: &str, cap: usize) -> String {
+    if text.len() <= cap {
+        return text.to_string();
+    }
+    let mut head = cap / 2;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - cap / 2;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}\n[… {} bytes …]\n{}",
+        &text[..head],
+        tail - head,
+        &text[tail..]
+    )
+}
+
+/// Arguments as the card keeps them: whole when small, else each long string cut.
+fn capped_value(value: &Value) -> Value {
+    match value {
+        Value::String(s) if s.len() > VALUE_CAP => Value::String(cut_middle(s, VALUE_CAP)),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .take(64)
+                .map(|(k, v)| (k.clone(), capped_value(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().take(64).map(capped_value).collect()),
+        other => other.clone(),
+    }
 }
 
 fn decision_words(decision: &str) -> &str {

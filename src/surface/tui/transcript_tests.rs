@@ -144,3 +144,32 @@ fn versions_change_with_every_edit_so_caches_refresh() {
     t.toggle_thoughts();
     assert_eq!(t.blocks()[0].version, before, "not a thought");
 }
+
+#[test]
+fn a_hostile_flood_stays_bounded() {
+    let mut t = Transcript::default();
+    let chunk = "x".repeat(64 * 1024);
+    for _ in 0..64 {
+        t.apply(&text("assistant_text", true, &chunk));
+    }
+    let BlockKind::Assistant(answer) = &t.blocks()[0].kind else {
+        panic!()
+    };
+    assert!(answer.len() < TEXT_CAP + 200, "{}", answer.len());
+    assert!(answer.ends_with("`corral logs` has them]"));
+    let huge = "y".repeat(1 << 20);
+    t.apply(&envelope(1, "tool_use", json!({"call": {"toolCallId": "c9", "title": "t", "kind": "other", "status": "pending", "rawInput": {"content": huge}}, "tool": "write_file"})));
+    let BlockKind::Tool(card) = &t.blocks()[1].kind else {
+        panic!()
+    };
+    assert!(card.args.as_ref().unwrap().to_string().len() < 20 * 1024);
+    // Many calls: each found by id, not by a search through every block.
+    for i in 0..5000 {
+        t.apply(&envelope(
+            1,
+            "tool_output",
+            json!({"toolCallId": format!("k{i}"), "stream": "stdout", "text": "."}),
+        ));
+    }
+    assert_eq!(t.blocks().len(), 5002);
+}

@@ -80,7 +80,8 @@ fn draw_input(frame: &mut Frame, area: Rect, app: &mut App) {
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let prompt = "› ";
-    let avail = (inner.width as usize).saturating_sub(prompt.len()).max(1);
+    let prompt_width = text_width(prompt);
+    let avail = (inner.width as usize).saturating_sub(prompt_width).max(1);
     let (row, col) = app.editor.cursor();
     let rows = inner.height as usize;
     let first = row.saturating_sub(rows.saturating_sub(1));
@@ -106,8 +107,12 @@ fn draw_input(frame: &mut Frame, area: Rect, app: &mut App) {
         ]));
         if i == row {
             cursor = Some(Position {
-                x: inner.x + (prompt.len() + before_width - skip) as u16,
-                y: inner.y + (i - first) as u16,
+                x: inner.x.saturating_add(
+                    u16::try_from(prompt_width + before_width - skip).unwrap_or(u16::MAX),
+                ),
+                y: inner
+                    .y
+                    .saturating_add(u16::try_from(i - first).unwrap_or(u16::MAX)),
             });
         }
     }
@@ -165,7 +170,7 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
             "ctx {}/{} ({}%) · ",
             tokens(used),
             tokens(window),
-            used * 100 / window
+            used.saturating_mul(100) / window
         )),
         (Some(used), _) => right.push_str(&format!("ctx {} · ", tokens(used))),
         _ => {}

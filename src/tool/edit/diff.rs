@@ -9,6 +9,8 @@ const CONTEXT: usize = 3;
 /// A unified diff of `old` → `new`, headed `a/<path>` → `b/<path>`; a side that does not
 /// exist (a file created or deleted) is `/dev/null`.
 pub(crate) fn unified(path: &str, old: Option<&str>, new: Option<&str>) -> String {
+    // A path is one header line: a newline in it must not start a line of the diff.
+    let path = path.replace('\n', "\\n").replace('\r', "\\r");
     let name = |exists: bool, side: &str| {
         if exists {
             format!("{side}/{path}")
