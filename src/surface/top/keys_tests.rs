@@ -40,8 +40,7 @@ fn press(app: &mut App, code: KeyCode) -> Vec<Command> {
 
 /// Draws the approval once and waits out its settle time, as a person reading it would.
 fn read_the_approval(app: &mut App) {
-    let mut terminal =
-        ratatui::Terminal::new(ratatui::backend::TestBackend::new(100, 40)).unwrap();
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(100, 40)).unwrap();
     terminal
         .draw(|frame| super::super::render::draw(frame, app))
         .unwrap();
