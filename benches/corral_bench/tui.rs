@@ -140,22 +140,18 @@ pub fn tui(rows: &mut Vec<Row>) {
     for e in &events {
         view.apply(e);
     }
-    let start = Instant::now();
-    terminal
-        .draw(|frame| {
-            let area = frame.area();
-            view.draw(frame, area, &theme);
-        })
-        .unwrap();
-    let first_frame = start.elapsed();
-    let start = Instant::now();
-    terminal
-        .draw(|frame| {
-            let area = frame.area();
-            view.draw(frame, area, &theme);
-        })
-        .unwrap();
-    let next_frame = start.elapsed();
+    let mut frame_time = || {
+        let start = Instant::now();
+        terminal
+            .draw(|frame| {
+                let area = frame.area();
+                view.draw(frame, area, &theme);
+            })
+            .unwrap();
+        start.elapsed()
+    };
+    let first_frame = frame_time();
+    let next_frame = frame_time();
     let after = rss_kib();
     drop(events);
     rows.push(Row {

@@ -484,30 +484,41 @@ impl SessionManager {
         Ok(turn)
     }
 
-    /// Switches a session's model between turns, keeping its conversation. `Ok(false)`: its
-    /// backend cannot switch. Waits for a running turn to end first.
-    pub async fn set_model(&self, id: &str, model: &str) -> Result<bool, SetModelError> {
+    /// Sends `id`'s task a command that answers, and waits for the answer (after a running
+    /// turn, which the task finishes first).
+    async fn ask<T>(
+        &self,
+        id: &str,
+        command: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<(Arc<Handle>, T), SendError> {
         let handle = self
             .get(id)
             .ok_or_else(|| SendError::NotFound(id.to_string()))?;
         if handle.session.status() == Status::Dead {
-            return Err(SendError::Dead(id.to_string()).into());
+            return Err(SendError::Dead(id.to_string()));
         }
         let (reply, answer) = oneshot::channel();
         handle
             .commands
-            .send(Command::SetModel {
+            .send(command(reply))
+            .map_err(|_| SendError::Dead(id.to_string()))?;
+        let answer = answer.await.map_err(|_| SendError::Dead(id.to_string()))?;
+        Ok((handle, answer))
+    }
+
+    /// Switches a session's model between turns, keeping its conversation. `Ok(false)`: its
+    /// backend cannot switch. Waits for a running turn to end first.
+    pub async fn set_model(&self, id: &str, model: &str) -> Result<bool, SetModelError> {
+        let (handle, answer) = self
+            .ask(id, |reply| Command::SetModel {
                 model: model.to_string(),
                 reply,
             })
-            .map_err(|_| SendError::Dead(id.to_string()))?;
-        let switched = answer
-            .await
-            .map_err(|_| SendError::Dead(id.to_string()))?
-            .map_err(|reason| SetModelError::Failed {
-                model: model.to_string(),
-                reason,
-            })?;
+            .await?;
+        let switched = answer.map_err(|reason| SetModelError::Failed {
+            model: model.to_string(),
+            reason,
+        })?;
         if switched {
             *lock(&handle.model) = model.to_string();
         }
@@ -517,9 +528,9 @@ impl SessionManager {
     /// Applies another permission preset to a session between turns. `Ok(false)`: its
     /// backend cannot.
     pub async fn set_preset(&self, id: &str, preset: &str) -> Result<bool, SetModelError> {
-        let handle = self
-            .get(id)
-            .ok_or_else(|| SendError::NotFound(id.to_string()))?;
+        if self.get(id).is_none() {
+            return Err(SendError::NotFound(id.to_string()).into());
+        }
         let failed = |reason: String| SetModelError::Failed {
             model: preset.to_string(),
             reason,
@@ -530,18 +541,13 @@ impl SessionManager {
             &crate::policy::PolicyOverrides::default(),
         )
         .map_err(|e| failed(e.to_string()))?;
-        let (reply, answer) = oneshot::channel();
-        handle
-            .commands
-            .send(Command::SetPolicy {
+        let (handle, answer) = self
+            .ask(id, |reply| Command::SetPolicy {
                 policy: Box::new(policy),
                 reply,
             })
-            .map_err(|_| SendError::Dead(id.to_string()))?;
-        let switched = answer
-            .await
-            .map_err(|_| SendError::Dead(id.to_string()))?
-            .map_err(failed)?;
+            .await?;
+        let switched = answer.map_err(failed)?;
         if switched {
             *lock(&handle.preset) = Some(preset.to_string());
         }
@@ -555,35 +561,20 @@ impl SessionManager {
         id: &str,
         effort: Option<crate::model::Effort>,
     ) -> Result<bool, SendError> {
-        let handle = self
-            .get(id)
-            .ok_or_else(|| SendError::NotFound(id.to_string()))?;
-        let (reply, answer) = oneshot::channel();
-        handle
-            .commands
-            .send(Command::SetEffort { effort, reply })
-            .map_err(|_| SendError::Dead(id.to_string()))?;
-        answer.await.map_err(|_| SendError::Dead(id.to_string()))
+        let (_, took) = self
+            .ask(id, |reply| Command::SetEffort { effort, reply })
+            .await?;
+        Ok(took)
     }
 
     /// Summarizes a session's conversation to free context, between turns (after a running
     /// one). `Ok(false)`: its backend cannot, or there was too little to summarize.
     pub async fn compact(&self, id: &str) -> Result<bool, SetModelError> {
-        let handle = self
-            .get(id)
-            .ok_or_else(|| SendError::NotFound(id.to_string()))?;
-        let (reply, answer) = oneshot::channel();
-        handle
-            .commands
-            .send(Command::Compact { reply })
-            .map_err(|_| SendError::Dead(id.to_string()))?;
-        answer
-            .await
-            .map_err(|_| SendError::Dead(id.to_string()))?
-            .map_err(|reason| SetModelError::Failed {
-                model: "compaction".into(),
-                reason,
-            })
+        let (_, answer) = self.ask(id, |reply| Command::Compact { reply }).await?;
+        answer.map_err(|reason| SetModelError::Failed {
+            model: "compaction".into(),
+            reason,
+        })
     }
 
     /// Cancels the running turn, if any.

@@ -205,16 +205,10 @@ pub fn lines(request: &PermissionRequest, width: usize, theme: &Theme) -> Vec<Li
     let mut out = Vec::new();
     let none = Span::raw("");
     for line in body.trim_matches('\n').split('\n') {
-        let style = if line.starts_with('+') && !line.starts_with("+++") {
-            theme.added
-        } else if line.starts_with('-') && !line.starts_with("---") {
-            theme.removed
-        } else if line.starts_with("@@") {
-            theme.hunk
-        } else if line.starts_with('⚠') {
+        let style = if line.starts_with('⚠') {
             theme.warning
         } else {
-            theme.text
+            theme.diff_line(line)
         };
         out.extend(wrap_text(line, style, width, &none, &none));
     }

@@ -333,15 +333,7 @@ fn worktree(app: &mut App, rest: &str) {
             };
             let mut lines = Vec::new();
             for line in text.lines() {
-                let style = if line.starts_with('+') && !line.starts_with("+++") {
-                    theme.added
-                } else if line.starts_with('-') && !line.starts_with("---") {
-                    theme.removed
-                } else if line.starts_with("@@") {
-                    theme.hunk
-                } else {
-                    theme.text
-                };
+                let style = theme.diff_line(line);
                 lines.extend(wrap_text(line, style, 400, &Span::raw(""), &Span::raw("")));
             }
             Done::Overlay(Overlay {

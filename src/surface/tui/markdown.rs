@@ -266,14 +266,8 @@ impl Renderer<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::wrap::plain;
     use super::*;
-
-    fn plain(lines: &[Line]) -> Vec<String> {
-        lines
-            .iter()
-            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
-            .collect()
-    }
 
     #[test]
     fn headings_lists_and_code_are_laid_out() {

@@ -214,17 +214,7 @@ fn diff_lines(diff: &str, width: usize, theme: &Theme) -> Vec<Line<'static>> {
     let all: Vec<&str> = diff.lines().collect();
     let mut lines = Vec::new();
     for line in all.iter().take(DIFF_LINES) {
-        let style = if line.starts_with("+++") || line.starts_with("---") {
-            theme.heading
-        } else if line.starts_with('+') {
-            theme.added
-        } else if line.starts_with('-') {
-            theme.removed
-        } else if line.starts_with("@@") {
-            theme.hunk
-        } else {
-            theme.text
-        };
+        let style = theme.diff_line(line);
         let frame = Span::styled("│ ", theme.dim);
         lines.extend(wrap_text(line, style, width, &frame, &frame));
     }

@@ -86,3 +86,20 @@ impl Theme {
         }
     }
 }
+
+impl Theme {
+    /// The style of one line of a unified diff (or of text holding one).
+    pub fn diff_line(&self, line: &str) -> Style {
+        if line.starts_with("+++") || line.starts_with("---") {
+            self.heading
+        } else if line.starts_with('+') {
+            self.added
+        } else if line.starts_with('-') {
+            self.removed
+        } else if line.starts_with("@@") {
+            self.hunk
+        } else {
+            self.text
+        }
+    }
+}

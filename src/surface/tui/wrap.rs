@@ -154,16 +154,18 @@ fn tokens(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// Lines as plain text, for tests.
+#[cfg(test)]
+pub fn plain(lines: &[Line]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn plain(lines: &[Line]) -> Vec<String> {
-        lines
-            .iter()
-            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
-            .collect()
-    }
 
     #[test]
     fn words_wrap_at_the_width_and_long_words_are_cut() {
