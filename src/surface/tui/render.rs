@@ -69,15 +69,18 @@ fn is_live(block: &Block) -> bool {
 /// One block's lines, followed by a blank line.
 pub fn block_lines(block: &Block, width: usize, theme: &Theme) -> Vec<Line<'static>> {
     let width = width.max(10);
-    let none = Span::raw("");
-    let mut lines = match &block.kind {
-        BlockKind::User(text) => wrap_text(
+    // Text behind a one-column mark, continuation lines indented under it.
+    let marked = |text: &str, style, mark: &'static str| {
+        wrap_text(
             text,
-            theme.user,
+            style,
             width,
-            &Span::styled("› ", theme.user),
+            &Span::styled(mark, style),
             &Span::raw("  "),
-        ),
+        )
+    };
+    let mut lines = match &block.kind {
+        BlockKind::User(text) => marked(text, theme.user, "› "),
         BlockKind::Assistant(text) => markdown::render(text, width, theme),
         BlockKind::Thought(text) => {
             if block.folded {
@@ -110,22 +113,9 @@ pub fn block_lines(block: &Block, width: usize, theme: &Theme) -> Vec<Line<'stat
             }
             lines
         }
-        BlockKind::Error(text) => wrap_text(
-            text,
-            theme.error,
-            width,
-            &Span::styled("✗ ", theme.error),
-            &Span::raw("  "),
-        ),
-        BlockKind::Notice(text) => wrap_text(
-            text,
-            theme.dim,
-            width,
-            &Span::styled("· ", theme.dim),
-            &Span::raw("  "),
-        ),
+        BlockKind::Error(text) => marked(text, theme.error, "✗ "),
+        BlockKind::Notice(text) => marked(text, theme.dim, "· "),
     };
-    let _ = &none;
     lines.push(Line::default());
     lines
 }
