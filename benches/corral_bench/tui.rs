@@ -23,9 +23,10 @@ fn envelope(seq: u64, turn: u32, kind: &str, data: serde_json::Value) -> Envelop
 }
 
 fn token(seq: u64, i: usize) -> Envelope {
-    // Words, a code block now and then, as answers look.
-    let text = match i % 50 {
-        0 => "\n```rust\nfn main() { let x = 1; }\n```\n".to_string(),
+    // Words in paragraphs, a code block now and then, as answers look.
+    let text = match i % 120 {
+        0 => "\n\n```rust\nfn main() { let x = 1; }\n```\n\n".to_string(),
+        n if n % 40 == 0 => "\n\n".to_string(),
         n if n % 9 == 0 => "**bold** ".to_string(),
         _ => format!("word{i} "),
     };

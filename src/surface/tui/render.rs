@@ -25,10 +25,21 @@ struct Cached {
     lines: Vec<Line<'static>>,
 }
 
+/// The finished paragraphs of the answer streaming in, drawn once: each new token redraws
+/// only the paragraph it belongs to, not the whole answer so far.
+struct StreamPrefix {
+    block: usize,
+    width: usize,
+    /// Bytes of the answer the lines are of (up to a paragraph break outside code).
+    len: usize,
+    lines: Vec<Line<'static>>,
+}
+
 /// The rendered conversation, cached per block.
 #[derive(Default)]
 pub struct Rendered {
     cache: Vec<Option<Cached>>,
+    prefix: Option<StreamPrefix>,
 }
 
 impl Rendered {
@@ -42,24 +53,83 @@ impl Rendered {
         let blocks = transcript.blocks();
         self.cache.truncate(blocks.len());
         self.cache.resize_with(blocks.len(), || None);
-        for (block, slot) in blocks.iter().zip(self.cache.iter_mut()) {
+        for (index, (block, slot)) in blocks.iter().zip(self.cache.iter_mut()).enumerate() {
             let live = is_live(block);
             let fresh = slot
                 .as_ref()
                 .is_some_and(|c| c.width == width && c.version == block.version && !live);
-            if !fresh {
-                *slot = Some(Cached {
-                    width,
-                    version: block.version,
-                    lines: block_lines(block, width, theme),
-                });
+            if fresh {
+                continue;
             }
+            let lines = match &block.kind {
+                BlockKind::Assistant(text) if block.open => {
+                    streaming_lines(&mut self.prefix, index, text, width, theme)
+                }
+                _ => block_lines(block, width, theme),
+            };
+            *slot = Some(Cached {
+                width,
+                version: block.version,
+                lines,
+            });
         }
         self.cache
             .iter()
             .map(|c| c.as_ref().map_or(&[][..], |c| c.lines.as_slice()))
             .collect()
     }
+}
+
+/// An answer still streaming: its finished paragraphs from the cache (drawn again only when
+/// another one finishes or the width changes), the paragraph being written drawn now.
+fn streaming_lines(
+    cache: &mut Option<StreamPrefix>,
+    block: usize,
+    text: &str,
+    width: usize,
+    theme: &Theme,
+) -> Vec<Line<'static>> {
+    let width = width.max(10);
+    let split = stable_prefix(text);
+    let reusable = cache
+        .as_ref()
+        .is_some_and(|c| c.block == block && c.width == width && c.len == split);
+    if !reusable {
+        *cache = Some(StreamPrefix {
+            block,
+            width,
+            len: split,
+            lines: markdown::render(&text[..split], width, theme),
+        });
+    }
+    let mut lines = cache.as_ref().map_or_else(Vec::new, |c| c.lines.clone());
+    let tail = markdown::render(&text[split..], width, theme);
+    if !lines.is_empty() && !tail.is_empty() {
+        lines.push(Line::default());
+    }
+    lines.extend(tail);
+    lines.push(Line::default());
+    lines
+}
+
+/// Where the text's last paragraph break outside a fenced code block ends: what comes before
+/// it renders the same whatever is added after.
+fn stable_prefix(text: &str) -> usize {
+    let mut in_fence = false;
+    let mut split = 0;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            in_fence = !in_fence;
+        }
+        at += line.len();
+        // A complete blank line outside code, not at the very end (its paragraph may go on).
+        if !in_fence && line.trim().is_empty() && line.ends_with('\n') && at < text.len() {
+            split = at;
+        }
+    }
+    split
 }
 
 fn is_live(block: &Block) -> bool {
@@ -284,4 +354,30 @@ fn head_and_tail(
         lines.extend(wrap_text(line, style, width, &rest, &rest));
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::wrap::plain;
+    use super::*;
+
+    #[test]
+    fn the_stable_prefix_ends_at_a_paragraph_break_outside_code() {
+        assert_eq!(stable_prefix("one\n\ntwo"), 5);
+        assert_eq!(stable_prefix("one\n```\na\n\nb"), 0);
+        assert_eq!(stable_prefix("a\n```\nx\n```\n\nb"), 13);
+        assert_eq!(stable_prefix("no break"), 0);
+    }
+
+    #[test]
+    fn a_streaming_answer_looks_the_same_drawn_in_parts() {
+        let theme = Theme::plain();
+        let text = "# Title\n\nFirst paragraph with *words*.\n\n- a\n- b\n\n```rust\nlet x = 1;\n\nlet y = 2;\n```\n\nLast one";
+        let mut cache = None;
+        let streamed = plain(&streaming_lines(&mut cache, 0, text, 40, &theme));
+        let mut whole = plain(&markdown::render(text, 40, &theme));
+        whole.push(String::new());
+        assert_eq!(streamed, whole);
+        assert!(cache.is_some_and(|c| c.len > 0));
+    }
 }
