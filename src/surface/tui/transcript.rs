@@ -84,6 +84,8 @@ pub struct Transcript {
     pub context_window: Option<u64>,
     /// When the running turn began (for the elapsed time).
     pub turn_started: Option<Instant>,
+    /// The running turn's start as its envelope says: a log read back gets true durations.
+    turn_started_at: Option<crate::event::Timestamp>,
     next_version: u64,
     /// Each tool call's block, by call id: blocks are only ever appended, so indexes hold.
     cards: HashMap<String, usize>,
@@ -260,14 +262,19 @@ impl Transcript {
             }
             Payload::TurnStarted(_) => {
                 self.turn_started = Some(Instant::now());
+                self.turn_started_at = Some(envelope.ts);
             }
             Payload::Result(r) => {
                 self.close_text();
                 self.usage.add(&r.usage);
+                self.turn_started = None;
                 let elapsed = self
-                    .turn_started
+                    .turn_started_at
                     .take()
-                    .map(|t| format!(" in {:.1}s", t.elapsed().as_secs_f64()))
+                    .map(|start| {
+                        let seconds = (envelope.ts.0 - start.0).as_seconds_f64().max(0.0);
+                        format!(" in {seconds:.1}s")
+                    })
                     .unwrap_or_default();
                 let how = match r.stop_reason {
                     StopReason::EndTurn => "done",

@@ -173,3 +173,21 @@ fn a_hostile_flood_stays_bounded() {
     }
     assert_eq!(t.blocks().len(), 5002);
 }
+
+#[test]
+fn a_turns_duration_comes_from_its_envelopes_times() {
+    let mut t = Transcript::default();
+    let at = |ts: &str, kind: &str, data: serde_json::Value| -> Envelope {
+        serde_json::from_value(json!({
+            "seq": 1, "ts": ts, "agent": "s1", "turn": 1, "kind": kind, "data": data
+        }))
+        .unwrap()
+    };
+    t.apply(&at("2026-12-02T10:00:00.000Z", "turn_started", json!({})));
+    t.apply(&at("2026-12-02T10:00:12.500Z", "result", json!({"stopReason": "end_turn", "usage": {"inputTokens": 1, "outputTokens": 1, "cacheReadTokens": 0, "cacheCreationTokens": 0, "costUsd": 0.0}})));
+    assert!(
+        matches!(&t.blocks().last().unwrap().kind, BlockKind::Notice(n) if n.starts_with("turn 1 done in 12.5s")),
+        "{:?}",
+        t.blocks()
+    );
+}
