@@ -80,6 +80,21 @@ impl Payload {
         }
     }
 
+    /// What only a model (or an external agent) produces: a session holding none of these
+    /// never reached one.
+    pub fn is_from_model(&self) -> bool {
+        matches!(
+            self,
+            Payload::AssistantText(_)
+                | Payload::Thought(_)
+                | Payload::ToolUse(_)
+                | Payload::ToolInputDelta(_)
+                | Payload::Plan(_)
+                | Payload::Usage(_)
+                | Payload::Compaction(_)
+        )
+    }
+
     pub fn kind_name(&self) -> &'static str {
         match self {
             Payload::AssistantText(_) => "assistant_text",

@@ -51,9 +51,12 @@ pub(crate) struct SessionFlags {
     /// Most model steps in one turn.
     #[arg(long)]
     pub(crate) max_steps: Option<u32>,
-    /// Continue a session from its event log.
+    /// Continue a session from its event log: its id, or a unique start of it.
     #[arg(long, value_name = "ID")]
     pub(crate) resume: Option<String>,
+    /// Continue the most recent session of this directory (`-C`, else the current one).
+    #[arg(long = "continue", visible_alias = "last", conflicts_with = "resume")]
+    pub(crate) continue_last: bool,
     /// Extra instructions appended to the system prompt.
     #[arg(long, value_name = "TEXT")]
     pub(crate) system: Option<String>,
@@ -172,6 +175,8 @@ impl SessionFlags {
         let (model, suffix_effort) = model_choice(run.model)?;
         let open = OpenSpec {
             resume: run.resume,
+            continue_last: run.continue_last,
+            discard_unused: true,
             cwd: run.cwd,
             model,
             effort: run.effort.or(suffix_effort),

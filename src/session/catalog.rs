@@ -192,6 +192,22 @@ pub fn list(dir: &Path) -> io::Result<Vec<LocalSession>> {
     Ok(sessions)
 }
 
+/// The most recently active session opened in `root` (or in a worktree of the repository at
+/// `root`) that no process runs, no other session delegated, and that has had a turn: what
+/// `--continue` resumes.
+pub fn latest_in(dir: &Path, root: &Path) -> io::Result<Option<LocalSession>> {
+    Ok(list(dir)?.into_iter().find(|session| {
+        let free = matches!(session.status, LocalStatus::Dead | LocalStatus::Stopped);
+        free && session.parent.is_none() && session.turns > 0 && opened_in(dir, &session.id, root)
+    }))
+}
+
+fn opened_in(dir: &Path, id: &str, root: &Path) -> bool {
+    SessionMeta::load(dir, id).is_ok_and(|meta| {
+        meta.cwd == root || meta.worktree.is_some_and(|worktree| worktree.repo == root)
+    })
+}
+
 /// One session of `dir`, read from its files.
 pub fn summarize(dir: &Path, id: &str) -> LocalSession {
     let event_log = log_path(dir, id);

@@ -2,10 +2,10 @@
 //!
 //! A seeded PRNG (fastrand) is predictable from its seed, and its seed from the time: a JWT
 //! secret made that way was recovered from the secret file's mtime in seconds. Everything here
-//! that grants something — the JWT secret, permission request ids, the server's session ids —
-//! comes from `getrandom`. Short session ids (8 hex digits, what the CLI shows and takes) grant
-//! nothing on their own: every surface checks the owner; they are random only so they do not
-//! collide.
+//! that grants something — the JWT secret, permission request ids — comes from `getrandom`.
+//! Session ids (8 hex digits, one form on every surface: CLI, server, MCP, ACP) grant nothing
+//! on their own: every surface checks the owner; they are random only so they do not collide,
+//! and a new one is never one a log in the directory already has.
 
 /// `N` bytes from the operating system's RNG.
 ///

@@ -15,6 +15,7 @@
 mod approvals;
 mod bus;
 pub mod catalog;
+mod discard;
 pub mod ids;
 mod lock;
 mod log;
@@ -33,6 +34,7 @@ pub use tail::LogTail;
 pub use turn::{Turn, TurnEnd, TurnOutcome, turn_end};
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use tokio::sync::oneshot;
@@ -97,6 +99,16 @@ pub struct Session {
     /// Held while this process runs the session; released at close.
     lock: Mutex<Option<SessionLock>>,
     approvals: Approvals,
+    /// Set once a model (or an external agent) has said anything: text, a thought, a tool
+    /// call, usage. A session where nothing ever did was never a conversation.
+    heard_model: AtomicBool,
+    /// A new session a person started for one run: removed at close if it was never heard
+    /// from (see [`Session::discard_if_unheard`]).
+    discard_unheard: AtomicBool,
+    /// Its files were removed at close.
+    discarded: AtomicBool,
+    /// Created here rather than continued from a log.
+    fresh: bool,
 }
 
 impl Session {
@@ -196,6 +208,10 @@ impl Session {
             halt: CancellationToken::new(),
             lock: Mutex::new(lock),
             approvals: Approvals::default(),
+            heard_model: AtomicBool::new(false),
+            discard_unheard: AtomicBool::new(false),
+            discarded: AtomicBool::new(false),
+            fresh: seq == 0,
         });
         let _ = owner.set(Arc::downgrade(&session));
         session.emit(Payload::Status(StatusData {
@@ -308,6 +324,9 @@ impl Session {
 
     fn emit_locked(&self, state: &mut State, payload: Payload) -> SharedEvent {
         state.seq += 1;
+        if payload.is_from_model() {
+            self.heard_model.store(true, Ordering::Relaxed);
+        }
         if matches!(payload, Payload::Result(_)) {
             state.finished_turn = state.turn;
         }
@@ -446,8 +465,31 @@ impl Session {
         {
             tracing::error!(path = %writer.path().display(), error = %e, "flushing the event log");
         }
+        // Removed while still held: nobody else can have opened a session only this
+        // process knew the id of.
+        if self.fresh
+            && self.discard_unheard.load(Ordering::Relaxed)
+            && !self.heard_model.load(Ordering::Relaxed)
+            && let Some(path) = &self.log_path
+            && discard::remove_files(path, &self.id)
+        {
+            self.discarded.store(true, Ordering::Relaxed);
+        }
         // Only once everything is written: the next holder reads the whole log.
         self.lock.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    /// Asks that this session's files be removed when it closes if no model was ever heard
+    /// from in it (a run that failed before reaching one, a view left without a message):
+    /// `corral sessions` then lists conversations, not attempts. Only for a session created
+    /// by this process; a resumed one is always kept.
+    pub fn discard_if_unheard(&self) {
+        self.discard_unheard.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether closing removed the session's files (nothing left to resume).
+    pub fn discarded(&self) -> bool {
+        self.discarded.load(Ordering::Relaxed)
     }
 }
 

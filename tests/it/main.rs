@@ -43,6 +43,7 @@ mod server_attacks;
 mod server_cli;
 mod server_rest;
 mod server_ws;
+mod session_finding;
 mod sessions_cli;
 mod shutdown_faults;
 mod support;

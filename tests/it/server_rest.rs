@@ -20,7 +20,10 @@ async fn a_turn_runs_and_its_history_is_listed() {
     model.push(Reply::new().text("Hello from the fake."));
     let api = Api::start(&h).await;
     let id = api.create(&h, &model, json!({})).await;
-    assert_eq!(id.len(), 36, "a UUID: {id}");
+    assert!(
+        id.len() == 8 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+        "the 8-hex id `corral run` uses too: {id}"
+    );
     let (status, sent) = api.send(&id, "say hello").await;
     assert_eq!(status, StatusCode::ACCEPTED, "{sent}");
     assert_eq!(sent["turn"], 1);

@@ -12,6 +12,7 @@
 mod instructions;
 mod limits;
 mod mcp;
+mod resume;
 mod sandbox;
 mod secrets;
 mod settings;
@@ -55,10 +56,16 @@ fn session_error(e: crate::session::SessionError) -> Error {
 /// request. Unset fields fall back to the config, then to defaults (resolved once into `Settings`).
 #[derive(Debug, Clone, Default)]
 pub struct OpenSpec {
-    /// A caller-chosen id (the server uses UUIDs); `None`: a fresh short id.
+    /// A caller-chosen id (a dormant session reopened, a delegate's); `None`: a fresh 8-hex id.
     pub id: Option<String>,
-    /// Continue the session with this id from its event log.
+    /// Continue the session with this id from its event log. An unbounded caller may give a
+    /// unique prefix of it.
     pub resume: Option<String>,
+    /// `--continue`: resume the most recently active session of this directory.
+    pub continue_last: bool,
+    /// A person's one run (`corral run`, the session view): if no model is ever reached, the
+    /// session leaves no files behind.
+    pub discard_unused: bool,
     pub cwd: Option<PathBuf>,
     pub model: Option<ModelChoice>,
     pub base_url: Option<String>,
@@ -215,7 +222,7 @@ fn canonical_dir(path: &Path) -> Result<PathBuf, Error> {
 
 /// Resolves a request. `progress` receives start-up lines of a local model server.
 pub async fn plan(
-    spec: OpenSpec,
+    mut spec: OpenSpec,
     config: Config,
     progress: model::Progress,
 ) -> Result<OpenPlan, Error> {
@@ -223,6 +230,7 @@ pub async fn plan(
     if let Some(limits) = &spec.limits {
         limits.check_request(&spec, &config)?;
     }
+    spec.resume = resume::which(&spec)?;
     let resumed = match &spec.resume {
         Some(id) => {
             let dir = agents_dir()?;
@@ -369,6 +377,9 @@ pub async fn start(
         ),
         (None, None) => (Session::create(Some(log_dir)).map_err(runtime)?, Vec::new()),
     };
+    if plan.spec.discard_unused && plan.spec.resume.is_none() {
+        session.discard_if_unheard();
+    }
     let fail = |error: Error, session: &Arc<Session>| {
         session.close();
         OpenFailure {

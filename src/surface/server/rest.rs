@@ -275,8 +275,9 @@ async fn create_session(
         limits.is_some(),
         &state.manager.config().mcp_servers,
     )?;
+    // No id chosen here: the session gets the same 8-hex id `corral run` does, one not taken
+    // by any log in the directory, so every surface shows and takes one form.
     let spec = OpenSpec {
-        id: Some(uuid_v4()),
         cwd: Some(body.cwd),
         model,
         base_url: body.base_url,

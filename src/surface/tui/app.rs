@@ -110,6 +110,11 @@ impl App {
         self.handle.id().to_string()
     }
 
+    /// The session shown last: once closed, whether it left anything to continue.
+    pub fn session(&self) -> Arc<crate::session::Session> {
+        self.handle.session.clone()
+    }
+
     /// Shows `handle`'s session: what its log holds so far, then its live envelopes.
     pub fn attach(&mut self, handle: Arc<Handle>) {
         self.conversation = Conversation::default();

@@ -125,6 +125,7 @@ pub fn run(app: &mut App, line: &str) {
         "/clear" | "/new" => {
             let spec = open::OpenSpec {
                 resume: None,
+                continue_last: false,
                 id: None,
                 ..app.args.open.clone()
             };
@@ -224,6 +225,7 @@ fn resume(app: &mut App, text: &str) {
     }
     let spec = open::OpenSpec {
         resume: Some(id),
+        continue_last: false,
         id: None,
         ..app.args.open.clone()
     };

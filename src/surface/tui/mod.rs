@@ -91,6 +91,7 @@ pub async fn chat(args: ChatArgs) -> Result<Exit, Error> {
         app.run(&mut terminal.terminal, &mut stops).await
     };
     let id = app.session_id();
+    let session = app.session();
     if let Ok(exit @ (Exit::Terminated | Exit::HungUp)) = &outcome {
         // Stopping what the sessions own must not hang a terminal that is going away.
         super::run::watchdog(*exit);
@@ -98,7 +99,8 @@ pub async fn chat(args: ChatArgs) -> Result<Exit, Error> {
     manager.shutdown().await;
     crate::sandbox::process::wait_for_tool_processes(crate::sandbox::process::EXIT_WAIT).await;
     let exit = outcome?;
-    {
+    // A view left before any model was reached left no session (see `discard_if_unheard`).
+    if !session.discarded() {
         use std::io::Write;
         let _ = writeln!(
             std::io::stderr(),
