@@ -359,6 +359,11 @@ pub struct ProviderConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    #[error(
+        "the config file {path} does not exist (`corral init` writes one; without --config \
+         the default location is used, and may be missing)"
+    )]
+    Missing { path: PathBuf },
     #[error("cannot read the config file {path}: {source}")]
     Read {
         path: PathBuf,
@@ -392,6 +397,18 @@ impl Config {
     }
 
     /// Loads the file if it exists; a missing file is an empty config.
+    /// A config file someone named (`--config`): it must exist.
+    pub fn load_named(path: &Path) -> Result<Config, ConfigError> {
+        match std::fs::symlink_metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ConfigError::Missing {
+                path: path.to_path_buf(),
+            }),
+            _ => Config::load(path),
+        }
+    }
+
+    /// The config file at `path`; a missing one is the empty config (the default location
+    /// need not exist).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
@@ -576,5 +593,10 @@ mod tests {
             Config::load(&dir.path().join("missing.toml")).unwrap(),
             Config::default()
         );
+        // Named with --config, a missing file is a mistake, not an empty config.
+        let e = Config::load_named(&dir.path().join("missing.toml")).unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+        std::fs::write(&path, "max_steps = 7\n").unwrap();
+        assert_eq!(Config::load_named(&path).unwrap().max_steps, Some(7));
     }
 }

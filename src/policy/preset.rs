@@ -55,6 +55,8 @@ enum OfferText {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PresetFile {
+    /// Shown by `corral policies`; a preset of one's own may go without.
+    #[serde(default)]
     description: String,
     #[serde(default = "default_auto")]
     auto_approve: AutoApprove,
@@ -316,14 +318,30 @@ impl Policy {
                 AutoApprove::Moderate => Some(Danger::Moderate),
             },
         };
+        // A preset that offers only what `--allow` names, given none, leaves the model with
+        // no tools at all: legal (a chat without tools), but never what someone meant silently.
+        let warning = match (&offer, overrides.allow.is_empty()) {
+            (Offer::Allowed, true) => Some(join_warnings(
+                file.warning,
+                format!(
+                    "preset {name} offers only the tools named with --allow, and none were: \
+                     the model gets no tools"
+                ),
+            )),
+            _ => file.warning,
+        };
         Ok(Policy {
             name: name.to_string(),
-            description: file.description,
+            description: if file.description.trim().is_empty() {
+                "(no description)".to_string()
+            } else {
+                file.description
+            },
             auto_approve,
             offer,
             bypass: file.bypass,
             allow_acp_fs: file.allow_acp_fs,
-            warning: file.warning,
+            warning,
             max_timeout_secs: file.max_timeout_secs,
             url_schemes: file.url_schemes,
             env: file.env,
@@ -474,6 +492,13 @@ impl Policy {
             out.push_str(&format!("warning: {warning}\n"));
         }
         out
+    }
+}
+
+fn join_warnings(first: Option<String>, second: String) -> String {
+    match first {
+        Some(first) => format!("{first}; {second}"),
+        None => second,
     }
 }
 

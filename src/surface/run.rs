@@ -66,11 +66,13 @@ impl Error {
     }
 }
 
-/// The config file: `--config`, else the default location (a missing file is empty).
+/// The config file: `--config` (which must exist), else the default location (a missing
+/// file there is the empty config).
 pub fn load_config(path: Option<&PathBuf>) -> Result<Config, Error> {
-    match path.cloned().or_else(Config::default_path) {
-        Some(path) => Config::load(&path).map_err(usage),
-        None => Ok(Config::default()),
+    match (path, Config::default_path()) {
+        (Some(named), _) => Config::load_named(named).map_err(usage),
+        (None, Some(default)) => Config::load(&default).map_err(usage),
+        (None, None) => Ok(Config::default()),
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod acp;
 mod common;
+mod config_errors;
 mod delegate;
 mod desktop;
 mod edit_tools;

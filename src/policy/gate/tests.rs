@@ -115,8 +115,11 @@ fn specialist_offers_only_what_the_session_names() {
     assert!(g.offers("read_file") && g.offers("shell"));
     assert!(!g.offers("write_file") && !g.offers("list_directory"));
     assert!(is_allow(&shell(&g, "rm -rf build")));
+    assert!(g.policy().warning.is_none(), "{:?}", g.policy().warning);
     let empty = gate("specialist");
     assert!(!empty.offers("read_file"));
+    let warning = empty.policy().warning.clone().unwrap_or_default();
+    assert!(warning.contains("no tools"), "{warning}");
 }
 
 #[test]

@@ -147,3 +147,14 @@ fn lab_is_default_plus_mcp_tools_and_acp_file_callbacks_unasked() {
     assert!(shown.contains("fs/* reads and writes"), "{shown}");
     assert!(shown.contains("recursion guard: on"), "{shown}");
 }
+
+#[test]
+fn a_preset_of_ones_own_needs_no_description() {
+    let policy = Policy::parse(
+        "mine",
+        "auto_approve = \"safe\"\n",
+        &PolicyOverrides::default(),
+    )
+    .unwrap();
+    assert_eq!(policy.description, "(no description)");
+}
