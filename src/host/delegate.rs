@@ -79,6 +79,10 @@ impl Inner {
     fn sub_spec(&self, id: &str, preset: SubPreset) -> OpenSpec {
         let mut spec = self.template.clone();
         spec.id = Some(id.to_string());
+        // A sub-session is always new, and kept: its parent's result names it.
+        spec.resume = None;
+        spec.continue_last = false;
+        spec.discard_unused = false;
         spec.cwd = Some(self.root.clone());
         spec.worktree = true;
         spec.parent = Some(self.parent.id().to_string());

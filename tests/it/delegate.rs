@@ -474,3 +474,41 @@ async fn ws_a_user_tokens_sub_sessions_count_against_its_session_cap() {
     assert!(told.contains("live sessions, its limit"), "{told}");
     assert!(!h.work().join("a.txt").exists());
 }
+
+/// A session continued with `--continue` (or `--resume`) delegates like a new one: its
+/// sub-sessions are new sessions of their own, not the parent resumed a second time.
+#[tokio::test]
+async fn a_continued_session_delegates_to_new_sub_sessions() {
+    let h = Harness::new();
+    repository(&h);
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("ready"));
+    let first = openai_run(&h, &server, "get ready").run().await;
+    assert_eq!(first.code, Some(0), "{first:?}");
+    let parent = first.events()[0]["agent"].as_str().unwrap().to_owned();
+
+    server.push(delegate_call(&["TASK-C: write c.txt"]));
+    sub_agent(&server, "TASK-C", "c.txt", "DONE-C");
+    server.push(Reply::new().text("Delegated."));
+    let out = h
+        .corral()
+        .args([
+            "run",
+            "--json",
+            "--base-url",
+            &server.openai_base(),
+            "--continue",
+        ])
+        .args(["--allow", "delegate,write_file", "now split it"])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.events()[0]["agent"], parent.as_str());
+    let result = tool_output(&out, "delegate");
+    assert_eq!(result["success"], true, "{result}");
+    let report = result["output"].as_str().unwrap();
+    assert!(
+        report.contains(&format!("sub-agent {parent}-d1 (end_turn)")) && report.contains("DONE-C"),
+        "{report}"
+    );
+}

@@ -262,6 +262,10 @@ pub async fn plan(
         (None, Some(meta)) => Some(meta.model.parse().map_err(usage)?),
         (None, None) => config.model.clone(),
     };
+    // What sessions this one delegates to are opened with: a resumed session's model too.
+    if spec.model.is_none() && resumed.is_some() {
+        spec.model = model.clone();
+    }
     let engine = match model {
         Some(ModelChoice::External(external)) => Engine::External(external),
         Some(ModelChoice::Native(model)) => {
