@@ -52,14 +52,18 @@ function escapeHtml(text) {
   })[c]);
 }
 
+// `source` as sanitized Markdown: a fragment with nothing in it that can run or load.
+function safeFragment(source) {
+  return DOMPurify.sanitize(marked.parse(String(source)), PURIFY);
+}
+
 // Draws `source` into `target` as sanitized Markdown; plain text when the scripts are missing.
 function renderMarkdown(target, source) {
   if (!markdownReady) {
     target.textContent = source;
     return;
   }
-  const html = marked.parse(String(source));
-  target.replaceChildren(DOMPurify.sanitize(html, PURIFY));
+  target.replaceChildren(safeFragment(source));
   target.classList.add("markdown");
 }
 
@@ -72,12 +76,23 @@ function highlightCode(target) {
   }
 }
 
-// A streamed answer: text arrives in small pieces, drawn at most once per frame.
+// A streamed answer: text arrives in small pieces, drawn at most once per frame. Blocks
+// that are finished (a later block has begun) are drawn once and kept; each frame draws
+// only the open block, so a long answer costs no more per token than a short one. When the
+// stream ends the whole answer is drawn once more, so anything a later block changed (a
+// reference link defined at the end) comes out as a whole render would.
 class MarkdownStream {
   constructor(target) {
     this.target = target;
     this.source = "";
     this.pending = false;
+    this.committed = 0; // characters of `source` drawn into `fixed` for good
+    this.fixed = document.createElement("div");
+    this.open = document.createElement("div");
+    this.fixed.className = "md-fixed";
+    this.open.className = "md-open";
+    target.replaceChildren(this.fixed, this.open);
+    target.classList.add("markdown");
   }
 
   append(text) {
@@ -90,13 +105,29 @@ class MarkdownStream {
   draw() {
     if (!this.pending) return;
     this.pending = false;
-    renderMarkdown(this.target, this.source);
+    if (!markdownReady) {
+      this.target.textContent = this.source;
+      return;
+    }
+    const rest = this.source.slice(this.committed);
+    const tokens = marked.lexer(rest);
+    let last = tokens.length - 1;
+    while (last >= 0 && tokens[last].type === "space") last -= 1;
+    if (last > 0) {
+      const finished = tokens.slice(0, last).map((t) => t.raw).join("");
+      // Only a clean cut: the finished blocks must be exactly the text they came from.
+      if (finished && rest.startsWith(finished)) {
+        this.fixed.append(safeFragment(finished));
+        this.committed += finished.length;
+      }
+    }
+    this.open.replaceChildren(safeFragment(this.source.slice(this.committed)));
   }
 
-  // The stream is over: draw what is left now, and colour its code.
+  // The stream is over: the whole answer drawn as one, and its code coloured.
   close() {
-    this.pending = true;
-    this.draw();
+    this.pending = false;
+    renderMarkdown(this.target, this.source);
     highlightCode(this.target);
   }
 }
