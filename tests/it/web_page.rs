@@ -459,6 +459,23 @@ async fn approve_a_write_from_the_web_page() {
             json!({"width": 1280, "height": 1000}),
         )
         .await;
+    // Read back from the history (the page opened again), the approved change is still
+    // shown with its call.
+    browser.goto(&format!("{}/?again", server.base)).await;
+    browser
+        .wait_for(
+            "the session in the list",
+            "document.querySelector('#sessions .session')",
+        )
+        .await;
+    browser.click("#sessions .session").await;
+    browser
+        .wait_for(
+            "the approved diff from the history",
+            "[...document.querySelectorAll('#log .tool-card .tool-diff')]
+                .some(d => !d.hidden && d.textContent.includes('+hello from the web page'))",
+        )
+        .await;
     worktree_view(&h, &server, &model, &token, &browser).await;
     browser.quit().await;
     drop(browser);
