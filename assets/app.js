@@ -144,6 +144,7 @@ function showSessionMeta(s) {
   $("session-status").replaceChildren(statusBadge(s.status));
   const dead = s.status === "dead";
   show($("close-session"), !dead);
+  show($("cancel-turn"), !dead);
   $("message").disabled = dead;
   if (dead) $("send").disabled = true;
   show($("worktree-toggle"), Boolean(s.worktree));
