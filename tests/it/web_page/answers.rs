@@ -176,3 +176,72 @@ async fn answers_are_rendered_as_safe_markdown_and_every_tool_shows_its_result()
     drop(browser);
     server.stop().await;
 }
+
+/// A tool from an MCP server shows its result as corral's own tools do.
+#[tokio::test]
+async fn an_mcp_tools_result_shows_on_the_page() {
+    let h = Harness::new();
+    let model = FakeModel::start().await;
+    let target = h.work().join("from-mcp.txt");
+    model.push(Reply::new().tool_call(
+        "x1",
+        "scripted__write",
+        &json!({ "path": target }).to_string(),
+    ));
+    model.push(Reply::new().tool_call("x2", "scripted__fail", "{}"));
+    model.push(Reply::new().text("Both tried."));
+    let server = Server::start(&h, &[]).await;
+    // Defining a server is an admin's (it is a command line the server starts).
+    let token = server.token("web-admin", true);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/it/mcp_client/fixtures/scripted_server.py"
+    );
+    let servers = json!({"scripted": {"command": "python3", "args": [script]}});
+    create_session(
+        &h,
+        &server,
+        &model,
+        &token,
+        json!({"permission": "bypass", "mcp_servers": servers}),
+    )
+    .await;
+    let browser = Browser::start().await;
+    open_session(&browser, &server, &token).await;
+    browser.type_into("#message", "Use the server").await;
+    browser.click("#send").await;
+    browser
+        .wait_for(
+            "the end of the turn",
+            "document.querySelector('#log .done')",
+        )
+        .await;
+    let cards = browser
+        .js("return [...document.querySelectorAll('#log .tool-card')].map(c => [
+                c.dataset.tool, c.querySelector('.tool-head .badge').textContent,
+                c.querySelector('.tool-output').hidden ? '' : c.querySelector('.tool-output').textContent,
+                c.querySelector('.tool-result').textContent]);")
+        .await;
+    let cards = cards.as_array().unwrap();
+    assert_eq!(cards.len(), 2, "{cards:?}");
+    assert_eq!(cards[0][0], "scripted__write");
+    assert_eq!(cards[0][1], "done");
+    assert!(
+        cards[0][2].as_str().unwrap().contains("wrote it"),
+        "{cards:?}"
+    );
+    assert_eq!(cards[1][1], "failed");
+    assert!(
+        cards[1][3]
+            .as_str()
+            .unwrap()
+            .contains("it went wrong on purpose"),
+        "{cards:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "written");
+    let shot = browser.screenshot("web-page-mcp-tools.png").await;
+    report(&shot);
+    browser.quit().await;
+    drop(browser);
+    server.stop().await;
+}
