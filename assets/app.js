@@ -12,23 +12,39 @@ const FATAL_CLOSE = { 4001: "unauthorized", 4003: "forbidden", 4004: "session no
 
 // ---- token ---------------------------------------------------------------------------
 
+// The link `corral serve` prints carries the token in the fragment (`#token=…`), which a
+// browser never sends to a server; `?token=` is read too. Either way it moves to this tab's
+// session storage and leaves the address bar, history and bookmarks.
 function loadToken() {
   const url = new URL(location.href);
-  const fromUrl = url.searchParams.get("token");
+  const fragment = new URLSearchParams(url.hash.slice(1));
+  const fromUrl = fragment.get("token") || url.searchParams.get("token");
   if (fromUrl) {
     sessionStorage.setItem("corral-token", fromUrl);
-    // Keep the secret out of the address bar, history and bookmarks.
     url.searchParams.delete("token");
-    history.replaceState(null, "", url.pathname + url.search + url.hash);
+    fragment.delete("token");
+    const hash = fragment.toString();
+    history.replaceState(null, "", url.pathname + url.search + (hash ? "#" + hash : ""));
   }
   state.token = sessionStorage.getItem("corral-token");
+  state.authenticated = false;
   show($("token-form"), !state.token);
   show($("forget-token"), !!state.token);
+  if (state.token) setConn("checking the token…", "");
+}
+
+// The token worked: a request made with it succeeded, so the page is "signed in". It is
+// "connected" only once a session's socket has taken the token too: a socket that opened
+// may still be refused (4001) a moment later.
+function tokenWorked() {
+  state.authenticated = true;
+  if (!state.ws) setConn("signed in", "ok");
 }
 
 function askForToken(reason) {
   sessionStorage.removeItem("corral-token");
   state.token = null;
+  state.authenticated = false;
   show($("token-form"), true);
   show($("forget-token"), false);
   setConn(reason || "a token is needed", "bad");
@@ -53,6 +69,7 @@ async function api(method, path, body) {
     error.status = res.status;
     throw error;
   }
+  tokenWorked();
   return data;
 }
 
@@ -83,20 +100,33 @@ async function refreshSessions() {
     show($("sessions-error"), true);
     return;
   }
+  // The socket knows the current session's status sooner than a listing made meanwhile.
+  if (state.live && state.live.id === state.current) {
+    const current = state.sessions.find((s) => s.id === state.current);
+    if (current && current.status !== "dead") current.status = state.live.status;
+  }
+  drawSessions();
+}
+
+// A session's name: its title (the first prompt, shortened by the server), else its model.
+function sessionName(s) {
+  return s.title || s.model || "new session";
+}
+
+function drawSessions() {
   const list = $("sessions");
   list.textContent = "";
   for (const s of state.sessions) {
     const button = el(
       "button",
       { type: "button", class: "session", "aria-current": String(s.id === state.current) },
-      el("span", { class: "session-model", text: s.model || "session" }),
-      el("span", { class: "badge status-" + (s.status || ""), text: s.status || "?" }),
-      el("span", { class: "session-cwd muted", text: s.cwd || "" }),
+      el("span", { class: "session-title", text: sessionName(s) }),
+      statusBadge(s.status),
+      el("span", { class: "session-model muted", text: [s.model, s.id.slice(0, 8)].join(" · ") }),
+      el("span", { class: "session-cwd muted", text: s.worktree ? "⎇ " + s.worktree : s.cwd || "" }),
       el("span", { class: "session-usage muted", text: usageText(s.usage) }),
     );
-    if (s.pending_permissions) {
-      button.append(el("span", { class: "badge warn", text: "needs approval" }));
-    }
+    button.dataset.id = s.id;
     button.addEventListener("click", () => selectSession(s.id));
     list.append(el("li", {}, button));
   }
@@ -106,13 +136,36 @@ async function refreshSessions() {
 }
 
 function showSessionMeta(s) {
-  $("session-title").textContent = (s.model || "Session") + " · " + s.id.slice(0, 8);
-  const parts = [s.cwd, s.status, usageText(s.usage)];
-  if (s.worktree) parts.push("worktree " + s.worktree);
+  $("session-title").textContent = sessionName(s);
+  // A worktree session's directory is its worktree: named once.
+  const place = s.worktree ? "worktree " + s.worktree : s.cwd;
+  const parts = [s.model, s.id.slice(0, 8), place, usageText(s.usage)];
   $("session-meta").textContent = parts.filter(Boolean).join(" · ");
+  $("session-status").replaceChildren(statusBadge(s.status));
+  const dead = s.status === "dead";
+  show($("close-session"), !dead);
+  show($("cancel-turn"), !dead);
+  $("message").disabled = dead;
+  if (dead) $("send").disabled = true;
   show($("worktree-toggle"), Boolean(s.worktree));
   if (!s.worktree) show($("worktree-view"), false);
 }
+
+// The current session's status as the socket reports it, in the list's words; `phase` (what
+// the turn is doing: thinking, writing…) is the badge's tooltip.
+function setCurrentStatus(status, phase) {
+  state.live = { id: state.current, status };
+  const current = state.sessions.find((s) => s.id === state.current);
+  if (current && current.status !== "dead") {
+    current.status = status;
+    drawSessions();
+  }
+  const badge = $("session-status").firstElementChild;
+  if (badge && phase) badge.title = "now: " + phase;
+}
+
+const WORKING_PHASES = ["thinking", "analyzing", "researching", "deep_thinking", "writing",
+  "delegating"];
 
 // The worktree a session works in: what changed against its base, as a diff.
 async function toggleWorktree() {
@@ -148,7 +201,7 @@ function wsUrl(id) {
 
 function send(type, payload) {
   if (!state.ws || state.ws.readyState !== WebSocket.OPEN) {
-    logItem("error", el("span", { text: "Not connected; " + type + " not sent." }));
+    logError("Not connected; " + type + " not sent.");
     return false;
   }
   state.ws.send(JSON.stringify({ type, payload: payload || {} }));
@@ -171,9 +224,11 @@ function connect() {
   setConn("connecting…", "");
   const ws = new WebSocket(wsUrl(id));
   state.ws = ws;
+  let heard = false;
   ws.onopen = () => {
-    state.failures = 0;
-    setConn("connected", "ok");
+    // Not "connected" yet: the server checks the token after the upgrade and refuses with
+    // 4001; its first message (the session's state) says the token worked.
+    setConn("connecting… (checking the token)", "");
     clearInterval(state.pingTimer);
     state.pingTimer = setInterval(() => send("ping"), PING_MS);
   };
@@ -183,6 +238,12 @@ function connect() {
       msg = JSON.parse(event.data);
     } catch {
       return;
+    }
+    if (!heard) {
+      heard = true;
+      state.failures = 0;
+      state.authenticated = true;
+      setConn("connected", "ok");
     }
     if (typeof msg.seq === "number") {
       // Replays after a reconnect may overlap what was already shown.
@@ -205,12 +266,14 @@ function connect() {
     state.failures += 1;
     if (state.failures > MAX_FAILURES) {
       setConn("disconnected; gave up after " + MAX_FAILURES + " attempts", "bad");
-      logItem("error", el("span", { text: "Lost the connection to the server." }),
+      logError("Lost the connection to the server.",
         el("button", { type: "button", class: "retry", text: "Reconnect" }));
       return;
     }
     const wait = BACKOFF_MS[Math.min(state.failures - 1, BACKOFF_MS.length - 1)];
     setConn(`reconnecting in ${Math.round(wait / 1000)} s…`, "warn");
+    // One line, counted, however often it happens in a row.
+    logError("Connection to the server lost; reconnecting.");
     state.retryTimer = setTimeout(connect, wait);
   };
 }
@@ -233,22 +296,29 @@ function handle(type, p) {
       toolEnd(p);
       break;
     case "tool_confirm_request":
+      setCurrentStatus("waiting_approval", "waiting for an answer");
       if (state.confirms.some((c) => c.confirmation_id === p.confirmation_id)) break;
       state.confirms.push(p);
       if (state.confirms.length === 1) showConfirm(p);
       break;
     case "agent_state":
-      $("agent-state").textContent = p.state || "?";
-      $("agent-state").className = "badge state-" + (p.state || "");
-      if (["thinking", "analyzing", "researching", "deep_thinking", "writing", "delegating"]
-        .includes(p.state)) setRunning(true);
+      if (WORKING_PHASES.includes(p.state)) {
+        // A turn began: its prompt may have just given the session its title.
+        if (!state.inTurn) refreshSessions();
+        state.inTurn = true;
+        setRunning(true);
+        if (!state.confirms.length) setCurrentStatus("working", p.state.replace("_", " "));
+      }
+      if (p.state === "error") state.turnFailed = true;
       if (["idle", "done", "error"].includes(p.state)) {
+        state.inTurn = false;
         setRunning(false);
         dropConfirms();
+        setCurrentStatus("idle", "");
       }
       break;
     case "usage":
-      $("agent-state").title = usageText(p.usage || p);
+      $("session-meta").title = usageText(p.usage || p);
       break;
     case "plan":
       showPlan(p);
@@ -258,8 +328,7 @@ function handle(type, p) {
       break;
     case "error":
       closeStreams();
-      logItem("error", el("strong", { text: (p.code || "ERROR") + ": " }),
-        el("span", { text: p.message || "" }));
+      logError((p.code || "ERROR") + ": " + (p.message || ""));
       if (p.code === "CANCELLED") setRunning(false);
       break;
     case "done": {
@@ -271,7 +340,13 @@ function handle(type, p) {
       if (p.duration_ms != null) parts.push((p.duration_ms / 1000).toFixed(1) + " s");
       if (p.total_tokens != null) parts.push(p.total_tokens + " tokens");
       if (p.tool_calls != null) parts.push(p.tool_calls + (p.tool_calls === 1 ? " tool call" : " tool calls"));
-      logItem("done", el("span", { text: "Turn finished" + (parts.length ? " · " + parts.join(" · ") : "") }));
+      // `stop_reason` from this server; the turn's `agent_state error` from any.
+      const failed = p.stop_reason === "error" || state.turnFailed;
+      state.turnFailed = false;
+      const end = failed ? "Turn failed" : p.stop_reason === "max_steps"
+        ? "Turn stopped at the step limit" : "Turn finished";
+      logItem(failed ? "done failed" : "done",
+        el("span", { text: end + (parts.length ? " · " + parts.join(" · ") : "") }));
       state.plan = null;
       setRunning(false);
       dropConfirms();
@@ -289,13 +364,14 @@ function renderHistory(data) {
   for (const m of listOf(data, "messages")) {
     const text = typeof m.text === "string" ? m.text : pretty(m.text ?? "");
     if (m.role === "user") logItem("user", el("div", { class: "text", text }));
-    else if (m.role === "assistant") logItem("assistant", el("div", { class: "text", text }));
+    else if (m.role === "assistant") assistantItem(text);
     else if (m.role === "tool") {
       const t = m.tool || {};
       const id = t.call_id || "history-" + Math.random();
       toolStart({ tool: t.name || t.title || "tool", tool_call_id: id, input: t.input || {} });
       if (t.duration_ms != null || t.error != null) {
-        toolEnd({ tool_call_id: id, duration_ms: t.duration_ms, error: t.error, output: t.output });
+        toolEnd({ tool_call_id: id, duration_ms: t.duration_ms, error: t.error, output: t.output,
+          diff: t.diff });
       }
     }
   }
@@ -307,7 +383,7 @@ async function reloadHistory(id) {
   try {
     data = await api("GET", `/sessions/${encodeURIComponent(id)}/messages`);
   } catch (e) {
-    logItem("error", el("span", { text: "Cannot load the history: " + e.message }));
+    logError("Cannot load the history: " + e.message);
     return;
   }
   if (state.current !== id) return;
@@ -348,8 +424,12 @@ async function loadPendingConfirms(id) {
 async function selectSession(id) {
   disconnect();
   state.current = id;
+  state.live = null;
+  state.turnFailed = false;
   state.lastSeq = -1;
   state.failures = 0;
+  state.closeArmed = false;
+  $("close-session").textContent = "Close session";
   state.cards.clear();
   dropConfirms();
   closeStreams();
@@ -363,13 +443,41 @@ async function selectSession(id) {
   refreshSessions();
   await reloadHistory(id);
   await loadPendingConfirms(id);
-  if (state.current === id) connect();
+  // A closed session has nothing to stream: its history is all there is.
+  const closed = state.sessions.find((s) => s.id === id)?.status === "dead";
+  if (state.current === id && !closed) connect();
   // On a narrow window the conversation sits below the forms: bring it into view.
   if (window.matchMedia("(max-width: 720px)").matches) {
     $("create-box").open = false;
     $("session-view").scrollIntoView();
   }
   $("message").focus();
+}
+
+// Closing asks twice (the first click arms the button): it ends the session's turn and its
+// processes, and a closed session cannot be reopened from here.
+async function closeSession() {
+  const button = $("close-session");
+  if (!state.closeArmed) {
+    state.closeArmed = true;
+    button.textContent = "Close it: click again";
+    return;
+  }
+  state.closeArmed = false;
+  button.textContent = "Close session";
+  const id = state.current;
+  try {
+    await api("DELETE", `/sessions/${encodeURIComponent(id)}`);
+  } catch (e) {
+    logError("Cannot close the session: " + e.message);
+    return;
+  }
+  if (state.current !== id) return;
+  disconnect();
+  setRunning(false);
+  dropConfirms();
+  setCurrentStatus("dead", "");
+  await refreshSessions();
 }
 
 // ---- wiring --------------------------------------------------------------------------
@@ -392,7 +500,7 @@ function init() {
   });
   $("create-form").addEventListener("submit", async (e) => {
     e.preventDefault();
-    const body = { permission: $("new-permission").value };
+    const body = { permission: $("new-permission").value, worktree: $("new-worktree").checked };
     for (const [key, id] of [["cwd", "new-cwd"], ["model", "new-model"], ["base_url", "new-base-url"]]) {
       const value = $(id).value.trim();
       if (value) body[key] = value;
@@ -414,6 +522,7 @@ function init() {
     if (!text.trim() || state.running) return;
     if (!send("user_message", { text, mode: "normal" })) return;
     closeStreams();
+    state.turnFailed = false;
     logItem("user", el("div", { class: "text", text }));
     $("message").value = "";
     setRunning(true);
@@ -422,6 +531,7 @@ function init() {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("composer").requestSubmit();
   });
   $("cancel-turn").addEventListener("click", () => send("cancel"));
+  $("close-session").addEventListener("click", closeSession);
   $("worktree-toggle").addEventListener("click", toggleWorktree);
   $("log").addEventListener("click", (e) => {
     if (e.target.classList.contains("retry")) {
@@ -434,6 +544,14 @@ function init() {
   }
   // Escape must not dismiss a request silently: the agent waits for an answer.
   $("approval").addEventListener("cancel", (e) => e.preventDefault());
+  // A link with a (new) token opened in this tab: only the fragment changed, no reload.
+  window.addEventListener("hashchange", () => {
+    if (!new URLSearchParams(location.hash.slice(1)).has("token")) return;
+    disconnect();
+    loadToken();
+    refreshSessions();
+    if (state.current) connect();
+  });
   if (state.token) refreshSessions();
   setInterval(refreshSessions, SESSIONS_POLL_MS);
 }

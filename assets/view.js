@@ -14,12 +14,15 @@ const state = {
   pingTimer: null,
   retryTimer: null,
   running: false,
-  text: null, // the assistant message tokens are appended to
+  text: null, // the streamed assistant message (a MarkdownStream) tokens are appended to
   thought: null, // the open thought block
   preambles: [], // this turn's text shown as preamble (token.final false)
   cards: new Map(), // tool_call_id -> card elements
   plan: null, // the running turn's plan list, updated in place
   confirms: [], // pending tool_confirm_request payloads, first one shown
+  inTurn: false, // the socket said a turn is running (its first phase refreshes the list)
+  turnFailed: false, // the running turn reported an error: its `done` says it failed
+  authenticated: false, // a request with the token succeeded (not merely a socket opened)
 };
 
 // ---- helpers -------------------------------------------------------------------------
@@ -43,6 +46,23 @@ function show(node, visible) {
   node.hidden = !visible;
 }
 
+// A session's status in words: the list and the header say the same thing, from the same
+// field (the session as the server lists it, kept current from the socket).
+const STATUS_WORDS = {
+  starting: "starting",
+  idle: "idle",
+  working: "working",
+  waiting_approval: "needs approval",
+  dead: "closed",
+};
+
+function statusBadge(status) {
+  return el("span", {
+    class: "badge status status-" + (status || "unknown"),
+    text: STATUS_WORDS[status] || status || "unknown",
+  });
+}
+
 function setConn(text, kind) {
   const conn = $("conn");
   conn.textContent = text;
@@ -64,6 +84,24 @@ function renderDiff(pre, diff) {
 
 // ---- conversation log ----------------------------------------------------------------
 
+// An error line; the same error again right after it adds to its count instead of a line
+// (a server that stays away would otherwise fill the conversation with reconnect lines).
+function logError(text, ...extra) {
+  const last = $("log").lastElementChild;
+  if (last && last.classList.contains("error") && last.dataset.error === text) {
+    const count = Number(last.dataset.count || "1") + 1;
+    last.dataset.count = String(count);
+    last.querySelector(".count").textContent = "×" + count;
+    show(last.querySelector(".count"), true);
+    return last;
+  }
+  const item = logItem("error", el("span", { text }), " ",
+    el("span", { class: "badge count", hidden: "", text: "×1" }), ...extra);
+  item.dataset.error = text;
+  item.dataset.count = "1";
+  return item;
+}
+
 function logItem(cls, ...children) {
   const log = $("log");
   const item = el("li", { class: "entry " + cls }, ...children);
@@ -74,17 +112,27 @@ function logItem(cls, ...children) {
 }
 
 function closeStreams() {
+  if (state.text) state.text.close();
   state.text = null;
   state.thought = null;
 }
 
+// An answer from history: drawn whole, code coloured.
+function assistantItem(text) {
+  const body = el("div", { class: "text" });
+  renderMarkdown(body, text);
+  highlightCode(body);
+  return logItem("assistant", body);
+}
+
 function appendText(text, final) {
   if (!state.text) {
-    state.text = el("div", { class: "text" });
-    const item = logItem("assistant" + (final === false ? " preamble" : ""), state.text);
+    const body = el("div", { class: "text" });
+    state.text = new MarkdownStream(body);
+    const item = logItem("assistant" + (final === false ? " preamble" : ""), body);
     if (final === false) state.preambles.push(item);
   }
-  state.text.textContent += text;
+  state.text.append(text);
   state.thought = null;
   const log = $("log");
   log.scrollTop = log.scrollHeight;
@@ -106,13 +154,16 @@ function toolStart(p) {
   const status = el("span", { class: "badge status-working", text: "running" });
   const output = el("pre", { class: "tool-output", hidden: "" });
   const result = el("p", { class: "tool-result", hidden: "" });
+  const change = el("div", { class: "tool-diff", hidden: "" },
+    el("span", { class: "muted", text: "Change" }), el("pre", { class: "diff" }));
   const name = el("code", { text: p.tool || "tool" });
   const head = el("div", { class: "tool-head" }, name, status);
   const input = el("details", { class: "tool-input" }, el("summary", { text: "Input" }));
   input.append(el("pre", { text: pretty(p.input || {}) }));
-  const card = logItem("tool-card", head, input, output, result);
+  const card = logItem("tool-card", head, input, change, output, result);
   card.setAttribute("aria-label", "Tool call " + (p.tool || ""));
-  state.cards.set(p.tool_call_id, { card, name, status, output, result });
+  card.dataset.tool = p.tool || "";
+  state.cards.set(p.tool_call_id, { card, name, status, output, result, change });
 }
 
 function cardFor(p) {
@@ -139,10 +190,18 @@ function toolEnd(p) {
   c.result.textContent = failed ? `Error: ${p.error}${took ? " (" + took + ")" : ""}` : "Finished in " + took;
   c.result.classList.toggle("error", failed);
   c.result.hidden = false;
+  // What the tool returned, for every tool: shell and python streamed theirs already.
   if (p.output && c.output.hidden) {
     c.output.textContent = p.output;
     c.output.hidden = false;
   }
+  // The change a person approved stays with the call once the dialog is gone.
+  if (p.diff) showChange(c, p.diff);
+}
+
+function showChange(c, diff) {
+  renderDiff(c.change.querySelector("pre"), diff);
+  c.change.hidden = false;
 }
 
 // The agent's plan: each update replaces the list of the turn's plan box.
@@ -201,10 +260,10 @@ function showConfirm(p) {
     params.append(el("dt", { text: key }), el("dd", {}, el("pre", { text: pretty(value) })));
   }
   const dialog = $("approval");
-  // "Always" only where the gate offers it, titled with exactly what it would cover.
+  // "Always" only where the gate offers it, saying exactly what it would cover.
   const always = dialog.querySelector("[data-action=allow_all]");
   always.hidden = !!(p.always && p.always.offered === false);
-  always.title = (p.always && p.always.scope) || "Allow this tool for the rest of the session";
+  $("approval-always-scope").textContent = (p.always && p.always.scope) || "this tool, this session";
   if (!dialog.open) dialog.showModal();
   dialog.querySelector("[data-action=allow]").focus();
   enrichConfirm(p);
@@ -244,7 +303,10 @@ function answerConfirm(action) {
   const p = state.confirms.shift();
   if (p) send("tool_confirm", { confirmation_id: p.confirmation_id, action });
   if (state.confirms.length) showConfirm(state.confirms[0]);
-  else $("approval").close();
+  else {
+    $("approval").close();
+    if (action !== "cancel") setCurrentStatus("working", "");
+  }
 }
 
 // The turn ended (or was cancelled): its open requests can no longer be answered.

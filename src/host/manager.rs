@@ -105,6 +105,8 @@ pub struct SessionInfo {
     pub worktree: Option<String>,
     /// Open permission requests.
     pub pending_permissions: usize,
+    /// The first prompt, shortened (`session::catalog::title_of`); empty before any.
+    pub title: String,
     /// The session that delegated this one (`delegate`); its requests are asked there.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
@@ -112,6 +114,8 @@ pub struct SessionInfo {
 
 struct Stats {
     usage: Usage,
+    /// The session's title: set by its first turn, or read from the log it resumes.
+    title: String,
     last_activity: Timestamp,
     last_mode: TurnMode,
     turn_started: Option<Instant>,
@@ -197,6 +201,7 @@ impl Handle {
                 .as_ref()
                 .map(|w| w.path.display().to_string()),
             pending_permissions: self.session.pending_permissions().len(),
+            title: stats.title.clone(),
             parent: self.meta.parent.clone(),
         }
     }
@@ -339,6 +344,9 @@ impl SessionManager {
             cancel: Mutex::new(None),
             stats: Mutex::new(Stats {
                 usage: Usage::default(),
+                // A resumed session is named by the first prompt its log holds.
+                title: crate::session::catalog::summarize(&self.inner.log_dir, opened.session.id())
+                    .title,
                 last_activity: Timestamp::now(),
                 last_mode: TurnMode::Normal,
                 turn_started: None,
@@ -463,6 +471,9 @@ impl SessionManager {
         }
         {
             let mut stats = lock(&handle.stats);
+            if stats.title.is_empty() {
+                stats.title = crate::session::catalog::title_of(text);
+            }
             stats.last_mode = request.mode;
             stats.last_activity = Timestamp::now();
             stats.turn_started = Some(Instant::now());

@@ -252,8 +252,9 @@ pub fn summarize(dir: &Path, id: &str) -> LocalSession {
 }
 
 /// A prompt as a title: whitespace runs (newlines included) as one space, cut with `…`.
-/// Anything else stays as the prompt had it; whoever shows it escapes it.
-fn title_of(prompt: &str) -> String {
+/// Anything else stays as the prompt had it; whoever shows it escapes it. One rule for every
+/// place a session is named by its prompt (`sessions`, the server's list, `top`).
+pub(crate) fn title_of(prompt: &str) -> String {
     let mut title = String::new();
     let mut chars = 0;
     for (i, word) in prompt.split_whitespace().enumerate() {

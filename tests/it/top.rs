@@ -94,6 +94,12 @@ async fn top_lists_three_sessions_and_answers_an_approval_with_one_key() {
         "the waiting session is marked, first, and selected:\n{screen}"
     );
     assert!(line_with(&screen, &talked).contains("idle"), "{screen}");
+    // Titled by their first prompts, as the server lists them.
+    assert!(
+        line_with(&screen, &talked).contains("say something"),
+        "{screen}"
+    );
+    assert!(line_with(&screen, &blocked).contains("do it"), "{screen}");
     assert!(
         screen.contains(&api.server.base),
         "the source is named:\n{screen}"
@@ -256,6 +262,10 @@ async fn top_without_a_server_lists_the_local_sessions_read_only() {
     assert!(
         line_with(&screen, id).contains("dead"),
         "the run has ended:\n{screen}"
+    );
+    assert!(
+        line_with(&screen, id).contains("hello there"),
+        "titled by its prompt:\n{screen}"
     );
     tmux.keys("Enter");
     let screen = tmux.wait_for("Answered locally.").await;

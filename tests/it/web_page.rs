@@ -3,213 +3,68 @@
 //! dialog, see the result, open a worktree session's diff; all under the page's strict CSP.
 //! Needs `chromium` and `chromium-driver` (scripts/setup).
 
+mod answers;
+mod browser;
+mod link;
+mod sessions;
+
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use base64::Engine;
 use serde_json::{Value, json};
 
+use self::browser::{Browser, report};
 use crate::support::server::Server;
 use crate::support::{FakeModel, Harness, Reply};
 
-/// The W3C WebDriver key of an element reference.
-const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
-
-/// chromedriver and the chromium it starts. Dropping it kills both on every way out of the
-/// test, a panic included: chromedriver runs in its own process group, and any chromium
-/// process that left the group is found by the profile directory only this browser uses.
-struct Browser {
-    driver: std::process::Child,
-    http: reqwest::Client,
-    base: String,
-    session: String,
-    profile: tempfile::TempDir,
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        use nix::sys::signal::{Signal, kill, killpg};
-        use nix::unistd::Pid;
-        let group = Pid::from_raw(self.driver.id() as i32);
-        let _ = killpg(group, Signal::SIGKILL);
-        let marker = self.profile.path().to_string_lossy().into_owned();
-        if let Ok(entries) = std::fs::read_dir("/proc") {
-            for entry in entries.flatten() {
-                let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-                    continue;
-                };
-                let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-                if String::from_utf8_lossy(&cmdline).contains(&marker) {
-                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-                }
-            }
-        }
-        let _ = self.driver.wait();
+/// Opens a session over REST for the fake model; `extra` adds fields to the request body.
+async fn create_session(
+    h: &Harness,
+    server: &Server,
+    model: &FakeModel,
+    token: &str,
+    extra: Value,
+) -> String {
+    let mut body = json!({
+        "cwd": h.work(),
+        "model": "llamacpp:fake-model",
+        "base_url": model.openai_base(),
+    });
+    for (key, value) in extra.as_object().into_iter().flatten() {
+        body[key] = value.clone();
     }
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
-impl Browser {
-    async fn start() -> Browser {
-        use std::os::unix::process::CommandExt;
-        let port = free_port();
-        let driver = std::process::Command::new("chromedriver")
-            .arg(format!("--port={port}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot start chromedriver ({e}): install chromium chromium-driver")
-            });
-        let profile = tempfile::Builder::new()
-            .prefix("corral-web-page-")
-            .tempdir()
-            .unwrap();
-        let mut browser = Browser {
-            driver,
-            http: reqwest::Client::new(),
-            base: format!("http://127.0.0.1:{port}"),
-            session: String::new(),
-            profile,
-        };
-        let mut ready = false;
-        for _ in 0..100 {
-            let status = browser.http.get(format!("{}/status", browser.base)).send();
-            if let Ok(res) = status.await
-                && let Ok(body) = res.json::<Value>().await
-                && body["value"]["ready"] == true
-            {
-                ready = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert!(ready, "chromedriver did not become ready");
-        let args = [
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--window-size=1280,1000",
-            &format!("--user-data-dir={}", browser.profile.path().display()),
-        ];
-        let caps = json!({"capabilities": {"alwaysMatch": {
-            "browserName": "chrome",
-            "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args},
-        }}});
-        let created = browser.call("POST", "/session", caps).await;
-        browser.session = created["sessionId"].as_str().unwrap().to_string();
-        browser
-    }
-
-    /// One WebDriver command; panics with the driver's message on an error.
-    async fn call(&self, method: &str, path: &str, body: Value) -> Value {
-        let url = format!("{}{path}", self.base);
-        let request = match method {
-            "GET" => self.http.get(url),
-            "DELETE" => self.http.delete(url),
-            _ => self.http.post(url).json(&body),
-        };
-        let res = request.send().await.unwrap();
-        let status = res.status();
-        let value: Value = res.json().await.unwrap();
-        assert!(status.is_success(), "WebDriver {method} {path}: {value}");
-        value["value"].clone()
-    }
-
-    async fn session_call(&self, method: &str, path: &str, body: Value) -> Value {
-        let path = format!("/session/{}{path}", self.session);
-        self.call(method, &path, body).await
-    }
-
-    async fn goto(&self, url: &str) {
-        self.session_call("POST", "/url", json!({ "url": url }))
-            .await;
-    }
-
-    async fn js(&self, script: &str) -> Value {
-        self.session_call(
-            "POST",
-            "/execute/sync",
-            json!({"script": script, "args": []}),
-        )
+    let res = reqwest::Client::new()
+        .post(format!("{}/api/v1/sessions", server.base))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
         .await
-    }
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let session: Value = res.json().await.unwrap();
+    session["id"].as_str().unwrap().to_string()
+}
 
-    async fn find(&self, css: &str) -> String {
-        let found = self
-            .session_call(
-                "POST",
-                "/element",
-                json!({"using": "css selector", "value": css}),
-            )
-            .await;
-        found[ELEMENT_KEY].as_str().unwrap().to_string()
-    }
-
-    async fn click(&self, css: &str) {
-        let id = self.find(css).await;
-        self.session_call("POST", &format!("/element/{id}/click"), json!({}))
-            .await;
-    }
-
-    async fn type_into(&self, css: &str, text: &str) {
-        let id = self.find(css).await;
-        self.session_call(
-            "POST",
-            &format!("/element/{id}/value"),
-            json!({ "text": text }),
+/// The page signed in with `token` (through the fragment, as `serve`'s link does), the first
+/// listed session selected and its socket answering.
+async fn open_session(browser: &Browser, server: &Server, token: &str) {
+    browser
+        .goto(&format!("{}/#token={token}", server.base))
+        .await;
+    browser
+        .wait_for(
+            "the session in the list",
+            "document.querySelector('#sessions .session')",
         )
         .await;
-    }
-
-    /// Polls `expression` (JavaScript) until it is truthy; on timeout, fails with what the
-    /// page shows.
-    async fn wait_for(&self, what: &str, expression: &str) -> Value {
-        let script = format!("return ({expression}) || null;");
-        for _ in 0..300 {
-            let value = self.js(&script).await;
-            if !value.is_null() && value != false {
-                return value;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let page = self.js("return document.body.innerText;").await;
-        panic!(
-            "timed out waiting for {what}; the page shows:\n{}",
-            page.as_str().unwrap_or("")
-        );
-    }
-
-    async fn screenshot(&self, name: &str) -> PathBuf {
-        let data = self.session_call("GET", "/screenshot", Value::Null).await;
-        let png = base64::engine::general_purpose::STANDARD
-            .decode(data.as_str().unwrap())
-            .unwrap();
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-        let dir = target.join("ci-artifacts");
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
-        std::fs::write(&path, png).unwrap();
-        path
-    }
-
-    async fn quit(&self) {
-        self.session_call("DELETE", "", Value::Null).await;
-    }
+    browser.click("#sessions .session").await;
+    browser
+        .wait_for(
+            "the WebSocket",
+            "document.getElementById('conn').textContent === 'connected'",
+        )
+        .await;
 }
 
 /// The worktree view: a session working in a worktree of a repository, with one file written
@@ -292,12 +147,6 @@ async fn worktree_view(
     report(&shot);
 }
 
-/// Where the screenshots went must be visible in the test output.
-#[allow(clippy::print_stderr)]
-fn report(path: &std::path::Path) {
-    eprintln!("web page screenshot: {}", path.display());
-}
-
 #[tokio::test]
 async fn approve_a_write_from_the_web_page() {
     let h = Harness::new();
@@ -351,6 +200,10 @@ async fn approve_a_write_from_the_web_page() {
         ("/", "text/html"),
         ("/assets/app.js", "text/javascript"),
         ("/assets/view.js", "text/javascript"),
+        ("/assets/markdown.js", "text/javascript"),
+        ("/assets/vendor/marked.umd.js", "text/javascript"),
+        ("/assets/vendor/purify.min.js", "text/javascript"),
+        ("/assets/vendor/highlight.min.js", "text/javascript"),
         ("/assets/style.css", "text/css"),
     ] {
         let res = http
@@ -377,11 +230,11 @@ async fn approve_a_write_from_the_web_page() {
 
     let browser = Browser::start().await;
     browser
-        .goto(&format!("{}/?token={token}", server.base))
+        .goto(&format!("{}/#token={token}", server.base))
         .await;
     // The token moved to sessionStorage and left the address bar.
     let url = browser.js("return location.href;").await;
-    assert!(!url.as_str().unwrap().contains("token="), "{url}");
+    assert!(!url.as_str().unwrap().contains("token"), "{url}");
     browser
         .wait_for(
             "the session in the list",
@@ -395,10 +248,10 @@ async fn approve_a_write_from_the_web_page() {
             "document.getElementById('conn').textContent === 'connected'",
         )
         .await;
-    let title = browser
-        .js("return document.getElementById('session-title').textContent;")
+    let meta = browser
+        .js("return document.getElementById('session-meta').textContent;")
         .await;
-    assert!(title.as_str().unwrap().contains(&id[..8]), "{title}");
+    assert!(meta.as_str().unwrap().contains(&id[..8]), "{meta}");
     browser
         .type_into("#message", "Please write hello.txt")
         .await;
@@ -451,6 +304,34 @@ async fn approve_a_write_from_the_web_page() {
         .js("return document.getElementById('approval-danger').textContent;")
         .await;
     assert!(danger.as_str().unwrap().starts_with("danger: "), "{danger}");
+    // Each answer says what it does in visible words, the terminal's six.
+    let buttons = browser
+        .js(
+            "return [...document.querySelectorAll('#approval [data-action]')]
+                .map(b => b.dataset.action + '=' + b.querySelector('strong').innerText);",
+        )
+        .await;
+    assert_eq!(
+        buttons,
+        json!([
+            "allow=Yes",
+            "deny=No",
+            "allow_all=Always",
+            "disable=Disable tool",
+            "forbid_all=Forbid all this turn",
+            "cancel=Cancel turn"
+        ])
+    );
+    // While it waits, the header and the list say so in the same words.
+    let statuses = browser
+        .wait_for(
+            "the waiting status in the header and the list",
+            "(() => { const h = document.querySelector('#session-status .status')?.innerText;
+                      const l = document.querySelector('#sessions [aria-current=true] .status')?.innerText;
+                      return h === 'needs approval' && h === l && [h, l]; })()",
+        )
+        .await;
+    assert_eq!(statuses, json!(["needs approval", "needs approval"]));
     let shot = browser.screenshot("web-page-approval.png").await;
     report(&shot);
 
@@ -507,6 +388,33 @@ async fn approve_a_write_from_the_web_page() {
     );
     let written = std::fs::read_to_string(h.work().join("hello.txt")).unwrap();
     assert_eq!(written, "hello from the web page\n");
+    // The approved change stays in the conversation, with the call, after the dialog closed.
+    browser
+        .wait_for(
+            "the approved diff in the conversation",
+            "[...document.querySelectorAll('#log .tool-card .tool-diff')]
+                .some(d => !d.hidden && d.textContent.includes('+hello from the web page'))",
+        )
+        .await;
+    // The session is named by its first prompt, in the list and the header alike; its
+    // status is the same words in both.
+    browser
+        .wait_for(
+            "the title in the list",
+            "document.querySelector('#sessions [aria-current=true] .session-title')
+                ?.textContent === 'Please write hello.txt'",
+        )
+        .await;
+    let header = browser
+        .js(
+            "return [document.getElementById('session-title').textContent,
+                     document.querySelector('#session-status .status').innerText,
+                     document.querySelector('#sessions [aria-current=true] .status').innerText];",
+        )
+        .await;
+    assert_eq!(header, json!(["Please write hello.txt", "idle", "idle"]));
+    let (_, listed) = server.get("/api/v1/sessions", &token).await;
+    assert_eq!(listed["sessions"][0]["title"], "Please write hello.txt");
     // Both model calls' usage (40 + 12 each), summed in the turn's `done`.
     browser
         .wait_for(
@@ -549,6 +457,23 @@ async fn approve_a_write_from_the_web_page() {
             "POST",
             "/window/rect",
             json!({"width": 1280, "height": 1000}),
+        )
+        .await;
+    // Read back from the history (the page opened again), the approved change is still
+    // shown with its call.
+    browser.goto(&format!("{}/?again", server.base)).await;
+    browser
+        .wait_for(
+            "the session in the list",
+            "document.querySelector('#sessions .session')",
+        )
+        .await;
+    browser.click("#sessions .session").await;
+    browser
+        .wait_for(
+            "the approved diff from the history",
+            "[...document.querySelectorAll('#log .tool-card .tool-diff')]
+                .some(d => !d.hidden && d.textContent.includes('+hello from the web page'))",
         )
         .await;
     worktree_view(&h, &server, &model, &token, &browser).await;

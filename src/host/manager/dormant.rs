@@ -102,6 +102,7 @@ fn dormant(dir: &Path, meta: SessionMeta) -> Option<Dormant> {
         event_log: Some(path.display().to_string()),
         worktree: meta.worktree.as_ref().map(|w| w.path.display().to_string()),
         pending_permissions: 0,
+        title: crate::session::catalog::summarize(dir, &meta.id).title,
         parent: meta.parent.clone(),
     };
     Some(Dormant { info, meta })

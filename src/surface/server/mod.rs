@@ -257,6 +257,7 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, Error> {
         );
         let _ = std::io::stdout().flush();
     }
+    announce_page(bound, &state.auth);
     let stop = state.shutdown.clone();
     tokio::spawn(async move {
         wait_for_signal().await;
@@ -290,6 +291,58 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, Error> {
     crate::sandbox::process::wait_for_tool_processes(crate::sandbox::process::EXIT_WAIT).await;
     served.map_err(|e| Error::Runtime(format!("server error: {e}")))?;
     Ok(Exit::Ok)
+}
+
+/// How long the token in the page link printed at start lasts.
+const PAGE_LINK_TTL: Duration = Duration::from_secs(12 * 3600);
+
+/// Where to open the page. On a terminal (stderr a TTY), the person who just started the
+/// server holds its secret and so is its admin: they get a link that signs the page in,
+/// an admin token in the URL's fragment, which browsers never send to a server (so it
+/// stays out of access logs and proxies) and which the page moves to its session storage
+/// and then removes from the address bar. Anywhere else (a service, a pipe into a log
+/// file) the token would land in a log: only the way to mint one is printed.
+fn announce_page(bound: SocketAddr, auth: &Auth) {
+    use std::io::{IsTerminal, Write};
+    let host = if bound.ip().is_unspecified() {
+        match bound {
+            SocketAddr::V4(_) => SocketAddr::from(([127, 0, 0, 1], bound.port())),
+            SocketAddr::V6(_) => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, bound.port())),
+        }
+    } else {
+        bound
+    };
+    let mut stderr = std::io::stderr();
+    if !stderr.is_terminal() {
+        let _ = writeln!(
+            stderr,
+            "corral serve: the page at http://{host}/ asks for a token: \
+             corral token --sub NAME --role admin"
+        );
+        return;
+    }
+    let owner = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .ok()
+        .filter(|name| {
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        })
+        .unwrap_or_else(|| "admin".to_string());
+    match auth.mint(&owner, auth::Role::Admin, PAGE_LINK_TTL) {
+        Ok(token) => {
+            let _ = writeln!(
+                stderr,
+                "corral serve: open http://{host}/#token={token}\n  \
+                 (signed in as {owner}, admin, for 12 hours; keep this link to yourself)"
+            );
+        }
+        Err(e) => {
+            tracing::warn!(target: "corral::server", error = %e, "cannot mint the page link's token")
+        }
+    }
 }
 
 /// SIGINT, SIGTERM or SIGHUP: each stops the server the same orderly way (SIGHUP's default

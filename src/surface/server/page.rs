@@ -11,26 +11,55 @@ use axum::routing::get;
 
 use super::Shared;
 
-const INDEX_HTML: &str = include_str!("../../../assets/index.html");
-const APP_JS: &str = include_str!("../../../assets/app.js");
-const VIEW_JS: &str = include_str!("../../../assets/view.js");
-const STYLE_CSS: &str = include_str!("../../../assets/style.css");
+const JS: &str = "text/javascript; charset=utf-8";
+
+/// Every file of the page: its path, type and contents. The vendored scripts (Markdown,
+/// sanitizer, highlighter) are described in `assets/vendor/README.md`.
+const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "/",
+        "text/html; charset=utf-8",
+        include_str!("../../../assets/index.html"),
+    ),
+    ("/assets/app.js", JS, include_str!("../../../assets/app.js")),
+    (
+        "/assets/view.js",
+        JS,
+        include_str!("../../../assets/view.js"),
+    ),
+    (
+        "/assets/markdown.js",
+        JS,
+        include_str!("../../../assets/markdown.js"),
+    ),
+    (
+        "/assets/style.css",
+        "text/css; charset=utf-8",
+        include_str!("../../../assets/style.css"),
+    ),
+    (
+        "/assets/vendor/marked.umd.js",
+        JS,
+        include_str!("../../../assets/vendor/marked.umd.js"),
+    ),
+    (
+        "/assets/vendor/purify.min.js",
+        JS,
+        include_str!("../../../assets/vendor/purify.min.js"),
+    ),
+    (
+        "/assets/vendor/highlight.min.js",
+        JS,
+        include_str!("../../../assets/vendor/highlight.min.js"),
+    ),
+];
 
 pub fn routes() -> Router<Shared> {
-    Router::new()
-        .route("/", get(|| asset("text/html; charset=utf-8", INDEX_HTML)))
-        .route(
-            "/assets/app.js",
-            get(|| asset("text/javascript; charset=utf-8", APP_JS)),
-        )
-        .route(
-            "/assets/view.js",
-            get(|| asset("text/javascript; charset=utf-8", VIEW_JS)),
-        )
-        .route(
-            "/assets/style.css",
-            get(|| asset("text/css; charset=utf-8", STYLE_CSS)),
-        )
+    let mut router = Router::new();
+    for &(path, content_type, body) in ASSETS {
+        router = router.route(path, get(move || asset(content_type, body)));
+    }
+    router
 }
 
 /// The assets change with the binary, not with a URL, so the browser must revalidate: an

@@ -35,11 +35,18 @@ pub(super) struct Row {
     pub last_activity: String,
     #[serde(default)]
     pub worktree: Option<String>,
-    /// A title, where the source has one (the first prompt of a local session).
-    #[serde(default)]
+    /// The first prompt, shortened (`session::catalog::title_of`); the server's list and
+    /// the local catalog both give it, empty (`None` here) before the first prompt.
+    #[serde(default, deserialize_with = "non_empty")]
     pub title: Option<String>,
     #[serde(default, rename = "pending_permissions")]
     pub pending: usize,
+}
+
+/// An empty or missing title as `None`, so a later listing or envelope can give one.
+fn non_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let title = Option::<String>::deserialize(d)?;
+    Ok(title.filter(|t| !t.is_empty()))
 }
 
 impl Row {
@@ -56,7 +63,8 @@ impl Row {
             Payload::Result(result) => self.usage.add(&result.usage),
             Payload::UserText(text) if self.title.is_none() => {
                 if let crate::event::ContentBlock::Text { text } = &text.content {
-                    self.title = Some(text.lines().next().unwrap_or_default().to_string());
+                    self.title =
+                        Some(crate::session::catalog::title_of(text)).filter(|t| !t.is_empty());
                 }
             }
             _ => {}

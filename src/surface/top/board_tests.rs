@@ -129,3 +129,30 @@ fn ages_and_counts_are_short() {
     assert_eq!(count(1234), "1.2k");
     assert_eq!(count(3_400_000), "3.4M");
 }
+
+#[test]
+fn a_listed_empty_title_waits_for_the_first_prompt() {
+    let listed: Row = serde_json::from_value(serde_json::json!({
+        "id": "a", "status": "idle", "title": ""
+    }))
+    .unwrap();
+    assert_eq!(listed.title, None);
+    let mut board = Board::default();
+    board.replace(vec![listed]);
+    let prompt = Payload::UserText(crate::event::UserTextData {
+        content: crate::event::ContentBlock::text("  fix\n the   tests "),
+    });
+    let envelope = Envelope {
+        seq: 1,
+        ts: Timestamp::now(),
+        session: Arc::from("a"),
+        turn: 1,
+        payload: prompt,
+    };
+    assert!(board.apply(&envelope));
+    // The one rule for titles, as the catalog and the server make them.
+    assert_eq!(
+        board.get("a").unwrap().title.as_deref(),
+        Some("fix the tests")
+    );
+}

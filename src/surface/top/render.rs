@@ -192,6 +192,7 @@ fn list(frame: &mut Frame, app: &App, area: Rect) {
         "TOKENS I/O",
         "AGE",
         "ACTIVE",
+        "TITLE",
         "WORKTREE / DIR",
     ])
     .style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
@@ -207,7 +208,8 @@ fn list(frame: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(11),
         Constraint::Length(4),
         Constraint::Length(6),
-        Constraint::Fill(1),
+        Constraint::Fill(3),
+        Constraint::Fill(2),
     ];
     let table = Table::new(table_rows, widths)
         .header(header)
@@ -244,6 +246,7 @@ fn table_row(row: &Row, now: OffsetDateTime, theme: &Theme) -> TableRow<'static>
         )),
         Cell::from(ago(&row.created_at, now)),
         Cell::from(ago(&row.last_activity, now)),
+        Cell::from(clean_line(row.title.as_deref().unwrap_or_default())),
         Cell::from(clean_line(&place)),
     ];
     let style = match row.status {
@@ -258,12 +261,21 @@ fn feed(frame: &mut Frame, app: &mut App, area: Rect) {
         return;
     };
     let title = match app.board.get(id) {
-        Some(r) => format!(
-            " {} · {} · {} ",
-            clean_line(id),
-            clean_line(&r.model),
-            status_text(r.status)
-        ),
+        Some(r) => match r.title.as_deref() {
+            Some(t) => format!(
+                " {} · {} · {} · {} ",
+                clean_line(id),
+                clean_line(t),
+                clean_line(&r.model),
+                status_text(r.status)
+            ),
+            None => format!(
+                " {} · {} · {} ",
+                clean_line(id),
+                clean_line(&r.model),
+                status_text(r.status)
+            ),
+        },
         None => format!(" {} ", clean_line(id)),
     };
     let block = Block::new().borders(Borders::TOP).title(title);

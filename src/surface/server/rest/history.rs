@@ -1,6 +1,7 @@
 //! A session's conversation for `GET …/messages`, rebuilt from its authoritative envelopes:
 //! user text, whole assistant blocks (not the liveness deltas), and one `tool` entry per tool
-//! call carrying its input and, once it finished, its result.
+//! call carrying its input and, once it finished, its result (and the diff a person approved
+//! for it, when the call wrote a file).
 
 use std::collections::HashMap;
 
@@ -46,6 +47,8 @@ fn build(envelopes: &[Envelope]) -> Vec<Value> {
     let mut messages: Vec<Value> = Vec::new();
     // Tool call id → index of its entry, so the result lands on the call.
     let mut tools: HashMap<String, usize> = HashMap::new();
+    // Tool call id → the diff its approval request showed.
+    let mut diffs: HashMap<String, String> = HashMap::new();
     for envelope in envelopes {
         let ts = envelope.ts.to_string();
         match &envelope.payload {
@@ -101,6 +104,16 @@ fn build(envelopes: &[Envelope]) -> Vec<Value> {
                 entry["tool"]["output"] = json!(result.output);
                 entry["tool"]["error"] = json!(result.error);
                 entry["tool"]["duration_ms"] = json!(result.duration_ms);
+                if let Some(diff) = diffs.remove(&result.tool_call_id)
+                    && result.success
+                {
+                    entry["tool"]["diff"] = Value::String(diff);
+                }
+            }
+            Payload::Permission(crate::event::PermissionData::Request(request)) => {
+                if let Some(diff) = &request.preview.diff {
+                    diffs.insert(request.tool_call.tool_call_id.clone(), diff.clone());
+                }
             }
             _ => {}
         }
@@ -174,5 +187,32 @@ mod tests {
         assert_eq!(messages[2]["tool"]["input"]["path"], "a.txt");
         assert_eq!(messages[2]["tool"]["name"], "read_file");
         assert_eq!(messages[2]["text"], "data");
+        assert_eq!(
+            messages[2]["tool"]["diff"],
+            Value::Null,
+            "nothing was approved"
+        );
+    }
+
+    #[test]
+    fn an_approved_change_stays_on_its_call_and_a_refused_one_does_not() {
+        let asked = |id: &str, diff: &str| {
+            let mut request = PermissionRequest::sample("write_file", json!({"path": "a"}));
+            request.tool_call.tool_call_id = id.into();
+            request.preview.diff = Some(diff.into());
+            Payload::Permission(PermissionData::Request(Box::new(request)))
+        };
+        let refused = ToolResultData::finished("c2", "write_file", Err("denied".into()), 1, vec![]);
+        let messages = build(&[
+            env(1, asked("c1", "+yes")),
+            env(
+                2,
+                Payload::ToolResult(ToolResultData::sample("c1", "write_file", "ok")),
+            ),
+            env(3, asked("c2", "+no")),
+            env(4, Payload::ToolResult(refused)),
+        ]);
+        assert_eq!(messages[0]["tool"]["diff"], "+yes");
+        assert_eq!(messages[1]["tool"]["diff"], Value::Null);
     }
 }

@@ -23,6 +23,12 @@
 //!   reasons, and `writing` when it answers; each is sent when it changes, so a turn that
 //!   reasons again after a tool goes back to `deep_thinking`.
 //! - An `error` event that carries a `code` (a note such as EFFORT_NOT_APPLIED) keeps it.
+//! - Beyond the seed (extra fields older clients ignore): `tool_end.output` is the result's
+//!   text, at most [`OUTPUT_PREVIEW`] bytes (its head and tail), so a page shows what every
+//!   tool returned, not only the streamed shell and python output; `tool_end.diff` is the
+//!   change a person approved for that call (`tool_confirm_request` carries it too, with
+//!   the call's `tool_call_id`); `done.stop_reason` says how the turn ended (`end_turn`,
+//!   `max_steps`, `error`), so a failed turn is not drawn as finished.
 //! - `memory_update.tokens_used` is the context after summarizing (`tokensAfter` of the
 //!   compaction event; for a log written before it was recorded, the summary's size).
 
@@ -72,6 +78,34 @@ pub struct Projector {
     started: Option<Instant>,
     /// The name each `tool_start` of this turn sent, by call id, for its `tool_end`.
     names: HashMap<String, String>,
+    /// The diff each approval request of this turn showed, by call id, for its `tool_end`.
+    diffs: HashMap<String, String>,
+}
+
+/// The most of a tool's result `tool_end` carries; the session's history has all of it.
+pub const OUTPUT_PREVIEW: usize = 16 * 1024;
+
+/// `text` whole when it fits in `limit` bytes, else its head and tail around a line saying
+/// how much was left out (cut on character boundaries).
+fn preview(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let half = limit / 2;
+    let mut head = half;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - half;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    let omitted = tail - head;
+    format!(
+        "{}\n[… {omitted} bytes omitted …]\n{}",
+        &text[..head],
+        &text[tail..]
+    )
 }
 
 /// A tool that looks things up (the phase `researching`): corral's `search_files` and
@@ -233,21 +267,35 @@ impl Projector {
                     json!(record.error.clone().unwrap_or_else(|| "failed".to_string()))
                 };
                 let name = self.names.get(&record.tool_call_id).unwrap_or(&record.tool);
-                out.push(msg(
-                    "tool_end",
-                    json!({ "tool": name, "tool_call_id": record.tool_call_id,
-                            "duration_ms": record.duration_ms, "error": error }),
-                ));
+                let mut end = json!({ "tool": name, "tool_call_id": record.tool_call_id,
+                                      "duration_ms": record.duration_ms, "error": error });
+                if let Some(output) = record.output.as_deref().filter(|o| !o.is_empty()) {
+                    end["output"] = json!(preview(output, OUTPUT_PREVIEW));
+                }
+                // The change as approved, kept where the call shows once the dialog is gone.
+                if let Some(diff) = self.diffs.remove(&record.tool_call_id)
+                    && record.success
+                {
+                    end["diff"] = json!(diff);
+                }
+                out.push(msg("tool_end", end));
             }
             Payload::Permission(PermissionData::Request(request)) => {
                 let input = &request.tool_call.raw_input;
                 let mut payload = json!({
                     "confirmation_id": request.request_id,
+                    "tool_call_id": request.tool_call.tool_call_id,
                     "tool": request.tool,
                     "parameters": sorted_parameters(input),
                     "message": describe(&request.tool, input),
                     "always": request.always,
+                    "danger": request.danger,
                 });
+                if let Some(diff) = &request.preview.diff {
+                    payload["diff"] = json!(diff);
+                    self.diffs
+                        .insert(request.tool_call.tool_call_id.clone(), diff.clone());
+                }
                 // A delegated sub-session asks here: the dialog says which one.
                 if let Some(sub) = &request.sub_session {
                     payload["message"] =
@@ -322,6 +370,7 @@ impl Projector {
                 "output_tokens": r.usage.output_tokens,
                 "duration_ms": duration,
                 "tool_calls": self.tool_calls,
+                "stop_reason": r.stop_reason,
             }),
         ));
         self.in_turn = false;

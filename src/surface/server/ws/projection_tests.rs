@@ -418,3 +418,90 @@ fn a_note_keeps_its_code_and_does_not_fail_the_turn() {
     assert_eq!(error.payload["code"], "EFFORT_NOT_APPLIED");
     assert_eq!(states(&out), ["thinking", "done"]);
 }
+
+fn asked(id: &str, diff: Option<&str>) -> Payload {
+    let mut request = PermissionRequest::sample("write_file", json!({"path": "a.txt"}));
+    request.tool_call.tool_call_id = id.into();
+    request.preview.diff = diff.map(str::to_string);
+    Payload::Permission(PermissionData::Request(Box::new(request)))
+}
+
+#[test]
+fn tool_end_carries_the_result_and_the_approved_diff() {
+    let mut p = Projector::new(false);
+    let long = "x".repeat(OUTPUT_PREVIEW * 3);
+    let out = kinds(
+        &mut p,
+        vec![
+            working(),
+            announce("w", "write_file", "Write a.txt"),
+            asked("w", Some("+hello")),
+            finished("w", "write_file"),
+            announce("d", "write_file", "Write a.txt"),
+            asked("d", Some("+refused")),
+            Payload::ToolResult(ToolResultData::finished(
+                "d",
+                "write_file",
+                Err("denied".into()),
+                1,
+                vec![],
+            )),
+            announce("r", "read_file", "Read big"),
+            Payload::ToolResult(ToolResultData::finished(
+                "r",
+                "read_file",
+                Ok(long),
+                1,
+                vec![],
+            )),
+            result(StopReason::EndTurn),
+        ],
+        TurnMode::Normal,
+    );
+    let confirm = out
+        .iter()
+        .find(|m| m.kind == "tool_confirm_request")
+        .unwrap();
+    assert_eq!(confirm.payload["tool_call_id"], "w");
+    assert_eq!(confirm.payload["diff"], "+hello");
+    let ends: Vec<&Value> = out
+        .iter()
+        .filter(|m| m.kind == "tool_end")
+        .map(|m| &m.payload)
+        .collect();
+    assert_eq!(ends[0]["output"], "ok");
+    assert_eq!(ends[0]["diff"], "+hello");
+    // A refused change did not happen: it is not shown as made.
+    assert_eq!(ends[1]["diff"], Value::Null);
+    assert_eq!(ends[1]["error"], "denied");
+    let big = ends[2]["output"].as_str().unwrap();
+    assert!(big.len() < OUTPUT_PREVIEW + 64, "{}", big.len());
+    assert!(big.contains("bytes omitted"), "head and tail, marked");
+}
+
+#[test]
+fn done_says_how_the_turn_ended() {
+    let mut p = Projector::new(false);
+    let ok = kinds(
+        &mut p,
+        vec![working(), result(StopReason::EndTurn)],
+        TurnMode::Normal,
+    );
+    assert_eq!(ok.last().unwrap().payload["stop_reason"], "end_turn");
+    let failed = kinds(
+        &mut p,
+        vec![working(), result(StopReason::Error)],
+        TurnMode::Normal,
+    );
+    assert_eq!(failed.last().unwrap().kind, "done");
+    assert_eq!(failed.last().unwrap().payload["stop_reason"], "error");
+}
+
+#[test]
+fn a_preview_cuts_on_character_boundaries() {
+    let text = "é".repeat(100);
+    let cut = preview(&text, 51);
+    assert!(cut.starts_with(&"é".repeat(12)), "{cut}");
+    assert!(cut.ends_with(&"é".repeat(12)), "{cut}");
+    assert_eq!(preview("short", 51), "short");
+}
