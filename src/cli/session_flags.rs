@@ -22,6 +22,9 @@ pub(crate) struct Run {
     /// {"requestId":"…","decision":"allow|deny|allow_all|disable|forbid_all|cancel"}.
     #[arg(long)]
     pub(crate) approve_stdin: bool,
+    /// Show each tool's output whole (default: its first and last lines).
+    #[arg(short = 'v', long)]
+    pub(crate) verbose: bool,
     #[command(flatten)]
     pub(crate) session: SessionFlags,
 }
@@ -221,6 +224,7 @@ impl TryFrom<Run> for RunArgs {
             config_path,
             approve_stdin: run.approve_stdin,
             no_instructions,
+            verbose: run.verbose,
         })
     }
 }

@@ -476,3 +476,89 @@ async fn the_next_start_reaps_an_agent_cli_a_killed_runtime_left_running() {
     let listed = tracked(&pids_json(&h));
     assert!(listed.is_empty(), "pids.json still lists {listed:?}");
 }
+
+/// A GGUF file whose chat template is ChatML without tools, so corral writes its own tool
+/// template to a temp file for the server.
+fn chatml_gguf(path: &Path) {
+    fn string(out: &mut Vec<u8>, s: &str) {
+        out.extend((s.len() as u64).to_le_bytes());
+        out.extend(s.as_bytes());
+    }
+    let mut bytes = b"GGUF".to_vec();
+    bytes.extend(3u32.to_le_bytes());
+    bytes.extend(0u64.to_le_bytes());
+    bytes.extend(1u64.to_le_bytes());
+    string(&mut bytes, "tokenizer.chat_template");
+    bytes.extend(8u32.to_le_bytes());
+    string(&mut bytes, "<|im_start|>{{ message }}");
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// `corral run -m gguf:…` stopped by `signal` while its model server starts: the server
+/// (which ignores SIGTERM and SIGHUP) and its child are gone, and so is the chat template
+/// corral wrote for it.
+async fn gguf_run_stopped_by(signal: &str) {
+    let h = Harness::new();
+    let word = marker(&format!("llama-{signal}"));
+    let tmp = h.home_dir().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let server = h.home_dir().join("fake-llama-server");
+    std::fs::write(
+        &server,
+        "#!/bin/bash\ntrap '' TERM HUP\n(exec -a \"$1-child\" sleep 1000) &\nexec -a \"$1\" sleep 1000\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&server, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    h.write_config(&format!(
+        "[local]\nserver_command = \"{} {word}\"\nstartup_timeout_secs = 600\n",
+        server.display()
+    ));
+    let model = h.home_dir().join("tiny.gguf");
+    chatml_gguf(&model);
+    let templates = || -> Vec<PathBuf> {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.to_string_lossy().contains("corral-chatml-tools-"))
+            .collect()
+    };
+    let running = h
+        .corral()
+        .args(["run", "-m"])
+        .arg(format!("gguf:{}", model.display()))
+        .arg("hi")
+        .env("TMPDIR", &tmp)
+        .spawn()
+        .await;
+    wait_until("the model server and its child to run", || {
+        holding(&word).len() >= 2
+    })
+    .await;
+    assert_eq!(templates().len(), 1, "the template corral wrote");
+    running.signal(signal).await;
+    let out = running.wait().await;
+    let left = holding(&word);
+    kill_all(&[word.as_str()]);
+    assert_eq!(
+        left,
+        Vec::<u32>::new(),
+        "SIG{signal} left the model server running: {out:?}"
+    );
+    assert_eq!(
+        templates(),
+        Vec::<PathBuf>::new(),
+        "SIG{signal} left the template"
+    );
+    assert!(out.code.is_some(), "corral died of the signal: {out:?}");
+}
+
+#[tokio::test]
+async fn run_on_sigterm_stops_a_starting_local_model_server_and_removes_its_files() {
+    gguf_run_stopped_by("TERM").await;
+}
+
+#[tokio::test]
+async fn run_on_sighup_stops_a_starting_local_model_server_and_removes_its_files() {
+    gguf_run_stopped_by("HUP").await;
+}
