@@ -311,18 +311,13 @@ fn read_reason(session: &Session, id: &str) -> std::io::Result<Option<Option<Str
                     raw_write("\n");
                     return Ok(Some(None));
                 }
-                KeyCode::Backspace => {
-                    if reason.pop().is_some() {
-                        raw_write("\x08 \x08");
-                    }
+                KeyCode::Backspace if reason.pop().is_some() => raw_write("\x08 \x08"),
+                // Ctrl-C still leaves the prompt: without the reason, a plain denial.
+                KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                    raw_write("\n");
+                    return Ok(Some(None));
                 }
-                KeyCode::Char(c) if key.modifiers.contains(KeyModifiers::CONTROL) => {
-                    // Ctrl-C still leaves: without the reason, a plain denial.
-                    if c == 'c' {
-                        raw_write("\n");
-                        return Ok(Some(None));
-                    }
-                }
+                KeyCode::Char(_) if key.modifiers.contains(KeyModifiers::CONTROL) => {}
                 KeyCode::Char(c) => {
                     reason.push(c);
                     raw_write(&safe_text::escape_line(&c.to_string()));
