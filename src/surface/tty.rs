@@ -215,6 +215,13 @@ impl View<'_> {
 
     fn show(&mut self, event: &SharedEvent) {
         let envelope = &event.envelope;
+        // A line of corral's own goes below, never into, the region being redrawn.
+        if matches!(
+            envelope.payload,
+            Payload::Permission(_) | Payload::Instructions(_) | Payload::Compaction(_)
+        ) {
+            self.clear_region();
+        }
         match &envelope.payload {
             Payload::TurnStarted(_) => {
                 self.turn_started = Some(Instant::now());
