@@ -375,7 +375,14 @@ fn apply_line(session: &Session, line: &str) -> Result<(), String> {
         .ok_or("the line has no \"decision\"")?
         .parse()
         .map_err(|e: crate::policy::UnknownDecision| e.to_string())?;
-    session.answer(id, decision).map_err(|e| e.to_string())
+    // A denial may say why; the model is told.
+    let reason = value
+        .get("reason")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    session
+        .answer_with(id, Answer { decision, reason })
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! through [`safe_text`](super::safe_text) on its way out: the terminal shows escape
 //! sequences, never obeys them.
 
+mod json;
 mod tools;
 
 use std::collections::HashMap;
@@ -22,6 +23,7 @@ use crate::session::Session;
 
 use super::safe_text::{escape, escape_line};
 
+pub use json::render_json;
 pub use tools::Detail;
 
 const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
@@ -457,55 +459,6 @@ pub async fn render_terminal(
     drawn.turns.send_modify(|n| *n = u64::MAX);
 }
 
-/// `--json`: every envelope as one NDJSON line on stdout, nothing else there. Lines are
-/// flushed once the stream pauses for a moment (or 64 KiB pile up), not per line: a fast
-/// reply costs one write per burst instead of one per token, and a pause is seen at once.
-pub async fn render_json(mut events: UnboundedReceiver<SharedEvent>) {
-    const PAUSE: Duration = Duration::from_millis(1);
-    const BATCH: usize = 64 * 1024;
-    let mut out = io::BufWriter::with_capacity(BATCH * 2, io::stdout());
-    let mut pending = false;
-    loop {
-        let next = if pending {
-            match tokio::time::timeout(PAUSE, events.recv()).await {
-                Ok(next) => next,
-                Err(_) => {
-                    // The stream paused: show what arrived.
-                    if out.flush().is_err() {
-                        return;
-                    }
-                    pending = false;
-                    continue;
-                }
-            }
-        } else {
-            events.recv().await
-        };
-        let Some(event) = next else { break };
-        let dead = is_dead(&event);
-        // A closed stdout (e.g. `| head`) ends output but never the session.
-        if write_line(&mut out, &event).is_err() {
-            return;
-        }
-        pending = true;
-        if dead || out.buffer().len() >= BATCH {
-            if out.flush().is_err() {
-                return;
-            }
-            pending = false;
-        }
-        if dead {
-            break;
-        }
-    }
-    let _ = out.flush();
-}
-
-fn write_line(out: &mut impl Write, event: &SharedEvent) -> io::Result<()> {
-    out.write_all(event.json.as_bytes())?;
-    out.write_all(b"\n")
-}
-
-fn is_dead(event: &SharedEvent) -> bool {
+pub(super) fn is_dead(event: &SharedEvent) -> bool {
     matches!(&event.envelope.payload, Payload::Status(s) if s.status == Status::Dead)
 }
