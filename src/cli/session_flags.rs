@@ -15,7 +15,8 @@ pub(crate) struct Run {
     /// Print every event envelope as NDJSON on stdout (and nothing else there).
     #[arg(long)]
     pub(crate) json: bool,
-    /// A conversation: one turn per line of stdin until EOF or /exit.
+    /// A conversation: one turn per line until EOF or /exit (a line editor with history at a
+    /// terminal; /help lists the commands, which never reach the model).
     #[arg(short = 'i', long)]
     pub(crate) interactive: bool,
     /// Read permission decisions as NDJSON lines on stdin:

@@ -269,13 +269,14 @@ impl View<'_> {
                     .raw_input
                     .as_ref()
                     .map(|v| super::tool_args::one_line(v, 120))
+                    .filter(|input| !input.is_empty())
+                    .map(|input| self.style.paint("2", &format!(" · {input}")))
                     .unwrap_or_default();
                 let _ = writeln!(
                     self.err,
-                    "{} {} {}",
+                    "{} {}{input}",
                     self.style.paint("36", "⏺"),
                     escape_line(&data.call.title),
-                    self.style.paint("2", &input)
                 );
                 let id = &data.call.tool_call_id;
                 let tool = if data.tool.is_empty() {

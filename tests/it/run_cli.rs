@@ -270,7 +270,7 @@ async fn tool_results_are_previewed_and_verbose_shows_them_whole() {
     let out = run(false).await;
     assert_eq!(out.code, Some(0), "{out:?}");
     let stderr = &out.stderr;
-    assert!(stderr.contains("Read file path: rows.txt"), "{stderr}");
+    assert!(stderr.contains("Read file · path: rows.txt"), "{stderr}");
     assert!(
         stderr.contains("row 1") && stderr.contains("row 2"),
         "{stderr}"
@@ -451,4 +451,37 @@ async fn interactive_slash_commands_never_reach_the_model() {
     assert!(stderr.contains("model: llamacpp:m"), "{stderr}");
     assert!(stderr.contains("preset: default"), "{stderr}");
     assert_eq!(out.stdout, "hello back\n");
+}
+
+/// With nobody to ask, the refusal says whole what would let the call run.
+#[tokio::test]
+async fn the_refusal_without_a_terminal_is_printed_whole() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    let command = serde_json::json!({"command": format!("echo {}", "long ".repeat(60))});
+    server.push(Reply::new().tool_call("c1", "shell", &command.to_string()));
+    server.push(Reply::new().text("Not allowed."));
+    let out = h
+        .corral()
+        .args([
+            "run",
+            "-m",
+            "llamacpp:m",
+            "--base-url",
+            &server.openai_base(),
+            "go",
+        ])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("✗ shell"))
+        .unwrap_or_else(|| panic!("{}", out.stderr));
+    assert!(
+        line.contains("needs a person's approval")
+            && line.ends_with("or answer requests with --approve-stdin"),
+        "{line}"
+    );
 }
