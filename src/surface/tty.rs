@@ -88,6 +88,11 @@ impl Drawn {
             .any(|shown| shown == message)
     }
 
+    /// The renderer is done: nothing more will be drawn.
+    fn ended(&self) {
+        self.turns.send_modify(|n| *n = u64::MAX);
+    }
+
     fn turn_drawn(&self) {
         self.turns.send_modify(|n| *n = n.saturating_add(1));
     }
@@ -457,7 +462,7 @@ pub async fn render_terminal(
     // A session that ended mid-turn (a signal) still leaves its last text.
     view.write_answer();
     // Whoever waits for a summary line waits no longer.
-    drawn.turns.send_modify(|n| *n = u64::MAX);
+    drawn.ended();
 }
 
 pub(super) fn is_dead(event: &SharedEvent) -> bool {

@@ -134,7 +134,7 @@ fn initial_prompt(args: &RunArgs) -> Result<Option<String>, Error> {
 fn render(args: &RunArgs, session: &Arc<Session>, drawn: &Drawn) -> tokio::task::JoinHandle<()> {
     let events = session.tap(0);
     if args.json {
-        return tokio::spawn(tty::render_json(events));
+        return tokio::spawn(tty::render_json(events, drawn.clone()));
     }
     let terminal = std::io::stderr().is_terminal();
     let style = Style {

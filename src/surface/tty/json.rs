@@ -7,12 +7,20 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::event::SharedEvent;
 
-use super::is_dead;
+use crate::event::Payload;
+
+use super::{Drawn, is_dead};
 
 /// `--json`: every envelope as one NDJSON line on stdout, nothing else there. Lines are
 /// flushed once the stream pauses for a moment (or 64 KiB pile up), not per line: a fast
 /// reply costs one write per burst instead of one per token, and a pause is seen at once.
-pub async fn render_json(mut events: UnboundedReceiver<SharedEvent>) {
+pub async fn render_json(events: UnboundedReceiver<SharedEvent>, drawn: Drawn) {
+    write_events(events, &drawn).await;
+    // Whoever waits for a turn's end waits no longer.
+    drawn.ended();
+}
+
+async fn write_events(mut events: UnboundedReceiver<SharedEvent>, drawn: &Drawn) {
     const PAUSE: Duration = Duration::from_millis(1);
     const BATCH: usize = 64 * 1024;
     let mut out = io::BufWriter::with_capacity(BATCH * 2, io::stdout());
@@ -40,11 +48,16 @@ pub async fn render_json(mut events: UnboundedReceiver<SharedEvent>) {
             return;
         }
         pending = true;
-        if dead || out.buffer().len() >= BATCH {
+        let turn_ended = matches!(event.envelope.payload, Payload::Result(_));
+        if dead || turn_ended || out.buffer().len() >= BATCH {
             if out.flush().is_err() {
                 return;
             }
             pending = false;
+        }
+        if turn_ended {
+            // Written and flushed: a conversation may read its next line.
+            drawn.turn_drawn();
         }
         if dead {
             break;
