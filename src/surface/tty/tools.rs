@@ -158,13 +158,20 @@ pub(super) fn result(
     let single_error = !ok && lines.len() == 1;
     if !already_printed && !single_error {
         let edge = |line: &&str| cut(&format!("    {}", escape_line(line)), width);
-        if detail == Detail::Whole || lines.len() <= PREVIEW_EDGE * 2 + 1 {
-            preview.extend(lines.iter().map(edge));
-        } else {
-            preview.extend(lines[..PREVIEW_EDGE].iter().map(edge));
-            let hidden = lines.len() - PREVIEW_EDGE * 2;
+        // Lines printed as they arrived are not shown again: the preview goes on after them.
+        let printed = running.map_or(0, |r| r.printed).min(lines.len());
+        let rest = &lines[printed..];
+        if detail == Detail::Whole || rest.len() <= PREVIEW_EDGE * 2 + 1 {
+            preview.extend(rest.iter().map(edge));
+        } else if printed > 0 {
+            let hidden = rest.len() - PREVIEW_EDGE;
             preview.push(format!("    ⋮ {hidden} more lines"));
-            preview.extend(lines[lines.len() - PREVIEW_EDGE..].iter().map(edge));
+            preview.extend(rest[rest.len() - PREVIEW_EDGE..].iter().map(edge));
+        } else {
+            preview.extend(rest[..PREVIEW_EDGE].iter().map(edge));
+            let hidden = rest.len() - PREVIEW_EDGE * 2;
+            preview.push(format!("    ⋮ {hidden} more lines"));
+            preview.extend(rest[rest.len() - PREVIEW_EDGE..].iter().map(edge));
         }
     }
     Shown { ok, line, preview }
@@ -248,5 +255,17 @@ mod tests {
         assert!(region[LIVE_LINES].starts_with("  * shell · "), "{region:?}");
         assert!(region[LIVE_LINES].ends_with("· 30 lines"), "{region:?}");
         assert_eq!(cut("abcdef", 4), "abc…");
+        // The result goes on after the lines already printed.
+        let output: String = (1..=30).map(|i| format!("{i}\n")).collect::<String>() + "tail\x07\n";
+        let shown = result(
+            &record(Some(&output), None),
+            Some(&running),
+            Detail::Preview,
+            80,
+        );
+        assert_eq!(
+            shown.preview,
+            ["    ⋮ 9 more lines", "    30", r"    tail\x07"]
+        );
     }
 }
