@@ -162,6 +162,12 @@ impl View<'_> {
 
     fn tick(&mut self) {
         if !self.style.terminal {
+            // Nothing is redrawn: a line now and then says a long call still runs.
+            if let Some(running) = self.live.as_ref().and_then(|id| self.running.get_mut(id))
+                && let Some(line) = running.still_running()
+            {
+                let _ = writeln!(self.err, "{}", self.style.paint("2", &line));
+            }
             return;
         }
         self.frame = (self.frame + 1) % SPINNER.len();

@@ -5,7 +5,7 @@
 //! escaped before it is shown.
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::event::ToolResultRecord;
 
@@ -15,6 +15,8 @@ use super::super::safe_text::escape_line;
 const LIVE_LINES: usize = 4;
 /// Output lines printed as they arrive when nothing can be redrawn (no terminal).
 const PRINTED_LINES: usize = 20;
+/// How often, without a terminal, a line says a call is still running.
+const STILL_RUNNING_EVERY: Duration = Duration::from_secs(30);
 /// Lines a result's preview shows from each end.
 const PREVIEW_EDGE: usize = 2;
 
@@ -40,6 +42,8 @@ pub(super) struct Running {
     pub lines: usize,
     /// Lines printed as they arrived (no terminal).
     printed: usize,
+    /// When the last "still running" line was printed (no terminal).
+    noted: Instant,
 }
 
 impl Running {
@@ -52,7 +56,24 @@ impl Running {
             partial: String::new(),
             lines: 0,
             printed: 0,
+            noted: Instant::now(),
         }
+    }
+
+    /// Without a terminal: every so often while a process tool runs, a line with its
+    /// elapsed time.
+    pub fn still_running(&mut self) -> Option<String> {
+        if !self.is_live() || self.noted.elapsed() < STILL_RUNNING_EVERY {
+            return None;
+        }
+        self.noted = Instant::now();
+        Some(format!(
+            "  ⋯ {} still running · {:.0}s · {} line{}",
+            escape_line(&self.tool),
+            self.started.elapsed().as_secs_f64(),
+            self.lines,
+            if self.lines == 1 { "" } else { "s" }
+        ))
     }
 
     /// Whether the call shows a live region: a process tool, or any tool with output.
