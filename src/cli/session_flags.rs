@@ -15,13 +15,17 @@ pub(crate) struct Run {
     /// Print every event envelope as NDJSON on stdout (and nothing else there).
     #[arg(long)]
     pub(crate) json: bool,
-    /// A conversation: one turn per line of stdin until EOF or /exit.
+    /// A conversation: one turn per line until EOF or /exit (a line editor with history at a
+    /// terminal; /help lists the commands, which never reach the model).
     #[arg(short = 'i', long)]
     pub(crate) interactive: bool,
     /// Read permission decisions as NDJSON lines on stdin:
     /// {"requestId":"…","decision":"allow|deny|allow_all|disable|forbid_all|cancel"}.
     #[arg(long)]
     pub(crate) approve_stdin: bool,
+    /// Show each tool's output whole (default: its first and last lines).
+    #[arg(short = 'v', long)]
+    pub(crate) verbose: bool,
     #[command(flatten)]
     pub(crate) session: SessionFlags,
 }
@@ -226,6 +230,7 @@ impl TryFrom<Run> for RunArgs {
             config_path,
             approve_stdin: run.approve_stdin,
             no_instructions,
+            verbose: run.verbose,
         })
     }
 }

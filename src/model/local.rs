@@ -105,7 +105,9 @@ struct LocalServer {
     base_url: String,
     log: Arc<Mutex<VecDeque<String>>>,
     _tracked: Option<reaper::TrackGuard>,
-    _template: Option<tempfile::NamedTempFile>,
+    /// The chat template written for the server, removed once it is up (it is read at
+    /// start-up), so not even a corral killed later leaves it behind.
+    template: Option<tempfile::NamedTempFile>,
 }
 
 impl LocalServer {
@@ -236,9 +238,10 @@ async fn start(
         base_url: format!("http://127.0.0.1:{port}/v1"),
         log,
         _tracked: reaper::track(pid, pid, "model-server"),
-        _template: template_file,
+        template: template_file,
     };
     wait_healthy(&mut server, port, settings.startup_timeout, progress).await?;
+    server.template = None;
     Ok(server)
 }
 

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Decision, Gate, Policy, Verdict, approval_preview};
+use super::{Answer, Decision, Gate, Policy, Verdict, approval_preview};
 use crate::event::{PermissionRequest, PermissionToolCall};
 use crate::tool::{Danger, Guard, ToolManifest, ToolRegistry, write_guard};
 
@@ -26,7 +26,7 @@ pub trait PermissionDesk: Send + Sync {
     fn open(
         &self,
         request: PermissionRequest,
-    ) -> Result<(String, oneshot::Receiver<Decision>), String>;
+    ) -> Result<(String, oneshot::Receiver<Answer>), String>;
 
     /// Closes the request with the decision that counted and what it did.
     fn resolve(&self, request_id: &str, decision: Decision, note: Option<String>);
@@ -272,11 +272,17 @@ impl Approver {
             (Some(own), _) => (Some(own), false),
             (None, caller) => (caller, caller.is_some()),
         };
-        let (decision, timed_out) = tokio::select! {
-            answer = answer => (answer.unwrap_or(Decision::Deny), false),
-            _ = cancel.cancelled() => (Decision::Cancel, false),
-            _ = sleep_until_or_forever(limit) => (Decision::Deny, true),
+        let (answer, timed_out) = tokio::select! {
+            answer = answer => (answer.unwrap_or_else(|_| Decision::Deny.into()), false),
+            _ = cancel.cancelled() => (Decision::Cancel.into(), false),
+            _ = sleep_until_or_forever(limit) => (Decision::Deny.into(), true),
         };
+        let Answer { decision, reason } = answer;
+        // The person's words: one line of theirs, kept short, for the model and the record.
+        let reason = reason
+            .map(|r| r.split_whitespace().collect::<Vec<_>>().join(" "))
+            .map(|r| r.chars().take(MAX_REASON_CHARS).collect::<String>())
+            .filter(|r| !r.is_empty() && decision == Decision::Deny);
         let note = if timed_out {
             let waited = limit.map_or(0, |l| (l - opened).as_secs_f64().round() as u64);
             Some(if by_caller {
@@ -284,6 +290,8 @@ impl Approver {
             } else {
                 format!("nobody answered within {waited} s; denied")
             })
+        } else if let Some(reason) = &reason {
+            Some(format!("reason: {reason}"))
         } else {
             self.gate().record(name, call.args, &self.root, decision)
         };
@@ -301,7 +309,10 @@ impl Approver {
                 always: always.offered,
             },
             Decision::Deny if timed_out => deny(format!("denied: {}", note.unwrap_or_default())),
-            Decision::Deny => deny("the user denied this call".into()),
+            Decision::Deny => deny(match reason {
+                Some(reason) => format!("the user denied this call: {reason}"),
+                None => "the user denied this call".into(),
+            }),
             Decision::Disable => deny(format!(
                 "the user disabled {name} for the rest of this session"
             )),
@@ -369,6 +380,9 @@ impl Approver {
         (verdict, danger)
     }
 }
+
+/// A denial's reason is one line a person typed; longer text is cut to this.
+const MAX_REASON_CHARS: usize = 500;
 
 async fn sleep_until_or_forever(deadline: Option<Instant>) {
     match deadline {

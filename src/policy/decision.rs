@@ -94,3 +94,20 @@ impl FromStr for Decision {
         })
     }
 }
+
+/// A person's answer: the decision, and for a denial the reason they gave, which the model
+/// is told with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub decision: Decision,
+    pub reason: Option<String>,
+}
+
+impl From<Decision> for Answer {
+    fn from(decision: Decision) -> Self {
+        Answer {
+            decision,
+            reason: None,
+        }
+    }
+}

@@ -19,7 +19,7 @@ mod report;
 pub(crate) mod shell;
 
 pub use approver::{Approval, Approver, Call, Caller, DeskLink, PermissionDesk};
-pub use decision::{Decision, UnknownDecision};
+pub use decision::{Answer, Decision, UnknownDecision};
 pub use gate::{Gate, Verdict};
 pub use preset::{Policy, PolicyError, PolicyOverrides, preset_names};
 pub use preview::{approval_preview, diff_blocks};

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use tokio::sync::oneshot;
 
 use crate::event::PermissionRequest;
-use crate::policy::Decision;
+use crate::policy::Answer;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AnswerError {
@@ -18,7 +18,7 @@ pub enum AnswerError {
 
 struct Pending {
     request: PermissionRequest,
-    reply: oneshot::Sender<Decision>,
+    reply: oneshot::Sender<Answer>,
 }
 
 #[derive(Default)]
@@ -31,17 +31,13 @@ impl Approvals {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(super) fn open(
-        &self,
-        id: String,
-        request: PermissionRequest,
-    ) -> oneshot::Receiver<Decision> {
+    pub(super) fn open(&self, id: String, request: PermissionRequest) -> oneshot::Receiver<Answer> {
         let (reply, receiver) = oneshot::channel();
         self.lock().insert(id, Pending { request, reply });
         receiver
     }
 
-    pub(super) fn answer(&self, id: &str, decision: Decision) -> Result<(), AnswerError> {
+    pub(super) fn answer(&self, id: &str, answer: Answer) -> Result<(), AnswerError> {
         let pending = self
             .lock()
             .remove(id)
@@ -50,7 +46,7 @@ impl Approvals {
         // open, which is what the caller is told.
         pending
             .reply
-            .send(decision)
+            .send(answer)
             .map_err(|_| AnswerError::UnknownRequest(id.to_string()))
     }
 

@@ -44,7 +44,7 @@ use crate::event::{
     Envelope, ErrorData, Event, Payload, PermissionData, PermissionRequest, PermissionResolution,
     SharedEvent, Status, StatusData, Timestamp,
 };
-use crate::policy::{Decision, PermissionDesk};
+use crate::policy::{Answer, Decision, PermissionDesk};
 use approvals::Approvals;
 use bus::EventBus;
 use lock::SessionLock;
@@ -408,7 +408,7 @@ impl Session {
     pub fn request_permission(
         &self,
         mut request: PermissionRequest,
-    ) -> Result<(String, oneshot::Receiver<Decision>), IllegalTransition> {
+    ) -> Result<(String, oneshot::Receiver<Answer>), IllegalTransition> {
         let id = ids::request_id();
         request.request_id = id.clone();
         self.transition(Status::WaitingApproval)?;
@@ -421,7 +421,13 @@ impl Session {
 
     /// Answers an open permission request.
     pub fn answer(&self, request_id: &str, decision: Decision) -> Result<(), AnswerError> {
-        self.approvals.answer(request_id, decision)
+        self.approvals.answer(request_id, decision.into())
+    }
+
+    /// Answers an open permission request with the person's reason (a denial's, which the
+    /// model is told).
+    pub fn answer_with(&self, request_id: &str, answer: Answer) -> Result<(), AnswerError> {
+        self.approvals.answer(request_id, answer)
     }
 
     /// Closes a request (answered, or given up on): announces the outcome and moves the
@@ -498,7 +504,7 @@ impl PermissionDesk for Session {
     fn open(
         &self,
         request: PermissionRequest,
-    ) -> Result<(String, oneshot::Receiver<Decision>), String> {
+    ) -> Result<(String, oneshot::Receiver<Answer>), String> {
         self.request_permission(request).map_err(|e| e.to_string())
     }
 

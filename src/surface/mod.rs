@@ -13,6 +13,7 @@ pub mod run;
 pub mod safe_text;
 pub mod server;
 pub mod sessions_cli;
+mod tool_args;
 pub mod top;
 mod tty;
 pub mod tui;

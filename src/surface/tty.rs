@@ -1,30 +1,47 @@
-//! Rendering a session for a person at a terminal (or a pipe): assistant text on stdout,
-//! everything else — spinner, thoughts, tool lines, usage, errors — on stderr, so
-//! `corral run … > answer.txt` captures just the answer. Every piece of model or tool text
-//! goes through [`safe_text`] on its way out: the terminal shows escape sequences, never
-//! obeys them.
+//! Rendering a session for a person at a terminal (or a pipe). Only the final answer of a
+//! turn goes to stdout, so `corral run … > answer.txt` captures just that; everything else —
+//! spinner, thoughts, text the model wrote before calling tools, tool lines and their output,
+//! usage, errors — goes to stderr. On a terminal stdout streams the answer as it comes; into
+//! a file or a pipe the turn's last text is written once the turn ends (only then is it known
+//! to be the answer) and streams to stderr meanwhile. Every piece of model or tool text goes
+//! through [`safe_text`](super::safe_text) on its way out: the terminal shows escape
+//! sequences, never obeys them.
 
+mod json;
+mod tools;
+
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::watch;
 
 use crate::event::{ContentBlock, Payload, PermissionData, SharedEvent, Status, ToolCallStatus};
 use crate::session::Session;
 
 use super::safe_text::{escape, escape_line};
 
+pub use json::render_json;
+pub use tools::Detail;
+
 const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
 pub struct Style {
-    /// stderr is a terminal: draw the spinner, use colour.
-    pub interactive: bool,
+    /// stderr is a terminal: draw the spinner and the running tool's output in place.
+    pub terminal: bool,
+    /// Colour (a terminal, and no `NO_COLOR`).
+    pub colour: bool,
+    /// stdout is a terminal: the answer streams there as it comes.
+    pub answer_streams: bool,
+    /// How much of each tool's output is shown.
+    pub detail: Detail,
 }
 
 impl Style {
     fn paint(&self, code: &str, text: &str) -> String {
-        if self.interactive {
+        if self.colour {
             format!("\x1b[{code}m{text}\x1b[0m")
         } else {
             text.to_string()
@@ -32,69 +49,198 @@ impl Style {
     }
 }
 
+/// What the renderer tells the rest of `corral run`: how many turns' summary lines it has
+/// drawn (the next prompt of a conversation comes after it), and the error messages it
+/// showed (an error shown here is not printed again on the way out).
+#[derive(Clone)]
+pub struct Drawn {
+    turns: watch::Sender<u64>,
+    errors: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Default for Drawn {
+    fn default() -> Self {
+        Drawn {
+            turns: watch::Sender::new(0),
+            errors: Arc::default(),
+        }
+    }
+}
+
+impl Drawn {
+    /// Waits until `turns` summary lines have been drawn, or the renderer has ended.
+    pub async fn turns_drawn(&self, turns: u64) {
+        let mut seen = self.turns.subscribe();
+        let _ = seen.wait_for(|drawn| *drawn >= turns).await;
+    }
+
+    /// Summary lines drawn so far.
+    pub fn count(&self) -> u64 {
+        *self.turns.borrow()
+    }
+
+    /// Whether an error event with this message was shown.
+    pub fn showed_error(&self, message: &str) -> bool {
+        self.errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|shown| shown == message)
+    }
+
+    /// The renderer is done: nothing more will be drawn.
+    fn ended(&self) {
+        self.turns.send_modify(|n| *n = u64::MAX);
+    }
+
+    fn turn_drawn(&self) {
+        self.turns.send_modify(|n| *n = n.saturating_add(1));
+    }
+
+    fn error_shown(&self, message: &str) {
+        self.errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(message.to_string());
+    }
+}
+
+/// Where the text the model is streaming goes now.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Nothing,
+    /// Answer text on stdout.
+    Stdout,
+    /// Text on stderr (thoughts, or text not yet known to be the answer).
+    Stderr,
+}
+
 struct View<'a> {
     style: &'a Style,
+    drawn: &'a Drawn,
     out: io::Stdout,
     err: io::Stderr,
     waiting_since: Option<Instant>,
-    spinner_drawn: bool,
+    /// Lines of the spinner or live region now on screen (redrawn in place).
+    region: usize,
     frame: usize,
-    text_open: bool,
+    text: Open,
     thought_open: bool,
+    /// The current step's text, escaped: the answer if no tool call follows.
+    answer: String,
     steps: u32,
     turn_started: Option<Instant>,
+    running: HashMap<String, tools::Running>,
+    /// The call whose output the live region shows.
+    live: Option<String>,
 }
 
 impl View<'_> {
-    fn clear_spinner(&mut self) {
-        if self.spinner_drawn {
-            let _ = write!(self.err, "\r\x1b[2K");
-            self.spinner_drawn = false;
+    fn width() -> usize {
+        crossterm::terminal::size().map_or(80, |(w, _)| usize::from(w.max(20)))
+    }
+
+    fn clear_region(&mut self) {
+        if self.region > 0 {
+            let up = self.region - 1;
+            if up > 0 {
+                let _ = write!(self.err, "\r\x1b[{up}A\x1b[0J");
+            } else {
+                let _ = write!(self.err, "\r\x1b[0J");
+            }
+            self.region = 0;
         }
     }
 
+    fn draw_region(&mut self, lines: &[String]) {
+        self.clear_region();
+        let painted: Vec<String> = lines.iter().map(|l| self.style.paint("2", l)).collect();
+        let _ = write!(self.err, "{}", painted.join("\n"));
+        let _ = self.err.flush();
+        self.region = lines.len();
+    }
+
     fn tick(&mut self) {
-        let Some(since) = self.waiting_since else {
-            return;
-        };
-        if !self.style.interactive {
+        if !self.style.terminal {
+            // Nothing is redrawn: a line now and then says a long call still runs.
+            if let Some(running) = self.live.as_ref().and_then(|id| self.running.get_mut(id))
+                && let Some(line) = running.still_running()
+            {
+                let _ = writeln!(self.err, "{}", self.style.paint("2", &line));
+            }
             return;
         }
         self.frame = (self.frame + 1) % SPINNER.len();
-        let _ = write!(
-            self.err,
-            "\r\x1b[2K{} waiting for the model… {:.1}s",
-            SPINNER[self.frame],
-            since.elapsed().as_secs_f64()
-        );
-        let _ = self.err.flush();
-        self.spinner_drawn = true;
+        let spinner = SPINNER[self.frame];
+        if let Some(running) = self.live.as_ref().and_then(|id| self.running.get(id))
+            && running.is_live()
+        {
+            let lines = running.region(spinner, Self::width());
+            self.draw_region(&lines);
+        } else if let Some(since) = self.waiting_since {
+            let line = format!(
+                "{spinner} waiting for the model… {:.1}s",
+                since.elapsed().as_secs_f64()
+            );
+            self.clear_region();
+            let _ = write!(self.err, "{line}");
+            let _ = self.err.flush();
+            self.region = 1;
+        }
     }
 
     fn first_output(&mut self) {
         self.waiting_since = None;
-        self.clear_spinner();
+        self.clear_region();
     }
 
     fn end_text(&mut self) {
-        if self.text_open {
-            let _ = writeln!(self.out);
-            let _ = self.out.flush();
-            self.text_open = false;
+        match self.text {
+            Open::Stdout => {
+                let _ = writeln!(self.out);
+                let _ = self.out.flush();
+            }
+            Open::Stderr => {
+                let _ = writeln!(self.err);
+            }
+            Open::Nothing => {}
         }
+        self.text = Open::Nothing;
         if self.thought_open {
             let _ = writeln!(self.err);
             self.thought_open = false;
         }
     }
 
+    /// The turn ended: the last step's text was its answer. Written to stdout when it was
+    /// not streamed there.
+    fn write_answer(&mut self) {
+        let answer = std::mem::take(&mut self.answer);
+        if self.style.answer_streams || answer.is_empty() {
+            return;
+        }
+        let _ = write!(self.out, "{answer}");
+        if !answer.ends_with('\n') {
+            let _ = writeln!(self.out);
+        }
+        let _ = self.out.flush();
+    }
+
     fn show(&mut self, event: &SharedEvent) {
         let envelope = &event.envelope;
+        // A line of corral's own goes below, never into, the region being redrawn.
+        if matches!(
+            envelope.payload,
+            Payload::Permission(_) | Payload::Instructions(_) | Payload::Compaction(_)
+        ) {
+            self.clear_region();
+        }
         match &envelope.payload {
             Payload::TurnStarted(_) => {
                 self.turn_started = Some(Instant::now());
                 self.waiting_since = Some(Instant::now());
                 self.steps = 0;
+                self.answer.clear();
             }
             Payload::AssistantText(data) if data.delta => {
                 self.first_output();
@@ -103,9 +249,16 @@ impl View<'_> {
                     self.thought_open = false;
                 }
                 if let ContentBlock::Text { text } = &data.content {
-                    let _ = write!(self.out, "{}", escape(text));
-                    let _ = self.out.flush();
-                    self.text_open = true;
+                    let text = escape(text);
+                    if self.style.answer_streams {
+                        let _ = write!(self.out, "{text}");
+                        let _ = self.out.flush();
+                        self.text = Open::Stdout;
+                    } else {
+                        self.answer.push_str(&text);
+                        let _ = write!(self.err, "{text}");
+                        self.text = Open::Stderr;
+                    }
                 }
             }
             Payload::Thought(data) if data.delta => {
@@ -119,50 +272,72 @@ impl View<'_> {
             Payload::ToolUse(data) if data.call.status == ToolCallStatus::InProgress => {
                 self.first_output();
                 self.end_text();
+                // Text before a tool call is not the answer.
+                self.answer.clear();
                 self.steps += 1;
                 let input = data
                     .call
                     .raw_input
                     .as_ref()
-                    .map(|v| escape_line(&crate::model::excerpt(&v.to_string(), 120)))
+                    .map(|v| super::tool_args::one_line(v, 120))
+                    .filter(|input| !input.is_empty())
+                    .map(|input| self.style.paint("2", &format!(" · {input}")))
                     .unwrap_or_default();
                 let _ = writeln!(
                     self.err,
-                    "{} {} {input}",
+                    "{} {}{input}",
                     self.style.paint("36", "⏺"),
-                    escape_line(&data.call.title)
+                    escape_line(&data.call.title),
                 );
+                let id = &data.call.tool_call_id;
+                let tool = if data.tool.is_empty() {
+                    &data.call.title
+                } else {
+                    &data.tool
+                };
+                self.running
+                    .insert(id.clone(), tools::Running::new(id, tool));
+                self.live = Some(id.clone());
+            }
+            Payload::ToolOutput(data) => {
+                let printing = !self.style.terminal;
+                let Some(running) = self.running.get_mut(&data.tool_call_id) else {
+                    return;
+                };
+                let lines = running.take(&data.text, printing, self.style.detail);
+                self.live = Some(running.id.clone());
+                for line in lines {
+                    let _ = writeln!(
+                        self.err,
+                        "{}",
+                        self.style.paint("2", &format!("  │ {line}"))
+                    );
+                }
             }
             Payload::ToolResult(data) => {
+                self.clear_region();
                 let record = &data.result;
-                let line = match (&record.output, &record.error) {
-                    (Some(output), _) => self.style.paint(
-                        "32",
-                        &format!(
-                            "  ✓ {} · {} ms · {} bytes",
-                            escape_line(&record.tool),
-                            record.duration_ms,
-                            output.len()
-                        ),
-                    ),
-                    (None, error) => self.style.paint(
-                        "31",
-                        &format!(
-                            "  ✗ {} · {}",
-                            escape_line(&record.tool),
-                            escape_line(&crate::model::excerpt(
-                                error.as_deref().unwrap_or_default(),
-                                200
-                            ))
-                        ),
-                    ),
+                let running = self.running.remove(&record.tool_call_id);
+                if self.live.as_deref() == Some(record.tool_call_id.as_str()) {
+                    self.live = None;
+                }
+                let width = if self.style.terminal {
+                    Self::width()
+                } else {
+                    usize::MAX
                 };
-                let _ = writeln!(self.err, "{line}");
+                let shown = tools::result(record, running.as_ref(), self.style.detail, width);
+                let colour = if shown.ok { "32" } else { "31" };
+                let _ = writeln!(self.err, "{}", self.style.paint(colour, &shown.line));
+                for line in &shown.preview {
+                    let _ = writeln!(self.err, "{}", self.style.paint("2", line));
+                }
                 self.waiting_since = Some(Instant::now());
             }
             Payload::Error(data) => {
-                self.clear_spinner();
+                self.clear_region();
                 self.end_text();
+                self.drawn.error_shown(&data.message);
                 let _ = writeln!(
                     self.err,
                     "{}",
@@ -181,6 +356,10 @@ impl View<'_> {
                     "{}",
                     self.style.paint("2", &format!("  → {decision}{note}"))
                 );
+                // The time a call waited for a person is not its running time.
+                for running in self.running.values_mut() {
+                    running.started = Instant::now();
+                }
             }
             Payload::Instructions(data) => {
                 let line = format!("project instructions: {}", escape_line(&data.listing()));
@@ -213,6 +392,9 @@ impl View<'_> {
             Payload::Result(data) => {
                 self.first_output();
                 self.end_text();
+                self.write_answer();
+                self.running.clear();
+                self.live = None;
                 let elapsed = self
                     .turn_started
                     .map(|t| t.elapsed().as_secs_f64())
@@ -226,6 +408,8 @@ impl View<'_> {
                     self.steps
                 );
                 let _ = writeln!(self.err, "{}", self.style.paint("2", &summary));
+                let _ = self.err.flush();
+                self.drawn.turn_drawn();
             }
             _ => {}
         }
@@ -239,18 +423,23 @@ pub async fn render_terminal(
     mut events: UnboundedReceiver<SharedEvent>,
     style: Style,
     prompter: Option<Arc<Session>>,
+    drawn: Drawn,
 ) {
     let mut view = View {
         style: &style,
+        drawn: &drawn,
         out: io::stdout(),
         err: io::stderr(),
         waiting_since: None,
-        spinner_drawn: false,
+        region: 0,
         frame: 0,
-        text_open: false,
+        text: Open::Nothing,
         thought_open: false,
+        answer: String::new(),
         steps: 0,
         turn_started: None,
+        running: HashMap::new(),
+        live: None,
     };
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
     loop {
@@ -263,7 +452,7 @@ pub async fn render_terminal(
                     {
                         view.first_output();
                         view.end_text();
-                        super::approve::ask_on_terminal(session.clone(), request).await;
+                        super::approve::ask_on_terminal(session.clone(), request, style.colour).await;
                     }
                     if is_dead(&event) {
                         break;
@@ -274,58 +463,14 @@ pub async fn render_terminal(
             _ = ticker.tick() => view.tick(),
         }
     }
-    view.clear_spinner();
+    view.clear_region();
+    view.end_text();
+    // A session that ended mid-turn (a signal) still leaves its last text.
+    view.write_answer();
+    // Whoever waits for a summary line waits no longer.
+    drawn.ended();
 }
 
-/// `--json`: every envelope as one NDJSON line on stdout, nothing else there. Lines are
-/// flushed once the stream pauses for a moment (or 64 KiB pile up), not per line: a fast
-/// reply costs one write per burst instead of one per token, and a pause is seen at once.
-pub async fn render_json(mut events: UnboundedReceiver<SharedEvent>) {
-    const PAUSE: Duration = Duration::from_millis(1);
-    const BATCH: usize = 64 * 1024;
-    let mut out = io::BufWriter::with_capacity(BATCH * 2, io::stdout());
-    let mut pending = false;
-    loop {
-        let next = if pending {
-            match tokio::time::timeout(PAUSE, events.recv()).await {
-                Ok(next) => next,
-                Err(_) => {
-                    // The stream paused: show what arrived.
-                    if out.flush().is_err() {
-                        return;
-                    }
-                    pending = false;
-                    continue;
-                }
-            }
-        } else {
-            events.recv().await
-        };
-        let Some(event) = next else { break };
-        let dead = is_dead(&event);
-        // A closed stdout (e.g. `| head`) ends output but never the session.
-        if write_line(&mut out, &event).is_err() {
-            return;
-        }
-        pending = true;
-        if dead || out.buffer().len() >= BATCH {
-            if out.flush().is_err() {
-                return;
-            }
-            pending = false;
-        }
-        if dead {
-            break;
-        }
-    }
-    let _ = out.flush();
-}
-
-fn write_line(out: &mut impl Write, event: &SharedEvent) -> io::Result<()> {
-    out.write_all(event.json.as_bytes())?;
-    out.write_all(b"\n")
-}
-
-fn is_dead(event: &SharedEvent) -> bool {
+pub(super) fn is_dead(event: &SharedEvent) -> bool {
     matches!(&event.envelope.payload, Payload::Status(s) if s.status == Status::Dead)
 }

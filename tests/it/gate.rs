@@ -386,3 +386,38 @@ async fn policies_lists_and_shows_presets() {
     let out = h.corral().args(["policies", "show", "nope"]).run().await;
     assert_eq!(out.code, Some(2));
 }
+
+/// `--approve-stdin`: a denial's `reason` reaches the model with the refusal, and the
+/// resolution event records it.
+#[tokio::test]
+async fn a_denial_from_stdin_carries_its_reason_to_the_model() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call("c1", "write_file", r#"{"path":"x.txt","content":"hi"}"#));
+    server.push(Reply::new().text("Understood."));
+    let mut running = approving(&h, &server, &[], "write x").await;
+    let request = running.wait_for_event(0, is_request).await;
+    let id = request["data"]["requestId"].as_str().unwrap().to_owned();
+    let line = json!({"requestId": id, "decision": "deny", "reason": "x.txt is generated"});
+    running.send_line(&line.to_string()).await;
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let tool = messages(&server, 1)
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap();
+    assert!(
+        tool["content"]
+            .as_str()
+            .unwrap()
+            .contains("the user denied this call: x.txt is generated"),
+        "{tool}"
+    );
+    let resolution = out
+        .of_kind("permission")
+        .into_iter()
+        .find(|e| e["data"].get("resolved").is_some())
+        .unwrap();
+    assert_eq!(resolution["data"]["note"], "reason: x.txt is generated");
+    assert!(!h.work().join("x.txt").exists());
+}

@@ -476,3 +476,182 @@ async fn the_next_start_reaps_an_agent_cli_a_killed_runtime_left_running() {
     let listed = tracked(&pids_json(&h));
     assert!(listed.is_empty(), "pids.json still lists {listed:?}");
 }
+
+/// A GGUF file whose chat template is ChatML without tools, so corral writes its own tool
+/// template to a temp file for the server.
+fn chatml_gguf(path: &Path) {
+    fn string(out: &mut Vec<u8>, s: &str) {
+        out.extend((s.len() as u64).to_le_bytes());
+        out.extend(s.as_bytes());
+    }
+    let mut bytes = b"GGUF".to_vec();
+    bytes.extend(3u32.to_le_bytes());
+    bytes.extend(0u64.to_le_bytes());
+    bytes.extend(1u64.to_le_bytes());
+    string(&mut bytes, "tokenizer.chat_template");
+    bytes.extend(8u32.to_le_bytes());
+    string(&mut bytes, "<|im_start|>{{ message }}");
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// A llama-server stand-in: `python3 FILE MARKER --port N …` ignores SIGTERM and SIGHUP,
+/// starts a child holding `MARKER-child`, answers `/health`, and replies to the first chat
+/// request with a shell call holding `MARKER-tool` that runs until killed.
+const FAKE_LLAMA_SERVER: &str = r#"
+import http.server, json, signal, subprocess, sys
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+marker = sys.argv[1]
+port = int(sys.argv[sys.argv.index("--port") + 1])
+subprocess.Popen(["bash", "-c", f"exec -a {marker}-child sleep 1000"])
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args): pass
+    def reply(self, kind, body):
+        self.send_response(200)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        self.reply("application/json", json.dumps({"status": "ok", "data": [{"id": "tiny"}]}).encode())
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        args = json.dumps({"command": f": {marker}-tool; sleep 1000; :"})
+        call = {"index": 0, "id": "c1", "type": "function",
+                "function": {"name": "shell", "arguments": args}}
+        chunks = [{"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]},
+                  {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]
+        body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+        self.reply("text/event-stream", body + b"data: [DONE]\n\n")
+http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"#;
+
+/// `corral run -m gguf:…` stopped by `signal` while its tool runs: the model server (which
+/// ignores SIGTERM and SIGHUP), its child and the tool are gone; the chat template corral
+/// wrote for the server was removed as soon as the server was up.
+async fn gguf_run_mid_tool_stopped_by(signal: &str) {
+    let h = Harness::new();
+    let word = marker(&format!("llama-up-{signal}"));
+    let tmp = h.home_dir().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let server = h.home_dir().join("fake_llama_server.py");
+    std::fs::write(&server, FAKE_LLAMA_SERVER).unwrap();
+    h.write_config(&format!(
+        "[local]\nserver_command = \"python3 {} {word}\"\n",
+        server.display()
+    ));
+    let model = h.home_dir().join("tiny.gguf");
+    chatml_gguf(&model);
+    let running = h
+        .corral()
+        .args(["run", "-p", "bypass", "-m"])
+        .arg(format!("gguf:{}", model.display()))
+        .arg("go")
+        .env("TMPDIR", &tmp)
+        .spawn()
+        .await;
+    let tool = format!("{word}-tool");
+    wait_until("the tool to run", || !holding(&tool).is_empty()).await;
+    assert!(
+        holding(&word).len() >= 3,
+        "the server, its child and the tool"
+    );
+    assert_eq!(
+        templates_in(&tmp),
+        Vec::<PathBuf>::new(),
+        "the template is removed once the server is up"
+    );
+    running.signal(signal).await;
+    let out = running.wait().await;
+    let left = holding(&word);
+    kill_all(&[word.as_str()]);
+    assert_eq!(
+        left,
+        Vec::<u32>::new(),
+        "SIG{signal} left processes: {out:?}"
+    );
+    assert!(out.code.is_some(), "corral died of the signal: {out:?}");
+}
+
+#[tokio::test]
+async fn run_on_sigterm_mid_tool_stops_the_local_model_server_too() {
+    gguf_run_mid_tool_stopped_by("TERM").await;
+}
+
+#[tokio::test]
+async fn run_on_sighup_mid_tool_stops_the_local_model_server_too() {
+    gguf_run_mid_tool_stopped_by("HUP").await;
+}
+
+/// The chat templates corral wrote for a llama-server into `tmp`.
+fn templates_in(tmp: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains("corral-chatml-tools-"))
+        .collect()
+}
+
+/// `corral run -m gguf:…` stopped by `signal` while its model server starts: the server
+/// (which ignores SIGTERM and SIGHUP) and its child are gone, and so is the chat template
+/// corral wrote for it.
+async fn gguf_run_stopped_by(signal: &str) {
+    let h = Harness::new();
+    let word = marker(&format!("llama-{signal}"));
+    let tmp = h.home_dir().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let server = h.home_dir().join("fake-llama-server");
+    std::fs::write(
+        &server,
+        "#!/bin/bash\ntrap '' TERM HUP\n(exec -a \"$1-child\" sleep 1000) &\nexec -a \"$1\" sleep 1000\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&server, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    h.write_config(&format!(
+        "[local]\nserver_command = \"{} {word}\"\nstartup_timeout_secs = 600\n",
+        server.display()
+    ));
+    let model = h.home_dir().join("tiny.gguf");
+    chatml_gguf(&model);
+    let templates = || templates_in(&tmp);
+    let running = h
+        .corral()
+        .args(["run", "-m"])
+        .arg(format!("gguf:{}", model.display()))
+        .arg("hi")
+        .env("TMPDIR", &tmp)
+        .spawn()
+        .await;
+    wait_until("the model server and its child to run", || {
+        holding(&word).len() >= 2
+    })
+    .await;
+    assert_eq!(templates().len(), 1, "the template corral wrote");
+    running.signal(signal).await;
+    let out = running.wait().await;
+    let left = holding(&word);
+    kill_all(&[word.as_str()]);
+    assert_eq!(
+        left,
+        Vec::<u32>::new(),
+        "SIG{signal} left the model server running: {out:?}"
+    );
+    assert_eq!(
+        templates(),
+        Vec::<PathBuf>::new(),
+        "SIG{signal} left the template"
+    );
+    assert!(out.code.is_some(), "corral died of the signal: {out:?}");
+}
+
+#[tokio::test]
+async fn run_on_sigterm_stops_a_starting_local_model_server_and_removes_its_files() {
+    gguf_run_stopped_by("TERM").await;
+}
+
+#[tokio::test]
+async fn run_on_sighup_stops_a_starting_local_model_server_and_removes_its_files() {
+    gguf_run_stopped_by("HUP").await;
+}

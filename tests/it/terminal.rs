@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use crate::common::messages;
 use crate::support::{FakeModel, Harness, Reply, Tmux};
 
 fn command_line(server: &FakeModel, work: &Path, prompt: &str) -> String {
@@ -57,7 +58,10 @@ async fn a_person_denies_and_the_model_is_told() {
     server.push(Reply::new().text("Understood, not writing."));
     let tmux = Tmux::start(&h, &command_line(&server, &h.work(), "write x"));
     tmux.wait_for("[c]ancel").await;
+    // "No", and Enter for no reason.
     tmux.keys("n");
+    tmux.wait_for("reason for the model").await;
+    tmux.keys("Enter");
     let screen = tmux.wait_for("EXIT=").await;
     assert!(
         screen.contains("EXIT=0") && screen.contains("the user denied this call"),
@@ -89,6 +93,8 @@ async fn escape_sequences_in_a_command_cannot_repaint_the_approval_prompt() {
     );
     assert!(screen.contains("shell wants to run (dangerous"), "{screen}");
     tmux.keys("n");
+    tmux.wait_for("reason for the model").await;
+    tmux.keys("Enter");
     let screen = tmux.wait_for("EXIT=").await;
     assert!(screen.contains("EXIT=0"), "{screen}");
     assert!(!h.work().join("pwned").exists());
@@ -157,4 +163,146 @@ pub(crate) fn assert_never_written(tmux: &Tmux, raw: &Path, shown: &[u8], sequen
             String::from_utf8_lossy(&written)
         );
     }
+}
+
+/// "No" with a reason: `n`, then a line; the model's next request carries the reason in the
+/// denied call's result.
+#[tokio::test]
+async fn a_person_denies_with_a_reason_the_model_reads() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call("c1", "write_file", r#"{"path":"x.txt","content":"x"}"#));
+    server.push(Reply::new().text("Writing to notes.md instead."));
+    let tmux = Tmux::start(&h, &command_line(&server, &h.work(), "write x"));
+    tmux.wait_for("[c]ancel [?]").await;
+    tmux.keys("?");
+    let screen = tmux.wait_for("forbid all: refuse it").await;
+    assert!(
+        screen.contains("type a reason after it") && screen.contains("cancel: end the turn"),
+        "{screen}"
+    );
+    tmux.keys("n");
+    tmux.wait_for("reason for the model").await;
+    tmux.type_text("use notes.md, not x.txt");
+    tmux.keys("Enter");
+    let screen = tmux.wait_for("EXIT=").await;
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(!h.work().join("x.txt").exists());
+    let tool_message = messages(&server, 1)
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .expect("the denied call's result");
+    let content = tool_message["content"].as_str().unwrap();
+    assert!(
+        content.contains("the user denied this call: use notes.md, not x.txt"),
+        "{content}"
+    );
+}
+
+/// A running shell call shows its latest lines and elapsed time in one region redrawn in
+/// place (each line on screen once), then a preview of its output when it ends.
+#[tokio::test]
+async fn a_running_shell_shows_live_output_redrawn_in_place() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    let command = "for i in $(seq 1 12); do echo tick$i; done; while [ ! -f go-on ]; do sleep 0.1; done; echo fin";
+    let args = serde_json::json!({ "command": command }).to_string();
+    server.push(Reply::new().tool_call("c1", "shell", &args));
+    server.push(Reply::new().text("Counted."));
+    let line = format!(
+        "{} run -p bypass -m llamacpp:m --base-url {} -C {} 'count'; echo EXIT=$?; sleep 60",
+        env!("CARGO_BIN_EXE_corral"),
+        server.openai_base(),
+        h.work().display()
+    );
+    let tmux = Tmux::start(&h, &line);
+    let screen = tmux
+        .wait_until("the live region", |s| {
+            s.contains("│ tick12") && s.contains("shell ·") && s.contains("12 lines")
+        })
+        .await;
+    assert!(screen.contains("│ tick9"), "{screen}");
+    assert!(!screen.contains("│ tick8"), "only the last lines: {screen}");
+    // Redrawn, not appended: after more redraws (the elapsed time ticks), still once.
+    let screen = tmux
+        .wait_until("another redraw", |s| !s.contains(&screen_time(&screen)))
+        .await;
+    assert_eq!(screen.matches("tick12").count(), 1, "{screen}");
+    std::fs::write(h.work().join("go-on"), "").unwrap();
+    let screen = tmux.wait_for("EXIT=").await;
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(
+        screen.contains("✓ shell ·") && screen.contains("13 lines"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("more lines") && screen.contains("fin"),
+        "{screen}"
+    );
+    assert!(screen.contains("Counted."), "{screen}");
+}
+
+/// `-i` at a terminal: a banner, line editing with a private history, the prompt after the
+/// turn's summary, one Ctrl-C clears the line and a second leaves.
+#[tokio::test]
+async fn a_conversation_at_a_terminal_edits_lines_keeps_history_and_leaves_on_two_ctrl_c() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("first answer"));
+    let line = format!(
+        "{} run -i -m llamacpp:m --base-url {} -C {}; echo EXIT=$?; sleep 60",
+        env!("CARGO_BIN_EXE_corral"),
+        server.openai_base(),
+        h.work().display()
+    );
+    let tmux = Tmux::start(&h, &line);
+    let screen = tmux.wait_for("/help lists the commands").await;
+    assert!(
+        screen.contains("preset default") && screen.contains("sandbox"),
+        "{screen}"
+    );
+    tmux.wait_for("› ").await;
+    // Edited before it is sent: the typo is deleted with backspace.
+    tmux.type_text("hellp");
+    tmux.keys("BSpace");
+    tmux.type_text("o");
+    tmux.keys("Enter");
+    let screen = tmux
+        .wait_until("the prompt after the summary", |s| {
+            let summary = s.find("end_turn ·");
+            let prompt = s.rfind('›');
+            matches!((summary, prompt), (Some(a), Some(b)) if b > a)
+        })
+        .await;
+    assert!(screen.contains("first answer"), "{screen}");
+    tmux.type_text("/help");
+    tmux.keys("Enter");
+    tmux.wait_for("never sent to the model").await;
+    tmux.type_text("half typed");
+    tmux.keys("C-c");
+    tmux.wait_for("(Ctrl-C again to leave)").await;
+    tmux.keys("C-c");
+    let screen = tmux.wait_for("EXIT=").await;
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(screen.contains("corral run --resume"), "{screen}");
+    assert_eq!(server.chat_requests().len(), 1);
+    assert_eq!(messages(&server, 0).last().unwrap()["content"], "hello");
+    let history = h.data_dir().join("corral/history");
+    let text = std::fs::read_to_string(&history).unwrap();
+    assert!(
+        text.contains("hello") && !text.contains("half typed"),
+        "{text}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&history).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the history is private");
+}
+
+/// The elapsed-time text of the live region's last line (`shell · 1.2s`).
+fn screen_time(screen: &str) -> String {
+    let line = screen
+        .lines()
+        .rfind(|l| l.contains("shell ·"))
+        .unwrap_or_default();
+    line.split(" · ").nth(1).unwrap_or_default().to_owned()
 }

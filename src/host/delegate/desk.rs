@@ -89,7 +89,7 @@ impl PermissionDesk for SubDesk {
     fn open(
         &self,
         mut request: PermissionRequest,
-    ) -> Result<(String, oneshot::Receiver<Decision>), String> {
+    ) -> Result<(String, oneshot::Receiver<crate::policy::Answer>), String> {
         let local = format!(
             "{}_ask{}",
             self.label,

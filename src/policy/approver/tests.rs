@@ -8,24 +8,31 @@ use super::*;
 #[derive(Default)]
 struct Desk {
     answer: Option<Decision>,
+    /// Given with `answer`.
+    reason: Option<String>,
     opened: Mutex<Vec<PermissionRequest>>,
     resolved: Mutex<Vec<(String, Decision, Option<String>)>>,
     /// Kept open, so an unanswered request stays unanswered.
-    waiting: Mutex<Vec<oneshot::Sender<Decision>>>,
+    waiting: Mutex<Vec<oneshot::Sender<Answer>>>,
 }
 
 impl PermissionDesk for Desk {
     fn open(
         &self,
         mut request: PermissionRequest,
-    ) -> Result<(String, oneshot::Receiver<Decision>), String> {
+    ) -> Result<(String, oneshot::Receiver<Answer>), String> {
         let mut opened = self.opened.lock().unwrap();
         request.request_id = format!("perm_{}", opened.len());
         let id = request.request_id.clone();
         opened.push(request);
         let (reply, receiver) = oneshot::channel();
         match self.answer {
-            Some(decision) => reply.send(decision).unwrap(),
+            Some(decision) => reply
+                .send(Answer {
+                    decision,
+                    reason: self.reason.clone(),
+                })
+                .unwrap(),
             None => self.waiting.lock().unwrap().push(reply),
         }
         Ok((id, receiver))
@@ -106,6 +113,34 @@ async fn allow_always_is_recorded_in_the_gate_and_resolved_with_what_it_grants()
         }
     );
     assert_eq!(desk.opened.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_denial_carries_the_persons_reason_to_the_model_on_one_line() {
+    let desk = Arc::new(Desk {
+        answer: Some(Decision::Deny),
+        reason: Some("  use the\nstaging copy  ".into()),
+        ..Desk::default()
+    });
+    let approver = approver("default", true, None, &desk);
+    let args = json!({"path": "a.txt", "content": "x"});
+    let answer = approver
+        .decide(write(Caller::Model, &args), &CancellationToken::new())
+        .await;
+    assert_eq!(
+        answer,
+        Approval::Deny {
+            message: "the user denied this call: use the staging copy".into()
+        }
+    );
+    assert_eq!(
+        desk.resolved.lock().unwrap()[0],
+        (
+            "perm_0".to_string(),
+            Decision::Deny,
+            Some("reason: use the staging copy".to_string())
+        )
+    );
 }
 
 #[tokio::test]

@@ -21,7 +21,7 @@ use super::run::{Exit, load_session_config};
 
 mod app;
 mod approval;
-mod commands;
+pub(crate) mod commands;
 mod editor;
 mod highlight;
 mod history;

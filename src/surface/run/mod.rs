@@ -7,12 +7,12 @@
 //! group (an external agent, a model server) stopped, the session closed — and a watchdog
 //! kills every child corral tracks if that takes too long.
 
+mod converse;
+mod signals;
+
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-
-use tokio::io::AsyncBufReadExt;
-use tokio_util::sync::CancellationToken;
+use std::sync::Arc;
 
 use crate::backend::Backend;
 use crate::config::Config;
@@ -20,12 +20,14 @@ use crate::error::{Error, usage};
 use crate::event::StopReason;
 use crate::host::open::{self, OpenSpec};
 use crate::model::Progress;
-use crate::session::Session;
-use crate::session::TurnOutcome;
+use crate::session::{Session, TurnOutcome};
 
 use super::approve;
 use super::safe_text::{self, SafeWriter};
-use super::tty::{self, Style};
+use super::tty::{self, Detail, Drawn, Style};
+
+use signals::Interrupts;
+pub(crate) use signals::{Stops, watchdog};
 
 pub use crate::host::open::user_policy_dir;
 
@@ -42,6 +44,8 @@ pub struct RunArgs {
     pub approve_stdin: bool,
     /// `--no-instructions`: no project instructions (AGENTS.md) in the system prompt.
     pub no_instructions: bool,
+    /// `-v`: every tool's output whole, not a preview.
+    pub verbose: bool,
 }
 
 /// How `corral run` ends, as a process exit code.
@@ -129,17 +133,25 @@ fn initial_prompt(args: &RunArgs) -> Result<Option<String>, Error> {
 }
 
 /// Attaches the renderer to a session: every envelope it has had so far, then live ones.
-fn render(args: &RunArgs, session: &Arc<Session>) -> tokio::task::JoinHandle<()> {
+fn render(args: &RunArgs, session: &Arc<Session>, drawn: &Drawn) -> tokio::task::JoinHandle<()> {
     let events = session.tap(0);
     if args.json {
-        return tokio::spawn(tty::render_json(events));
+        return tokio::spawn(tty::render_json(events, drawn.clone()));
     }
+    let terminal = std::io::stderr().is_terminal();
     let style = Style {
-        interactive: std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        terminal,
+        colour: terminal && std::env::var_os("NO_COLOR").is_none(),
+        answer_streams: std::io::stdout().is_terminal(),
+        detail: if args.verbose {
+            Detail::Whole
+        } else {
+            Detail::Preview
+        },
     };
     let terminal_approvals = !args.approve_stdin && approve::terminal_available();
     let prompter = terminal_approvals.then(|| session.clone());
-    tokio::spawn(tty::render_terminal(events, style, prompter))
+    tokio::spawn(tty::render_terminal(events, style, prompter, drawn.clone()))
 }
 
 /// Runs `corral run` to its end and returns the exit code.
@@ -166,14 +178,19 @@ pub async fn run(args: RunArgs) -> Result<Exit, Error> {
             return Ok(exit);
         }
     };
+    let drawn = Drawn::default();
     let mut opened = match started {
         Ok(opened) => opened,
         Err(failed) => {
             // What the session said before it failed (the model's error, say) is shown.
             if let Some(session) = &failed.session
-                && let Err(e) = render(&args, session).await
+                && let Err(e) = render(&args, session, &drawn).await
             {
                 tracing::error!(error = %e, "renderer task failed");
+            }
+            // Shown already as the session's error: said once, with its exit code.
+            if !args.json && drawn.showed_error(&failed.error.to_string()) {
+                return Ok(failed.error.exit());
             }
             return Err(failed.error);
         }
@@ -188,12 +205,17 @@ pub async fn run(args: RunArgs) -> Result<Exit, Error> {
         );
     }
     let session = opened.session.clone();
-    let renderer = render(&args, &session);
+    let renderer = render(&args, &session, &drawn);
+    let mut about = converse::About {
+        model: opened.meta.model.clone(),
+        root: opened.meta.cwd.clone(),
+        posture: opened.posture.clone(),
+    };
     if args.approve_stdin {
         tokio::spawn(approve::answer_from_stdin(session.clone()));
     }
     let result = tokio::select! {
-        result = drive(&args, opened.backend.as_mut(), &session, first_prompt) => result,
+        result = drive(&args, opened.backend.as_mut(), &session, first_prompt, &mut about, &drawn) => result,
         exit = stops.next() => {
             tracing::info!(?exit, "stopped by a signal; stopping the agent");
             watchdog(exit);
@@ -207,7 +229,12 @@ pub async fn run(args: RunArgs) -> Result<Exit, Error> {
     }
     {
         use std::io::Write;
-        let _ = SafeWriter::new(std::io::stderr()).write_all(&notes);
+        let mut err = SafeWriter::new(std::io::stderr());
+        let _ = err.write_all(&notes);
+        // A run that never reached a model left no session to continue.
+        if !args.json && !session.discarded() {
+            let _ = writeln!(err, "{}", continue_line(&args, session.id()));
+        }
     }
     // A turn stopped mid-call ends its tool process in a background task: wait for it.
     crate::sandbox::process::wait_for_tool_processes(crate::sandbox::process::EXIT_WAIT).await;
@@ -222,11 +249,28 @@ pub async fn run(args: RunArgs) -> Result<Exit, Error> {
     }
 }
 
+/// The line text mode ends with: the session's id and the command that continues it.
+fn continue_line(args: &RunArgs, id: &str) -> String {
+    let mut command = format!("corral run --resume {id}");
+    // `-C` only when the root is not where the person is now.
+    if let Some(dir) = &args.open.cwd {
+        let here = std::env::current_dir().and_then(|d| d.canonicalize()).ok();
+        let root = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+        if here.as_ref() != Some(&root) {
+            command.push_str(" -C ");
+            command.push_str(&safe_text::shell_quote(&root.to_string_lossy()));
+        }
+    }
+    format!("session {id} · continue it with: {command}")
+}
+
 async fn drive(
     args: &RunArgs,
     agent: &mut dyn Backend,
     session: &Arc<Session>,
     first_prompt: Option<String>,
+    about: &mut converse::About,
+    drawn: &Drawn,
 ) -> Result<Exit, Error> {
     let interrupts = Interrupts::install(session.clone());
     let mut last: Option<TurnOutcome> = None;
@@ -234,135 +278,12 @@ async fn drive(
         last = Some(interrupts.run_turn(agent, &prompt).await);
     }
     if args.interactive {
-        return converse(&interrupts, agent).await;
+        let first_turns = u64::from(last.is_some());
+        return converse::converse(&interrupts, agent, about, drawn, first_turns).await;
     }
     Ok(match last.map(|o| o.stop_reason) {
         Some(StopReason::EndTurn) | None => Exit::Ok,
         Some(StopReason::Cancelled) => Exit::Cancelled,
         Some(StopReason::MaxSteps) | Some(StopReason::Error) => Exit::Failure,
     })
-}
-
-/// `-i`: one turn per line of stdin until EOF or `/exit`.
-async fn converse(interrupts: &Interrupts, agent: &mut dyn Backend) -> Result<Exit, Error> {
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-    let show_prompt = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-    loop {
-        if show_prompt {
-            use std::io::Write;
-            let mut err = std::io::stderr();
-            let _ = write!(err, "› ");
-            let _ = err.flush();
-        }
-        let line = match lines.next_line().await {
-            Ok(Some(line)) => line,
-            Ok(None) => break,
-            Err(e) => return Err(Error::Runtime(format!("reading stdin: {e}"))),
-        };
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        if line == "/exit" || line == "/quit" {
-            break;
-        }
-        interrupts.run_turn(agent, line).await;
-        if interrupts.session.log_failure().is_some() {
-            // The session takes no more turns; `run` says why.
-            break;
-        }
-    }
-    // A conversation that ended at the person's request ended normally.
-    Ok(Exit::Ok)
-}
-
-/// How long stopping what the session owns may take after SIGTERM or SIGHUP before every
-/// tracked child is killed and corral exits anyway.
-const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// SIGTERM and SIGHUP, caught from the start of the run so the default action (exit at once,
-/// the agent's process group left running) never applies.
-pub(super) struct Stops {
-    term: Option<tokio::signal::unix::Signal>,
-    hup: Option<tokio::signal::unix::Signal>,
-}
-
-impl Stops {
-    pub(super) fn install() -> Stops {
-        use tokio::signal::unix::{SignalKind, signal};
-        let catch = |kind: SignalKind, name: &str| {
-            signal(kind)
-                .inspect_err(|e| tracing::warn!(error = %e, "cannot catch {name}"))
-                .ok()
-        };
-        Stops {
-            term: catch(SignalKind::terminate(), "SIGTERM"),
-            hup: catch(SignalKind::hangup(), "SIGHUP"),
-        }
-    }
-
-    pub(super) async fn next(&mut self) -> Exit {
-        async fn recv(signal: &mut Option<tokio::signal::unix::Signal>) {
-            match signal {
-                Some(signal) => {
-                    signal.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        }
-        tokio::select! {
-            () = recv(&mut self.term) => Exit::Terminated,
-            () = recv(&mut self.hup) => Exit::HungUp,
-        }
-    }
-}
-
-/// A thread, not a task: it must fire even when the orderly stop blocks the runtime.
-pub(super) fn watchdog(exit: Exit) {
-    std::thread::spawn(move || {
-        std::thread::sleep(STOP_GRACE);
-        crate::sandbox::reaper::end_own_children(std::time::Duration::ZERO);
-        std::process::exit(exit as i32);
-    });
-}
-
-/// Ctrl-C handling: the first press cancels the running turn, a second press while it is
-/// still winding down exits at once (after flushing the event log).
-struct Interrupts {
-    current: Arc<Mutex<Option<CancellationToken>>>,
-    session: Arc<Session>,
-}
-
-impl Interrupts {
-    fn install(session: Arc<Session>) -> Interrupts {
-        let current: Arc<Mutex<Option<CancellationToken>>> = Arc::new(Mutex::new(None));
-        let watched = current.clone();
-        let closing = session.clone();
-        tokio::spawn(async move {
-            while tokio::signal::ctrl_c().await.is_ok() {
-                let token = watched.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                match token {
-                    Some(token) if !token.is_cancelled() => token.cancel(),
-                    // A second press, or one with no turn running: leave now.
-                    _ => {
-                        // Leaving without unwinding: children in their own process groups
-                        // (tools, a local model server) would outlive us otherwise.
-                        crate::sandbox::reaper::end_own_children(std::time::Duration::ZERO);
-                        closing.close();
-                        std::process::exit(Exit::Cancelled as i32);
-                    }
-                }
-            }
-        });
-        Interrupts { current, session }
-    }
-
-    async fn run_turn(&self, agent: &mut dyn Backend, prompt: &str) -> TurnOutcome {
-        // A failed event log stops the turn as Ctrl-C would.
-        let token = self.session.halted().child_token();
-        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(token.clone());
-        let outcome = agent.run_turn(prompt, token).await;
-        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        outcome
-    }
 }
