@@ -137,11 +137,28 @@ async fn a_run_that_never_reached_a_model_leaves_no_session() {
     let out = openai_run(&h, &server, "hello").run().await;
     assert_eq!(out.code, Some(1), "{out:?}");
     assert_eq!(files(&agents(&h)), Vec::<String>::new(), "{out:?}");
+    // In text mode, no line offers to continue what is not there.
+    server.push(Reply::new().status(400, r#"{"error":{"message":"bad request"}}"#));
+    let out = h
+        .corral()
+        .args([
+            "run",
+            "-m",
+            "llamacpp:fake-model",
+            "--base-url",
+            &server.openai_base(),
+        ])
+        .arg("hello")
+        .run()
+        .await;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("bad request"), "{}", out.stderr);
     assert!(
         !out.stderr.contains("--resume"),
         "no session to continue: {}",
         out.stderr
     );
+    assert_eq!(files(&agents(&h)), Vec::<String>::new(), "{out:?}");
 
     // One that was answered is kept, with its metadata.
     let id = one_run(&h, &server, &h.work(), "hello").await;
