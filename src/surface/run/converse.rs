@@ -87,7 +87,7 @@ pub(super) async fn converse(
         if line.is_empty() {
             continue;
         }
-        if line.starts_with('/') {
+        if crate::surface::tui::commands::is_command(line) {
             match command(line, agent, about, &session).await {
                 Command::Done => continue,
                 Command::Leave => break,

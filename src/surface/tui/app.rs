@@ -311,7 +311,7 @@ impl App {
             EditorAction::Submit(text) => {
                 self.completion = None;
                 self.conversation.scroll = 0;
-                if text.trim_start().starts_with('/') {
+                if commands::is_command(text.trim()) {
                     commands::run(self, text.trim());
                 } else {
                     self.send(text);

@@ -63,6 +63,19 @@ const KEYS: &[(&str, &str)] = &[
 ];
 
 /// Runs `/name args`.
+/// Whether a line is a slash command rather than a message: its first word is `/` and a
+/// name with no other `/` in it, so a message that starts with a path (`/etc/hosts is
+/// wrong`) goes to the model.
+pub fn is_command(line: &str) -> bool {
+    let first = line.split_whitespace().next().unwrap_or_default();
+    first.strip_prefix('/').is_some_and(|name| {
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    })
+}
+
 pub fn run(app: &mut App, line: &str) {
     let (name, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
     let rest = rest.trim();
@@ -372,5 +385,24 @@ fn help(app: &App) -> Overlay {
         lines,
         scroll: 0,
         pick: None,
+    }
+}
+
+#[cfg(test)]
+mod command_line_tests {
+    #[test]
+    fn a_path_at_the_start_of_a_message_is_no_command() {
+        for line in ["/help", "/model ollama:qwen3", " /resume ab12", "/quit"] {
+            assert!(super::is_command(line.trim()), "{line}");
+        }
+        for line in [
+            "/etc/hosts is wrong",
+            "/ ",
+            "/",
+            "hello /help",
+            "/tmp/x.txt",
+        ] {
+            assert!(!super::is_command(line.trim()), "{line}");
+        }
     }
 }
