@@ -185,7 +185,8 @@ fn is_bare_model_name(text: &str) -> bool {
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && fits(name, "/")
         && fits(tag, "")
-        && (tag.is_empty() == !text.contains(':'))
+        // A `:` must be followed by a tag.
+        && (tag.is_empty() != text.contains(':'))
 }
 
 impl fmt::Display for ModelSpec {

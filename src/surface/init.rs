@@ -177,7 +177,7 @@ fn ask_number(input: &mut dyn BufRead, out: &mut dyn Write, count: usize) -> Res
         }
         match line.parse::<usize>() {
             Ok(n) if (1..=count).contains(&n) => return Ok(n - 1),
-            _ => writeln!(out, "  {:?} is not a number from 1 to {count}", line).map_err(io)?,
+            _ => writeln!(out, "  {line:?} is not a number from 1 to {count}").map_err(io)?,
         }
     }
     Err(usage("no valid choice; nothing written"))
