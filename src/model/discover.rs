@@ -122,7 +122,10 @@ pub async fn probe(provider: Provider, base_url: &str) -> Result<Found, String> 
         )
         .await
         .map_err(|_| format!("{path}: no answer"))?
-        .map_err(|e| e.to_string())
+        .map_err(|e| match e {
+            super::error::ModelError::Refused { .. } => "nothing listens there".to_string(),
+            e => e.to_string(),
+        })
     };
     let origin = base_url.trim_end_matches("/v1");
     let found = |models: Vec<String>, tool_models: Vec<String>| Found {

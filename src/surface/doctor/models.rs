@@ -35,7 +35,8 @@ pub(super) async fn models(report: &mut Report, config: &Config) {
             let provider_base = config.provider(spec.provider).base_url;
             let (base, _) =
                 model::resolve_base_url(spec.provider, None, provider_base.as_deref(), &env);
-            let what = format!("default model {spec}");
+            // The spec may be a server's text (a model name `corral init` wrote).
+            let what = escape_line(&format!("default model {spec}"));
             match reqwest::Client::builder().timeout(CHECK_TIMEOUT).build() {
                 Ok(client) => reach(report, &client, &what, &base, probe_path(spec.provider)).await,
                 Err(e) => report.line(State::Warn, &what, format!("no HTTP client: {e}")),
