@@ -480,3 +480,28 @@ async fn desktop_tools_are_not_offered_without_a_display_or_a_bus() {
     let offered = offered_tools(&server, server.chat_requests().len() - 1);
     assert!(!offered.iter().any(|t| t == "screenshot"), "{offered:?}");
 }
+
+#[tokio::test]
+async fn a_base_url_without_a_model_takes_the_first_model_that_server_lists() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("hi"));
+    let out = h
+        .corral()
+        .args(["run", "--json", "--base-url"])
+        .arg(server.openai_base())
+        .arg("x")
+        .env("CORRAL_TEST_PROBE_PORTS", closed_probe_ports())
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(server.chat_requests()[0]["model"], "fake-model");
+    assert!(
+        out.stderr.contains(&format!(
+            "using openai:fake-model, the first model the server at {} lists",
+            server.openai_base()
+        )),
+        "{}",
+        out.stderr
+    );
+}

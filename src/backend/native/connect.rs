@@ -113,13 +113,43 @@ fn default_provider(requested_url: Option<&str>, config: &Config) -> Provider {
 /// The model of a session that names none: the first tool-capable model of a running server
 /// (Ollama at its configured address first, then llama.cpp, LM Studio and vLLM on their usual
 /// loopback ports), else the small model `scripts/setup` installed. Either way one line says
-/// which and why. With `--base-url` only that (Ollama) server is asked.
+/// which and why. With `--base-url` only that server is asked: Ollama's API, or for a URL
+/// ending in `/v1` the OpenAI-compatible model listing.
 async fn default_model(
     requested_url: Option<&str>,
     config: &Config,
     env: &(dyn Fn(&str) -> Option<String> + Sync),
     progress: &model::Progress,
 ) -> Result<(ModelSpec, Option<String>), Error> {
+    // `--base-url …/v1` names an OpenAI-compatible server: its first model (the person chose
+    // the server; most serve one model).
+    if let Some(url) = requested_url.filter(|u| u.trim_end_matches('/').ends_with("/v1")) {
+        let (base, _) = model::resolve_base_url(Provider::OpenAi, Some(url), None, env);
+        let found = discover::probe(Provider::OpenAi, &base).await;
+        let first = found
+            .as_ref()
+            .ok()
+            .and_then(|f| f.tool_model().or(f.models.first()).map(|name| f.spec(name)));
+        return match first {
+            Some(spec) => {
+                note(
+                    progress,
+                    &format!(
+                        "no model named: using {spec}, the first model the server at {base} lists"
+                    ),
+                );
+                Ok((spec, None))
+            }
+            None => Err(usage(format!(
+                "no model given (--model or `model` in the config) and the server at {base} \
+                 lists none ({}); name one with --model",
+                match found {
+                    Ok(_) => "an empty list".to_string(),
+                    Err(why) => why,
+                }
+            ))),
+        };
+    }
     let ollama_config = config.provider(Provider::Ollama).base_url;
     let (ollama, source) = model::resolve_base_url(
         Provider::Ollama,
