@@ -68,7 +68,8 @@ pub(crate) enum Command {
     /// Be an Agent Client Protocol agent on stdin/stdout: an editor (Zed, any ACP client)
     /// opens corral sessions, prompts them and answers their permission questions.
     Acp {
-        /// Model spec for new sessions (as for `corral run -m`).
+        /// Model spec for new sessions (as for `corral run -m`: ollama:, openai:, mlx:,
+        /// llamacpp:, lmstudio:, vllm:, gguf:, claude, codex, acp:NAME, or a bare name).
         #[arg(short, long, value_name = "SPEC")]
         model: Option<String>,
         /// Base URL of the model server (wins over config and environment).
@@ -107,6 +108,20 @@ pub(crate) enum Command {
         /// Config file (for `server.jwt_secret`).
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
+    },
+    /// Find the model servers running here (Ollama, llama.cpp, LM Studio, vLLM) and the model
+    /// scripts/setup installed, choose one (asked on a terminal), and write a commented
+    /// config.toml that makes it the default.
+    Init {
+        /// Where to write (default: $XDG_CONFIG_HOME/corral/config.toml).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+        /// Take the best model found without asking (also the way without a terminal).
+        #[arg(short, long)]
+        yes: bool,
+        /// Replace an existing file (the old one is kept as config.toml.bak).
+        #[arg(long)]
+        force: bool,
     },
     /// What this machine gives corral: sandbox support (landlock, namespaces), display,
     /// clipboard, session bus, notifications, model servers, config and log locations.

@@ -550,7 +550,7 @@ mod tests {
                 "tool_choice",
                 "first-required",
             ),
-            ("model = \"gpt4\"\n", "model", "ollama:<tag>"),
+            ("model = \"a:b:c\"\n", "model", "ollama:<tag>"),
             ("model = \"acp:zed\"\n", "model", "cmd=<command line>"),
             ("[providers.olama]\n", "providers.olama", "llamacpp"),
             (

@@ -50,6 +50,7 @@ pub use surface::acp::{AcpArgs, acp};
 pub use surface::cli_docs::{write_completions, write_man_page};
 pub use surface::doctor::doctor;
 pub use surface::eval::{EvalArgs, TaskResult, eval};
+pub use surface::init::{InitArgs, init};
 pub use surface::logs_cli::{LogsArgs, logs_main};
 pub use surface::mcp::{DEFAULT_APPROVAL_TIMEOUT, mcp};
 pub use surface::mcp_servers::{McpServersArgs, McpServersCommand, McpServersOutput, mcp_servers};

@@ -169,6 +169,15 @@ fn main() -> ExitCode {
                 }
                 Err(e) => Err(corral::Error::Usage(e.to_string())),
             },
+            Command::Init { config, yes, force } => {
+                use std::io::IsTerminal;
+                let ask = !yes && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+                let args = corral::InitArgs { config, yes, force };
+                let mut input = std::io::stdin().lock();
+                corral::init(args, ask, &mut input, &mut std::io::stdout())
+                    .await
+                    .map(|()| Exit::Ok)
+            }
             Command::Doctor { config } => {
                 use std::io::Write;
                 let text = corral::doctor(config).await;

@@ -16,6 +16,19 @@ pub mod external;
 mod jsonrpc;
 pub mod native;
 
+/// The agent CLIs corral drives over their own protocols (ACP agents are `acp_probe`'s),
+/// found the way their backends find them: each name with its program, or how to install it.
+pub(crate) fn agent_clis() -> Vec<(&'static str, Result<std::path::PathBuf, String>)> {
+    vec![
+        (
+            "claude",
+            crate::sandbox::programs::find_installed(claude::launch::PROGRAM)
+                .map_err(|e| e.to_string()),
+        ),
+        ("codex", codex::find_program().map_err(|e| e.to_string())),
+    ]
+}
+
 use std::future::Future;
 use std::pin::Pin;
 

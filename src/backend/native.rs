@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Backend, BackendInfo, BoxFuture};
-pub(crate) use connect::model_client;
+pub(crate) use connect::{Fallback, model_client};
 
 mod connect;
 use crate::config::Config;
@@ -50,6 +50,7 @@ impl NativeBackend {
             self.base_url.as_deref(),
             &self.config,
             progress,
+            Fallback::Embedded,
         )
         .await
         .map_err(|e: Error| e.to_string())?;

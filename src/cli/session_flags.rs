@@ -42,8 +42,11 @@ pub(crate) struct Chat {
 #[derive(clap::Args)]
 pub(crate) struct SessionFlags {
     /// Model spec: ollama:<tag>, openai:<model>, mlx:<model>, llamacpp:<model>,
-    /// lmstudio:<model>, vllm:<model>, gguf:<path-to.gguf> (corral runs llama-server for it).
-    /// Default: config `model`, else a tool-capable model of a running Ollama.
+    /// lmstudio:<model>, vllm:<model>, gguf:<path-to.gguf> (corral runs llama-server for it);
+    /// an agent CLI: claude[:<model>], codex[:<model>], acp:opencode|gemini|claude[:<model>],
+    /// acp:cmd=<command line>; or a bare name (qwen3, qwen3:8b) for the default provider
+    /// (Ollama, else the one the config's [providers] names). Default: config `model`, else a
+    /// running server's tool-capable model, else the small model scripts/setup installs.
     #[arg(short = 'm', long)]
     pub(crate) model: Option<String>,
     /// Base URL of the model server (wins over config and OLLAMA_HOST / OPENAI_BASE_URL).

@@ -52,6 +52,13 @@ impl ValidCall {
 pub fn validate(tools: &ToolRegistry, raw: &RawCall) -> Result<ValidCall, String> {
     let Some(tool) = tools.get(&raw.name) else {
         let known: Vec<&str> = tools.names().collect();
+        if let Some(why) = tools.withheld(&raw.name) {
+            return Err(format!(
+                "{} is not available in this session ({why}). Available tools: {}",
+                raw.name,
+                known.join(", ")
+            ));
+        }
         if raw.name.is_empty() {
             return Err(format!(
                 "the tool call has no name. Available tools: {}",

@@ -108,15 +108,15 @@ pub async fn stream_step(
     let observer = |notice: RetryNotice| {
         session.emit_error(
             format!(
-                "reconnecting {}/{} in {} ms: {}",
-                notice.attempt,
-                notice.max_attempts,
+                "retry {}/{} in {} ms: {}",
+                notice.retry,
+                notice.max_retries,
                 notice.delay.as_millis(),
                 notice.reason
             ),
             serde_json::json!({"retry": {
-                "attempt": notice.attempt,
-                "of": notice.max_attempts,
+                "number": notice.retry,
+                "of": notice.max_retries,
                 "delayMs": notice.delay.as_millis() as u64,
             }}),
         );

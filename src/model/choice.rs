@@ -181,12 +181,22 @@ mod tests {
     }
 
     #[test]
+    fn a_bare_name_is_a_native_model_and_an_agent_name_stays_an_agent() {
+        assert!(matches!(
+            "qwen3:8b".parse(),
+            Ok(ModelChoice::Native(ModelSpec { model, provider_implied: true, .. })) if model == "qwen3:8b"
+        ));
+        assert!(matches!("claude".parse(), Ok(ModelChoice::External(_))));
+        assert!(matches!("codex".parse(), Ok(ModelChoice::External(_))));
+    }
+
+    #[test]
     fn a_failed_parse_says_whether_the_text_named_an_agent() {
         for text in ["acp:zed", "acp:", "acp:cmd= "] {
             let e = text.parse::<ModelChoice>().unwrap_err();
             assert!(matches!(e, ChoiceError::Agent(_)), "{text}: {e:?}");
         }
-        for text in ["gpt4", "bogus:x", "ollama:", "claudex"] {
+        for text in ["a:b:c", "http://x", "ollama:", "claude x"] {
             let e = text.parse::<ModelChoice>().unwrap_err();
             assert!(matches!(e, ChoiceError::Model(_)), "{text}: {e:?}");
         }

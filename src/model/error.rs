@@ -7,6 +7,13 @@ pub enum ModelError {
     /// No connection could be made (after retries).
     #[error("cannot reach the model server at {url}: {reason}")]
     Connect { url: String, reason: String },
+    /// Nothing listens at a local address: no retry can change that, so it fails at once.
+    #[error(
+        "no model server listens at {url} (connection refused). Start it there, or point \
+         corral at the one you run: --base-url URL, or `corral init` to find running servers \
+         and write the config"
+    )]
+    Refused { url: String },
     /// The server answered with a non-success status before streaming.
     #[error("the model server answered HTTP {status}: {message}")]
     Http { status: u16, message: String },
@@ -60,6 +67,7 @@ impl ModelError {
     pub fn is_retryable_before_stream(&self) -> bool {
         match self {
             ModelError::Connect { .. } => true,
+            ModelError::Refused { .. } => false,
             ModelError::Http { status, .. } => *status == 429 || (500..600).contains(status),
             ModelError::Stream(_)
             | ModelError::Malformed(_)
@@ -102,6 +110,28 @@ pub fn excerpt(text: &str, max_chars: usize) -> String {
         format!("{one_line}…")
     } else {
         one_line
+    }
+}
+
+/// The hint of a "model not found" error: what the server has (` (the server has: a, b)`),
+/// and for Ollama how to get the one asked for.
+pub fn not_found_hint(pull: Option<&str>, available: Option<&[String]>) -> String {
+    let listed = match available {
+        Some([]) => "the server has no models".to_string(),
+        Some(names) => format!(
+            "the server has: {}",
+            names
+                .iter()
+                .take(20)
+                .map(|n| excerpt(n, 80))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => "the server did not list its models".to_string(),
+    };
+    match pull {
+        Some(model) => format!(" ({listed}; try: ollama pull {model})"),
+        None => format!(" ({listed})"),
     }
 }
 

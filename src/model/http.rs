@@ -73,11 +73,12 @@ impl RetryPolicy {
     }
 }
 
-/// A retry about to happen, for the session to show ("reconnecting 2/5").
+/// A retry about to happen, for the session to show ("retry 1/4"): retries are counted from
+/// 1, the first attempt is not one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryNotice {
-    pub attempt: u32,
-    pub max_attempts: u32,
+    pub retry: u32,
+    pub max_retries: u32,
     pub delay: Duration,
     pub reason: String,
 }
@@ -144,14 +145,14 @@ pub async fn post_json(
             return Err(error);
         }
         let delay = policy.delay(attempt, retry_after);
-        attempt += 1;
         observer(RetryNotice {
-            attempt,
-            max_attempts: policy.max_attempts,
+            retry: attempt,
+            max_retries: policy.max_attempts.max(1) - 1,
             delay,
             reason: error.to_string(),
         });
-        tracing::warn!(%url, attempt, ?delay, %error, "retrying model request");
+        tracing::warn!(%url, retry = attempt, ?delay, %error, "retrying model request");
+        attempt += 1;
         tokio::time::sleep(delay).await;
     }
 }
@@ -263,6 +264,9 @@ pub fn transport_error(url: &str, e: &reqwest::Error, settings: &HttpSettings) -
     if e.is_timeout() && !e.is_connect() {
         return ModelError::IdleTimeout(settings.idle_timeout);
     }
+    if e.is_connect() && is_refused(e) && is_local(url) {
+        return ModelError::Refused { url: origin(url) };
+    }
     if e.is_connect() || e.is_request() || e.is_timeout() {
         return ModelError::Connect {
             url: url.to_string(),
@@ -270,6 +274,74 @@ pub fn transport_error(url: &str, e: &reqwest::Error, settings: &HttpSettings) -
         };
     }
     ModelError::Transport(root_cause(e))
+}
+
+/// `scheme://host:port` of a request URL: where the server should have been.
+fn origin(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(parsed) => match (parsed.host_str(), parsed.port_or_known_default()) {
+            (Some(host), Some(port)) => format!("{}://{host}:{port}", parsed.scheme()),
+            _ => url.to_string(),
+        },
+        Err(_) => url.to_string(),
+    }
+}
+
+/// The connection was refused (an RST: nothing listens), as opposed to a timeout or DNS.
+fn is_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(e);
+    while let Some(inner) = source {
+        if inner
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        source = inner.source();
+    }
+    false
+}
+
+/// This machine: a loopback or unspecified address, or `localhost`. A refusal here is final
+/// (a remote host may be restarting behind a load balancer; this one is simply not running).
+pub fn is_local(url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback() || ip.is_unspecified(),
+        Err(_) => {
+            let name = host.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+    }
+}
+
+/// The model names a server lists: OpenAI's `GET {base}/models` (`data[].id`) or Ollama's
+/// `GET {base}/api/tags` (`models[].name`). `None`: it did not answer with a list.
+pub async fn list_models(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &HeaderMap,
+    settings: &HttpSettings,
+) -> Option<Vec<String>> {
+    let listing = get_json(client, url, headers, settings).await.ok()?;
+    let (items, key) = match (listing.get("data"), listing.get("models")) {
+        (Some(data), _) => (data.as_array()?, "id"),
+        (None, Some(models)) => (models.as_array()?, "name"),
+        (None, None) => return None,
+    };
+    Some(
+        items
+            .iter()
+            .filter_map(|m| m.get(key).and_then(serde_json::Value::as_str))
+            .map(str::to_string)
+            .collect(),
+    )
 }
 
 /// reqwest wraps the useful part (connection refused, reset by peer) several sources deep.
@@ -305,6 +377,28 @@ pub fn body_error(e: &reqwest::Error, settings: &HttpSettings) -> ModelError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_this_machine_is_local() {
+        for url in [
+            "http://127.0.0.1:11434",
+            "http://localhost:8080/v1",
+            "http://LOCALHOST./v1",
+            "http://[::1]:8000/v1",
+            "http://0.0.0.0:1234",
+            "http://127.3.2.1:9",
+        ] {
+            assert!(is_local(url), "{url}");
+        }
+        for url in [
+            "http://10.0.0.2:11434",
+            "https://api.openai.com/v1",
+            "http://localhost.example.com",
+            "not a url",
+        ] {
+            assert!(!is_local(url), "{url}");
+        }
+    }
 
     #[test]
     fn backoff_grows_and_respects_retry_after_and_cap() {

@@ -98,6 +98,28 @@ fn server_command(settings: &LocalSettings) -> Result<Vec<String>, ModelError> {
         .map_err(|e| start_error(e.to_string()))
 }
 
+/// The program a `gguf:` model would be served with, found the way a session finds it:
+/// `local.server_command`'s first word (a path, or a name on PATH), else `llama-server` on
+/// PATH, else the copy `scripts/setup` installs. `Err`: what is missing and how to install it.
+pub fn find_server(settings: &LocalSettings) -> Result<PathBuf, String> {
+    let words = server_command(settings).map_err(|e| match e {
+        ModelError::Connect { reason, .. } => reason,
+        e => e.to_string(),
+    })?;
+    let program = &words[0];
+    let found = if program.contains('/') {
+        Some(PathBuf::from(program)).filter(|p| programs::is_executable(p))
+    } else {
+        programs::on_path(program, |name| std::env::var(name).ok())
+    };
+    found.ok_or_else(|| {
+        format!(
+            "local.server_command names {program:?}, which is not an executable file or on \
+             PATH; fix it, or remove it to use llama-server from PATH or scripts/setup"
+        )
+    })
+}
+
 /// The running server.
 struct LocalServer {
     child: Child,
@@ -340,14 +362,13 @@ impl GgufClient {
                     self.path.display()
                 ));
                 let server = start(&self.path, &self.settings, &self.progress).await?;
-                let inner_spec = ModelSpec {
-                    provider: Provider::LlamaCpp,
-                    model: self
-                        .path
+                let inner_spec = ModelSpec::new(
+                    Provider::LlamaCpp,
+                    self.path
                         .file_stem()
                         .map(|s| s.to_string_lossy().into_owned())
                         .unwrap_or_default(),
-                };
+                );
                 let client =
                     OpenAiClient::new(inner_spec, server.base_url.clone(), None, self.http, None)?;
                 Ok(Running {

@@ -24,7 +24,7 @@ pub use danger::Danger;
 pub use effort::{Effort, split_effort_suffix};
 pub use error::ModelError;
 pub use http::{HttpSettings, RetryNotice, RetryPolicy};
-pub use local::{GgufClient, LocalSettings, Progress};
+pub use local::{GgufClient, LocalSettings, Progress, find_server as find_local_server};
 pub use ollama::{OllamaClient, capabilities_of};
 pub use openai::OpenAiClient;
 pub use prompt_mode::PromptMode;
@@ -34,8 +34,7 @@ pub use spec::{
 };
 pub use types::*;
 
-mod detect;
-pub use detect::find_ollama_tool_model;
+pub mod discover;
 
 use std::sync::Arc;
 

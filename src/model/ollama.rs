@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::Effort;
 use super::client::{ModelClient, ModelFuture, ModelInfo, ModelStream};
-use super::error::{ModelError, excerpt};
+use super::error::{ModelError, excerpt, not_found_hint};
 use super::http::{self, ChatBody, HttpSettings, RetryObserver};
 use super::ndjson::{ByteStream, LineSplitter};
 use super::spec::ModelSpec;
@@ -65,13 +65,7 @@ impl OllamaClient {
             match http::post_json_once(&self.http, &url, &HeaderMap::new(), &body, &self.settings)
                 .await
             {
-                Err(ModelError::Http { status: 404, .. }) => {
-                    return Err(ModelError::ModelNotFound {
-                        model: self.spec.model.clone(),
-                        url: self.base_url.clone(),
-                        hint: format!(" (try: ollama pull {})", self.spec.model),
-                    });
-                }
+                Err(ModelError::Http { status: 404, .. }) => return Err(self.not_found().await),
                 other => other?,
             };
         let trained = shown
@@ -92,6 +86,22 @@ impl OllamaClient {
             context_window,
             supports_thinking: capabilities.iter().any(|c| c == "thinking"),
         })
+    }
+
+    /// The model is not on the server: the error lists what is.
+    async fn not_found(&self) -> ModelError {
+        let available = http::list_models(
+            &self.http,
+            &format!("{}/api/tags", self.base_url),
+            &HeaderMap::new(),
+            &self.settings,
+        )
+        .await;
+        ModelError::ModelNotFound {
+            model: self.spec.model.clone(),
+            url: self.base_url.clone(),
+            hint: not_found_hint(Some(&self.spec.model), available.as_deref()),
+        }
     }
 
     fn request_body<'a>(&self, request: &ChatRequest<'a>) -> ChatBody<Vec<WireMessage<'a>>> {
@@ -258,7 +268,7 @@ impl ModelClient for OllamaClient {
         Box::pin(async move {
             let url = format!("{}/api/chat", self.base_url);
             let body = self.request_body(request);
-            let response = http::post_json(
+            let response = match http::post_json(
                 &self.http,
                 &url,
                 &HeaderMap::new(),
@@ -266,7 +276,11 @@ impl ModelClient for OllamaClient {
                 &self.settings,
                 observer,
             )
-            .await?;
+            .await
+            {
+                Err(ModelError::Http { status: 404, .. }) => return Err(self.not_found().await),
+                other => other?,
+            };
             let state = NdjsonState {
                 bytes: Box::pin(response.bytes_stream()),
                 lines: LineSplitter::new(self.settings.max_stream_line),

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::Effort;
 use super::client::{ModelClient, ModelFuture, ModelInfo, ModelStream};
-use super::error::{ModelError, excerpt};
+use super::error::{ModelError, excerpt, not_found_hint};
 use super::http::{self, ChatBody, HttpSettings, RetryObserver};
 use super::ndjson::ByteStream;
 use super::spec::{ModelSpec, Provider};
@@ -196,7 +196,7 @@ impl ModelClient for OpenAiClient {
         Box::pin(async move {
             let url = format!("{}/chat/completions", self.base_url);
             let body = self.request_body(request);
-            let response = http::post_json(
+            let response = match http::post_json(
                 &self.http,
                 &url,
                 &self.headers,
@@ -204,7 +204,27 @@ impl ModelClient for OpenAiClient {
                 &self.settings,
                 observer,
             )
-            .await?;
+            .await
+            {
+                Err(ModelError::Http {
+                    status: 404,
+                    message,
+                }) if names_a_model(&message) => {
+                    let available = http::list_models(
+                        &self.http,
+                        &format!("{}/models", self.base_url),
+                        &self.headers,
+                        &self.settings,
+                    )
+                    .await;
+                    return Err(ModelError::ModelNotFound {
+                        model: self.spec.model.clone(),
+                        url: self.base_url.clone(),
+                        hint: not_found_hint(None, available.as_deref()),
+                    });
+                }
+                other => other?,
+            };
             let content_type = response
                 .headers()
                 .get(reqwest::header::CONTENT_TYPE)
@@ -236,6 +256,12 @@ impl ModelClient for OpenAiClient {
             Ok(Box::pin(stream) as ModelStream)
         })
     }
+}
+
+/// A 404 about the model (OpenAI's `model_not_found`, vLLM's "The model `x` does not exist",
+/// Ollama's "model \"x\" not found"), not about the path (a base URL without `/v1`).
+fn names_a_model(message: &str) -> bool {
+    message.to_ascii_lowercase().contains("model")
 }
 
 /// A wire tool-call index maps to our slot; a new id at an occupied index opens a new slot

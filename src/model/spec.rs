@@ -96,13 +96,53 @@ pub struct ModelSpec {
     pub provider: Provider,
     /// The model name as the server knows it (may itself contain colons: `qwen3:8b`).
     pub model: String,
+    /// The text named no provider (`-m qwen3`): `provider` is Ollama until the session's
+    /// config says otherwise (see [`ModelSpec::with_default_provider`]).
+    pub provider_implied: bool,
+}
+
+impl ModelSpec {
+    /// A spec that names its provider.
+    pub fn new(provider: Provider, model: impl Into<String>) -> ModelSpec {
+        ModelSpec {
+            provider,
+            model: model.into(),
+            provider_implied: false,
+        }
+    }
+
+    /// A bare model name given the provider it runs on; a spec that named one stays as it is.
+    pub fn with_default_provider(self, provider: Provider) -> ModelSpec {
+        if self.provider_implied {
+            ModelSpec::new(provider, self.model)
+        } else {
+            self
+        }
+    }
+}
+
+/// Every form a model text may take, for messages and help: the native providers (from
+/// [`Provider::ALL`], so a new one is listed by itself) and the external agents.
+pub fn known_specs() -> String {
+    let native: Vec<String> = Provider::ALL
+        .iter()
+        .map(|p| match p {
+            Provider::Ollama => "ollama:<tag>".to_string(),
+            Provider::Gguf => "gguf:<path-to.gguf>".to_string(),
+            p => format!("{}:<model>", p.prefix()),
+        })
+        .collect();
+    format!(
+        "{}, claude[:<model>], codex[:<model>], acp:opencode|gemini|claude[:<model>], \
+         acp:cmd=<command line>, or a bare model name (qwen3, qwen3:8b) for the default \
+         provider (Ollama, else the one the config's [providers] names)",
+        native.join(", ")
+    )
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
-    #[error(
-        "unknown model spec {0:?}: expected ollama:<tag>, openai:<model>, mlx:<model>, llamacpp:<model>, lmstudio:<model>, vllm:<model> or gguf:<path-to.gguf>"
-    )]
+    #[error("unknown model spec {0:?}: expected {list}", list = known_specs())]
     Unknown(String),
     #[error("model spec {0:?} names no model after the provider prefix")]
     Empty(String),
@@ -113,21 +153,40 @@ impl FromStr for ModelSpec {
 
     fn from_str(text: &str) -> Result<Self, SpecError> {
         let text = text.trim();
-        let (prefix, model) = text
-            .split_once(':')
-            .ok_or_else(|| SpecError::Unknown(text.to_string()))?;
-        let provider = Provider::ALL
-            .into_iter()
-            .find(|p| p.prefix().eq_ignore_ascii_case(prefix))
-            .ok_or_else(|| SpecError::Unknown(text.to_string()))?;
-        if model.trim().is_empty() {
-            return Err(SpecError::Empty(text.to_string()));
+        let named = text.split_once(':').and_then(|(prefix, model)| {
+            Provider::ALL
+                .into_iter()
+                .find(|p| p.prefix().eq_ignore_ascii_case(prefix))
+                .map(|provider| (provider, model))
+        });
+        match named {
+            Some((_, model)) if model.trim().is_empty() => Err(SpecError::Empty(text.to_string())),
+            Some((provider, model)) => Ok(ModelSpec::new(provider, model.trim())),
+            None if is_bare_model_name(text) => Ok(ModelSpec {
+                provider: Provider::Ollama,
+                model: text.to_string(),
+                provider_implied: true,
+            }),
+            None => Err(SpecError::Unknown(text.to_string())),
         }
-        Ok(ModelSpec {
-            provider,
-            model: model.trim().to_string(),
-        })
     }
+}
+
+/// A model name as servers spell them: `qwen3`, `qwen3:8b`, `hf.co/org/repo:Q4_K_M`. At most
+/// one `:` (Ollama's tag) with no `/` after it, so a URL or a mistyped spec with more parts is
+/// refused with the list of forms rather than sent to a server as a name.
+fn is_bare_model_name(text: &str) -> bool {
+    let (name, tag) = text.split_once(':').unwrap_or((text, ""));
+    let fits = |part: &str, extra: &str| {
+        part.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c) || extra.contains(c))
+    };
+    !name.is_empty()
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && fits(name, "/")
+        && fits(tag, "")
+        // A `:` must be followed by a tag.
+        && (tag.is_empty() != text.contains(':'))
 }
 
 impl fmt::Display for ModelSpec {
@@ -304,18 +363,52 @@ mod tests {
 
     #[test]
     fn rejects_unknown_and_empty_specs() {
-        assert!(matches!(
-            "gpt4".parse::<ModelSpec>(),
-            Err(SpecError::Unknown(_))
-        ));
-        assert!(matches!(
-            "bogus:x".parse::<ModelSpec>(),
-            Err(SpecError::Unknown(_))
-        ));
+        for text in [
+            "a:b:c",
+            "http://host/v1",
+            "foo bar",
+            ":x",
+            "qwen3:",
+            "/abs/path",
+        ] {
+            let e = text.parse::<ModelSpec>().unwrap_err();
+            assert!(matches!(e, SpecError::Unknown(_)), "{text}: {e:?}");
+            let message = e.to_string();
+            for form in [
+                "ollama:",
+                "openai:",
+                "mlx:",
+                "llamacpp:",
+                "lmstudio:",
+                "vllm:",
+                "gguf:",
+            ]
+            .into_iter()
+            .chain(["claude", "codex", "acp:opencode", "acp:cmd="])
+            {
+                assert!(message.contains(form), "{form} not in {message}");
+            }
+        }
         assert!(matches!(
             "ollama:".parse::<ModelSpec>(),
             Err(SpecError::Empty(_))
         ));
+    }
+
+    #[test]
+    fn a_bare_name_is_the_default_providers_model() {
+        for text in ["qwen3", "qwen3:8b", "hf.co/org/repo:Q4_K_M", "gpt-4.1"] {
+            let spec: ModelSpec = text.parse().unwrap();
+            assert_eq!(
+                (spec.provider, spec.model.as_str(), spec.provider_implied),
+                (Provider::Ollama, text, true)
+            );
+            let vllm = spec.with_default_provider(Provider::Vllm);
+            assert_eq!(vllm, ModelSpec::new(Provider::Vllm, text));
+        }
+        let named: ModelSpec = "ollama:qwen3".parse().unwrap();
+        assert!(!named.provider_implied);
+        assert_eq!(named.clone().with_default_provider(Provider::Vllm), named);
     }
 
     #[test]

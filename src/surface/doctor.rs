@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::model::{self, ModelChoice, Provider};
 use crate::sandbox::{NetworkMode, SandboxMode, SandboxSpec, SandboxSupport};
 
 mod acp_agents;
+mod agent_clis;
 mod mcp;
+mod models;
 mod serve;
 
 /// Each network check; a machine that needs longer is as good as unreachable here.
@@ -64,10 +65,11 @@ pub async fn doctor(config_path: Option<PathBuf>) -> String {
     let config = files(&mut report, config_path.as_deref());
     output(&mut report, &config);
     agents(&mut report, &config);
+    agent_clis::agent_clis(&mut report).await;
     acp_agents::acp_agents(&mut report).await;
     serve::serve(&mut report, &config);
-    mcp::mcp_servers(&mut report, &config);
-    models(&mut report, &config).await;
+    mcp::mcp_servers(&mut report, &config).await;
+    models::models(&mut report, &config).await;
     report.text()
 }
 
@@ -451,72 +453,6 @@ fn agents(report: &mut Report, config: &Config) {
     }
 }
 
-async fn models(report: &mut Report, config: &Config) {
-    let Ok(client) = reqwest::Client::builder().timeout(CHECK_TIMEOUT).build() else {
-        report.line(State::Warn, "model servers", "cannot build an HTTP client");
-        return;
-    };
-    let env = |name: &str| std::env::var(name).ok();
-    match &config.model {
-        None => report.line(
-            State::Ok,
-            "default model",
-            "none configured (a tool-capable Ollama model is picked)",
-        ),
-        Some(ModelChoice::External(spec)) => report.line(
-            State::Ok,
-            "default model",
-            format!("{spec} (an external agent)"),
-        ),
-        // A gguf model's server is started by corral for each session.
-        Some(ModelChoice::Native(spec)) if spec.provider == Provider::Gguf => {
-            report.line(
-                State::Ok,
-                "default model",
-                format!("{spec} (served by corral)"),
-            );
-        }
-        Some(ModelChoice::Native(spec)) => {
-            let provider_base = config.provider(spec.provider).base_url;
-            let (base, _) =
-                model::resolve_base_url(spec.provider, None, provider_base.as_deref(), &env);
-            let what = format!("default model {spec}");
-            reach(report, &client, &what, &base, probe_path(spec.provider)).await;
-        }
-    }
-    let ollama_base = config.provider(Provider::Ollama).base_url;
-    let (base, _) = model::resolve_base_url(Provider::Ollama, None, ollama_base.as_deref(), &env);
-    reach(report, &client, "ollama", &base, "/api/version").await;
-}
-
-fn probe_path(provider: Provider) -> &'static str {
-    match provider.wire() {
-        model::Wire::OllamaNative => "/api/version",
-        model::Wire::OpenAiChat => "/models",
-    }
-}
-
-/// Any HTTP answer means the server is there (an API key may still be missing).
-async fn reach(report: &mut Report, client: &reqwest::Client, what: &str, base: &str, path: &str) {
-    match client.get(format!("{base}{path}")).send().await {
-        Ok(response) => report.line(
-            State::Ok,
-            what,
-            format!("{base} answers ({})", response.status()),
-        ),
-        Err(e) => {
-            let why = if e.is_timeout() {
-                "no answer".to_owned()
-            } else if e.is_connect() {
-                "nothing listens there".to_owned()
-            } else {
-                e.to_string()
-            };
-            report.line(State::Missing, what, format!("{base}: {why}"));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -529,21 +465,6 @@ mod tests {
         assert_eq!(
             report.text(),
             "ok       kernel: Linux\nmissing  display: DISPLAY is not set\n"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_closed_port_is_missing() {
-        let mut report = Report(Vec::new());
-        let client = reqwest::Client::new();
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        drop(listener);
-        reach(&mut report, &client, "ollama", &base, "/api/version").await;
-        assert!(
-            report
-                .text()
-                .starts_with("missing  ollama: http://127.0.0.1:")
         );
     }
 }

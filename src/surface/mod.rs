@@ -5,6 +5,7 @@ mod approve;
 pub mod cli_docs;
 pub mod doctor;
 pub mod eval;
+pub mod init;
 pub mod logs_cli;
 pub mod mcp;
 pub mod mcp_servers;

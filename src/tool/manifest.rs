@@ -34,6 +34,20 @@ pub struct ToolManifest {
     /// validated, so the gate, the guard and the tool only ever see the schema's names.
     #[serde(default)]
     pub aliases: BTreeMap<String, String>,
+    /// What of the user's desktop the tool cannot work without; a session whose environment
+    /// lacks it does not offer the tool (see `tool::desktop::presence`).
+    #[serde(default)]
+    pub needs: Vec<Need>,
+}
+
+/// A part of the user's desktop session a tool needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Need {
+    /// An X11 display that accepts a connection (screen and clipboard live there).
+    Display,
+    /// A D-Bus session bus that accepts a connection (notifications go over it).
+    SessionBus,
 }
 
 fn default_max_output_bytes() -> usize {

@@ -18,8 +18,8 @@ mod settings;
 mod write;
 
 pub use delegate::{DelegateFuture, DelegateLink, Delegated, Delegator, SubPreset};
-pub use desktop::clipboard_helper_main;
 pub(crate) use desktop::notify_person;
+pub use desktop::{Presence, clipboard_helper_main};
 pub(crate) use edit::{FileChange, planned_changes, write_paths};
 pub use editor::{Editor, EditorFuture, EditorLink};
 pub(crate) use guard::{Guard, guard as write_guard};

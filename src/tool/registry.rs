@@ -20,6 +20,9 @@ pub struct ToolRegistry {
     /// Tools of MCP servers that are down: not offered, but a call the model still makes
     /// reaches them (and restarts their server).
     withdrawn: BTreeMap<String, RegisteredTool>,
+    /// Tools this session cannot run (its desktop lacks what they need), with the reason: not
+    /// offered, and a call to one is refused with the reason before it reaches the gate.
+    withheld: BTreeMap<String, String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +70,7 @@ impl ToolRegistry {
         Ok(ToolRegistry {
             tools,
             withdrawn: BTreeMap::new(),
+            withheld: BTreeMap::new(),
         })
     }
 
@@ -93,6 +97,32 @@ impl ToolRegistry {
             }
         }
         registry
+    }
+
+    /// Withholds the tools whose manifest needs what `presence` lacks; returns them with the
+    /// reason, in name order.
+    pub fn withhold_unusable(&mut self, presence: &super::Presence) -> Vec<(String, String)> {
+        let unusable: Vec<(String, String)> = self
+            .tools
+            .iter()
+            .filter_map(|(name, tool)| {
+                tool.manifest
+                    .needs
+                    .iter()
+                    .find_map(|need| presence.lacks(*need))
+                    .map(|why| (name.clone(), why.to_string()))
+            })
+            .collect();
+        for (name, why) in &unusable {
+            self.tools.remove(name);
+            self.withheld.insert(name.clone(), why.clone());
+        }
+        unusable
+    }
+
+    /// Why a tool this build has is not offered in this session, if it was withheld.
+    pub fn withheld(&self, name: &str) -> Option<&str> {
+        self.withheld.get(name).map(String::as_str)
     }
 
     pub fn get(&self, name: &str) -> Option<&RegisteredTool> {

@@ -434,12 +434,13 @@ async fn open_url_hands_the_url_to_the_browser() {
 async fn without_a_display_or_bus_the_desktop_tools_say_what_is_missing() {
     let harness = Harness::new();
     let server = FakeModel::start().await;
+    // open_url in the middle: three refused calls in a row would end the turn as malformed.
     let calls = [
         ("screenshot", "{}"),
         ("clipboard_read", "{}"),
+        ("open_url", r#"{"url":"file:///etc/passwd"}"#),
         ("clipboard_write", r#"{"text":"x"}"#),
         ("notify", r#"{"title":"t","message":"m"}"#),
-        ("open_url", r#"{"url":"file:///etc/passwd"}"#),
     ];
     for (i, (name, args)) in calls.iter().enumerate() {
         server.push(Reply::new().tool_call(&format!("c{i}"), name, args));
@@ -456,19 +457,81 @@ async fn without_a_display_or_bus_the_desktop_tools_say_what_is_missing() {
         .iter()
         .map(|r| error_of(&r["data"]))
         .collect();
-    let display = |tool: &str| {
-        format!("{tool} needs an X11 display: DISPLAY is not set (on a server, run under Xvfb)")
-    };
+    // Not offered at all; a call made anyway is refused before the gate, saying why.
+    let withheld =
+        |tool: &str, why: &str| format!("{tool} is not available in this session ({why})");
+    let display = "no display: DISPLAY is not set";
+    let bus = "no session bus: DBUS_SESSION_BUS_ADDRESS is not set";
+    let expected = [
+        (0, withheld("screenshot", display)),
+        (1, withheld("clipboard_read", display)),
+        (3, withheld("clipboard_write", display)),
+        (4, withheld("notify", bus)),
+    ];
+    for (i, expected) in expected {
+        assert!(errors[i].starts_with(&expected), "{}", errors[i]);
+    }
     assert_eq!(
-        errors,
-        [
-            display("screenshot"),
-            display("clipboard_read"),
-            display("clipboard_write"),
-            "notify needs a D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is not set".to_owned(),
-            "open_url does not open file: URLs; allowed schemes: http, https".to_owned(),
-        ]
+        errors[2],
+        "open_url does not open file: URLs; allowed schemes: http, https"
     );
+}
+
+#[tokio::test]
+async fn with_a_display_and_a_bus_the_desktop_tools_are_offered() {
+    let d = desktop();
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("ok"));
+    let out = desktop_run(&h, &server, &d, "hi").run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let offered = offered_tools(&server, 0);
+    for tool in [
+        "screenshot",
+        "clipboard_read",
+        "clipboard_write",
+        "notify",
+        "open_url",
+    ] {
+        assert!(offered.iter().any(|t| t == tool), "{tool}: {offered:?}");
+    }
+    assert!(
+        !out.stderr.contains("desktop tools not offered"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Moved here from gate_attacks: the desktop tools are offered only where there is a desktop.
+#[tokio::test]
+async fn auto_asks_before_a_desktop_tool_once_a_secret_was_read() {
+    let d = desktop();
+    let h = Harness::new();
+    std::fs::write(h.work().join("secret.txt"), "TOPSECRET\n").unwrap();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call("c1", "shell", r#"{"command":"cat secret.txt"}"#));
+    for (i, tool) in ["clipboard_read", "screenshot"].iter().enumerate() {
+        server.push(Reply::new().tool_call(&format!("d{i}"), tool, "{}"));
+    }
+    server.push(Reply::new().text("done"));
+    let mut cmd = openai_run(&h, &server, "go")
+        .args(["-p", "auto"])
+        .env("DISPLAY", &d.display)
+        .env("DBUS_SESSION_BUS_ADDRESS", &d.bus);
+    if let Ok(auth) = std::env::var("XAUTHORITY") {
+        cmd = cmd.env("XAUTHORITY", auth);
+    }
+    let out = cmd.run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let results = out.of_kind("tool_result");
+    assert_eq!(results[0]["data"]["result"]["success"], true, "cat ran");
+    for result in &results[1..] {
+        let error = error_of(&result["data"]);
+        assert!(
+            error.contains("needs a person's approval"),
+            "ran without a person: {error:?}"
+        );
+    }
 }
 
 fn write_script(path: &Path, body: &str) {

@@ -180,7 +180,8 @@ async fn a_missing_tasks_dir_and_a_bad_model_are_usage_errors() {
         .await;
     assert_eq!(out.code, Some(2), "{out:?}");
     assert!(out.stderr.contains("/nonexistent/evals"), "{}", out.stderr);
-    let out = h.corral().args(["eval", "-m", "nonsense"]).run().await;
+    // A bare name is a model of the default provider; this is no spec at all.
+    let out = h.corral().args(["eval", "-m", "a:b:c"]).run().await;
     assert_eq!(out.code, Some(2), "{out:?}");
 }
 

@@ -335,9 +335,7 @@ async fn auto_asks_before_a_url_carries_a_secret_away() {
         "open_url",
         r#"{"url":"http://127.0.0.1:9/?q=TOPSECRET"}"#,
     ));
-    for (i, tool) in ["clipboard_read", "screenshot"].iter().enumerate() {
-        server.push(Reply::new().tool_call(&format!("d{i}"), tool, "{}"));
-    }
+    // The desktop tools' half of this is in desktop.rs: they are offered only with a desktop.
     server.push(Reply::new().text("done"));
     let out = openai_run(&h, &server, "go")
         .args(["-p", "auto"])
@@ -350,7 +348,7 @@ async fn auto_asks_before_a_url_carries_a_secret_away() {
         let error = result["data"]["result"]["error"]
             .as_str()
             .unwrap_or_default();
-        assert_needs_a_person(error, "open_url / desktop tools");
+        assert_needs_a_person(error, "open_url");
     }
     assert!(!log.exists(), "the URL was opened");
 }

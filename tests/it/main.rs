@@ -16,6 +16,7 @@ mod external_acp;
 mod external_claude;
 mod external_codex;
 mod file_tools;
+mod first_run;
 mod gate;
 mod gate_attacks;
 mod git_attacks;

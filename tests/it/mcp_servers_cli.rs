@@ -222,9 +222,14 @@ async fn servers_start_inside_the_sandbox_of_the_session_root() {
 }
 
 #[tokio::test]
-async fn doctor_lists_configured_servers_without_starting_them() {
+async fn doctor_lists_configured_servers_started_away_from_the_project() {
     let h = Harness::new();
-    // Inside the root doctor runs in: a server it started could write it.
+    // The scratch root is enforced by landlock.
+    if !crate::sandbox::landlock_here(&h).await {
+        return;
+    }
+    // Inside the directory doctor runs in: doctor starts servers (for their versions) rooted
+    // in a scratch directory, so their sandbox keeps them from writing it.
     let marker = h.work().join("started");
     h.write_config(&format!(
         "[mcp_servers.time]\ncommand = {:?}\n\
@@ -251,6 +256,7 @@ async fn doctor_lists_configured_servers_without_starting_them() {
     };
     assert!(line("time").starts_with("ok "), "{}", line("time"));
     assert!(line("time").contains("found: "), "{}", line("time"));
+    assert!(line("time").contains("mcp-server-time"), "{}", line("time"));
     assert!(line("gone").starts_with("missing "), "{}", line("gone"));
     assert!(
         line("gone").contains("not found on PATH"),
@@ -262,5 +268,8 @@ async fn doctor_lists_configured_servers_without_starting_them() {
         "{}",
         line("docs")
     );
-    assert!(!marker.exists(), "doctor started a server");
+    assert!(
+        !marker.exists(),
+        "a server doctor started wrote into its directory"
+    );
 }

@@ -187,7 +187,7 @@ async fn plain_output_puts_the_answer_on_stdout_and_the_rest_on_stderr() {
 async fn bad_usage_exits_2_with_a_clear_message() {
     let h = Harness::new();
     let cases: [(&[&str], &str); 4] = [
-        (&["run", "-m", "gpt4", "x"], "unknown model spec"),
+        (&["run", "-m", "a:b:c", "x"], "unknown model spec"),
         (
             &["run", "-m", "vllm:m", "-C", "/does/not/exist", "x"],
             "/does/not/exist",

@@ -156,7 +156,7 @@ async fn invalid_json_lines_and_missing_done_are_reported() {
 }
 
 #[tokio::test]
-async fn a_model_the_server_does_not_have_is_a_usage_error() {
+async fn a_model_the_server_does_not_have_fails_listing_what_it_has() {
     let h = Harness::new();
     let server = FakeModel::start().await;
     let out = h
@@ -172,8 +172,14 @@ async fn a_model_the_server_does_not_have_is_a_usage_error() {
         ])
         .run()
         .await;
-    assert_eq!(out.code, Some(2), "{out:?}");
+    // Exit 1 as on the OpenAI wire (run_openai): the same failure, the same code.
+    assert_eq!(out.code, Some(1), "{out:?}");
     assert!(out.stderr.contains("not found") && out.stderr.contains("ollama pull nope"));
+    assert!(
+        out.stderr.contains("the server has: fake-model"),
+        "{}",
+        out.stderr
+    );
     assert!(server.chat_requests().is_empty());
 }
 
@@ -193,29 +199,43 @@ async fn without_a_model_a_running_ollama_with_a_tool_model_is_used() {
             "OLLAMA_HOST",
             server.base_url().trim_start_matches("http://"),
         )
+        .env(
+            "CORRAL_TEST_PROBE_PORTS",
+            crate::first_run::closed_probe_ports(),
+        )
         .run()
         .await;
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(server.chat_requests()[0]["model"], "qwen3:8b");
+    assert!(
+        out.stderr.contains("no model named: using ollama:qwen3:8b"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[tokio::test]
 async fn without_a_model_or_a_usable_ollama_the_message_says_what_to_do() {
     let h = Harness::new();
+    let closed = crate::first_run::closed_probe_ports();
     let server = FakeModel::start().await;
     server.set_models(vec![ModelInfo::new("chatty", &["completion"], 8192)]);
     let out = h
         .corral()
         .args(["run", "x"])
         .env("OLLAMA_HOST", server.base_url())
+        .env("CORRAL_TEST_PROBE_PORTS", &closed)
         .run()
         .await;
     assert_eq!(out.code, Some(2), "{out:?}");
     assert!(
         out.stderr
-            .contains("no installed model with the `tools` capability")
+            .contains("no running server has a model with the `tools` capability"),
+        "{}",
+        out.stderr
     );
     assert!(out.stderr.contains("chatty"));
+    assert!(out.stderr.contains("scripts/setup"), "{}", out.stderr);
 
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -226,13 +246,15 @@ async fn without_a_model_or_a_usable_ollama_the_message_says_what_to_do() {
         .corral()
         .args(["run", "x"])
         .env("OLLAMA_HOST", format!("127.0.0.1:{port}"))
+        .env("CORRAL_TEST_PROBE_PORTS", &closed)
         .run()
         .await;
     assert_eq!(out.code, Some(2), "{out:?}");
     assert!(
-        out.stderr.contains("no Ollama server answered"),
+        out.stderr.contains("no model server answered at"),
         "{}",
         out.stderr
     );
+    assert!(out.stderr.contains(&format!("127.0.0.1:{port}")));
     assert!(out.stderr.contains("--model"));
 }

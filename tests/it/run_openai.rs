@@ -264,8 +264,17 @@ async fn rate_limits_and_server_errors_are_retried_visibly() {
         .map(|e| e["data"]["message"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(notices.len(), 2, "{notices:?}");
-    assert!(notices[0].starts_with("reconnecting 2/5") && notices[0].contains("slow down"));
-    assert!(notices[1].starts_with("reconnecting 3/5") && notices[1].contains("loading model"));
+    // Retries are counted from 1; five attempts are four retries.
+    assert!(notices[0].starts_with("retry 1/4") && notices[0].contains("slow down"));
+    assert!(notices[1].starts_with("retry 2/4") && notices[1].contains("loading model"));
+    let numbers: Vec<serde_json::Value> = out
+        .of_kind("error")
+        .iter()
+        .map(|e| e["data"]["data"]["retry"].clone())
+        .collect();
+    assert_eq!(numbers[0]["number"], 1, "{numbers:?}");
+    assert_eq!(numbers[1]["number"], 2, "{numbers:?}");
+    assert_eq!(numbers[1]["of"], 4, "{numbers:?}");
     assert_eq!(server.chat_requests().len(), 3);
 }
 
@@ -326,7 +335,7 @@ async fn a_stalled_stream_hits_the_idle_timeout() {
 }
 
 #[tokio::test]
-async fn an_unreachable_server_is_reported_after_retries() {
+async fn a_refused_local_server_is_reported_at_once_not_retried() {
     let h = Harness::new();
     h.write_config(FAST_RETRY);
     // A port nothing listens on: bind, read the port, close.
@@ -344,12 +353,14 @@ async fn an_unreachable_server_is_reported_after_retries() {
         .await;
     assert_eq!(out.code, Some(1), "{out:?}");
     let error = result_of(&out)["error"].as_str().unwrap().to_owned();
-    assert!(error.contains("cannot reach"), "{error}");
-    assert_eq!(
-        out.of_kind("error").len(),
-        5,
-        "4 retry notices + the final error"
+    assert!(
+        error.contains(&format!(
+            "no model server listens at http://127.0.0.1:{port} (connection refused)"
+        )),
+        "{error}"
     );
+    // No retry can start a server: the final error only, no retry notices.
+    assert_eq!(out.of_kind("error").len(), 1, "{out:?}");
 }
 
 #[tokio::test]

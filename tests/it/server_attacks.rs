@@ -334,3 +334,34 @@ async fn sessions_of_others_answer_exactly_like_missing_ones_and_owners_are_limi
     let (status, answer) = create(&server, &alice, session_body(&h.work(), &base, json!({}))).await;
     assert_eq!(status, StatusCode::CREATED, "{answer}");
 }
+
+/// A `user` token may not name a `gguf:` model (each would start a model server on the
+/// host), so a session naming no model does not get the installed one either; the host's
+/// owner does.
+#[tokio::test]
+async fn a_user_session_naming_no_model_does_not_start_the_installed_one() {
+    let h = Harness::new();
+    let upstream = FakeModel::start().await;
+    let started = crate::first_run::install_small_model(&h, &upstream);
+    let ports = crate::first_run::closed_probe_ports();
+    let server = Server::start(&h, &[("CORRAL_TEST_PROBE_PORTS", &ports)]).await;
+    let user = wire::token_for("mallory", false, LONG);
+    let (status, answer) = create(&server, &user, json!({"cwd": h.work()})).await;
+    assert!(status.is_client_error(), "{status}: {answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no model given"),
+        "{answer}"
+    );
+    assert!(!started.exists(), "a user token started a model server");
+
+    let admin = wire::token_for("root", true, LONG);
+    let (status, answer) = create(&server, &admin, json!({"cwd": h.work()})).await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+    assert!(
+        started.exists(),
+        "the owner's session uses the installed model"
+    );
+}

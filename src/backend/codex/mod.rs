@@ -25,7 +25,8 @@ use crate::event::{ContentBlock, Payload, StopReason, Usage, UserTextData};
 use crate::policy::{Approval, Approver, Decision};
 use crate::session::{Session, Turn, TurnEnd, TurnOutcome};
 use rpc::{Incoming, Rpc, RpcError};
-use setup::{codex_model, codex_policy, find_program, private_home};
+pub(super) use setup::find_program;
+use setup::{codex_model, codex_policy, private_home};
 use turn::TurnState;
 
 /// Each handshake request; codex answers in well under a second.

@@ -67,6 +67,8 @@ pub fn codex_model(text: &str) -> Result<Option<String>, String> {
             model,
             ..
         })) => model.map(Some).ok_or_else(unnamed),
+        // A bare name is codex's own model.
+        Ok(ModelChoice::Native(spec)) if spec.provider_implied => Ok(Some(spec.model)),
         // Another agent, or a model corral would talk to itself (`ollama:…`, `openai:…`).
         Ok(_) => Ok(None),
         Err(ChoiceError::Agent(e)) => Err(e),

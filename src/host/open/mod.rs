@@ -9,6 +9,7 @@
 //! the session), `instructions` (the project's AGENTS.md for the native loop), `sandbox`,
 //! `secrets`, `tmpdir`.
 
+mod desktop;
 mod instructions;
 mod limits;
 mod mcp;
@@ -24,14 +25,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::Backend;
-use crate::backend::native::{NativeBackend, model_client};
+use crate::backend::native::{Fallback, NativeBackend, model_client};
 use crate::config::Config;
 use crate::error::{Error, runtime, usage};
 use crate::event::{Envelope, Status};
 use crate::llm_loop::LlmLoop;
-use crate::model::{
-    self, ExternalSpec, ModelChoice, ModelClient, ModelError, ModelSpec, ToolChoiceMode,
-};
+use crate::model::{self, ExternalSpec, ModelChoice, ModelClient, ModelSpec, ToolChoiceMode};
 use crate::policy::{DeskLink, Policy, PolicyOverrides};
 use crate::sandbox::{NetworkMode, SandboxMode};
 use crate::session::{Session, SessionMeta, WorktreeMeta};
@@ -278,6 +277,14 @@ pub async fn plan(
         None => canonical_dir(&cwd)?,
     };
     let mut settings = Settings::resolve(&spec, &config);
+    // Small local models rarely call a tool on their own: unless someone chose otherwise,
+    // a gguf model's turns start with a required call.
+    if spec.tool_choice.is_none()
+        && config.tool_choice.is_none()
+        && matches!(&engine, Engine::Native { model, .. } if model.provider == model::Provider::Gguf)
+    {
+        settings.loop_config.tool_choice = ToolChoiceMode::FirstRequired;
+    }
     if spec.effort.is_none()
         && let Some(effort) = resumed.as_ref().and_then(|meta| meta.effort)
     {
@@ -313,7 +320,12 @@ async fn native_engine(
     config: &Config,
     progress: model::Progress,
 ) -> Result<Engine, Error> {
-    let (client, model) = model_client(model, spec.base_url.as_deref(), config, progress).await?;
+    let fallback = match spec.limits {
+        Some(_) => Fallback::RunningServersOnly,
+        None => Fallback::Embedded,
+    };
+    let (client, model) =
+        model_client(model, spec.base_url.as_deref(), config, progress, fallback).await?;
     Ok(Engine::Native { client, model })
 }
 
@@ -418,6 +430,7 @@ pub async fn start(
         worktree.as_ref().map(RunWorktree::meta),
         &session,
         &history,
+        notes,
     )
     .await
     {
@@ -449,12 +462,13 @@ async fn finish_start(
     engine: Engine,
     resumed: Option<SessionMeta>,
     policy: Policy,
-    tools: ToolRegistry,
+    mut tools: ToolRegistry,
     modes: (SandboxMode, NetworkMode),
     root: PathBuf,
     worktree: Option<WorktreeMeta>,
     session: &Arc<Session>,
     history: &[Envelope],
+    notes: &mut (dyn std::io::Write + Send),
 ) -> Result<(Box<dyn Backend>, SessionMeta, tmpdir::SessionTmp), Error> {
     let (client, model) = match engine {
         Engine::Native { client, model } => (client, model),
@@ -470,10 +484,9 @@ async fn finish_start(
         Err(e) => {
             session.emit_error(e.to_string(), serde_json::Value::Null);
             let _ = client.shutdown().await;
-            return Err(match e {
-                ModelError::ModelNotFound { .. } => usage(e),
-                _ => runtime(e),
-            });
+            // Exit 1 like the same failure in a turn on any wire (a model the server lacks
+            // is the server's state: the same spec works once it is pulled).
+            return Err(runtime(e));
         }
     };
     session.transition(Status::Idle).map_err(runtime)?;
@@ -490,6 +503,7 @@ async fn finish_start(
     let tmpdir = tmpdir::SessionTmp::create(session.id())
         .map_err(|e| runtime(format!("cannot create the session's temp dir: {e}")))?;
     let mut tool_settings = settings.tools(&config, &policy, tmpdir.path());
+    desktop::withhold_unusable(&mut tools, &tool_settings.env, notes).await;
     tool_settings.editor = spec.editor.clone();
     tool_settings.sandbox = sandbox::start(modes, &policy, &root, tmpdir.path(), session).await?;
     // The session's own directory is hidden from tools: they cannot put quarantined config back.

@@ -9,12 +9,14 @@ mod clipboard;
 mod notify;
 mod open_url;
 mod pixels;
+mod presence;
 mod screenshot;
 
 pub use clipboard::clipboard_helper_main;
 pub(crate) use clipboard::{ClipboardRead, ClipboardWrite};
 pub(crate) use notify::{Notify, notify_person};
 pub(crate) use open_url::OpenUrl;
+pub use presence::Presence;
 pub(crate) use screenshot::Screenshot;
 
 use super::{ToolContext, ToolError};

@@ -90,6 +90,8 @@ pub struct ServerReport {
     pub status: String,
     /// (name the model sees, level, description).
     pub tools: Vec<(String, Danger, String)>,
+    /// The name and version a running server gave at `initialize`.
+    pub version: Option<String>,
 }
 
 impl McpHub {
@@ -233,11 +235,17 @@ impl McpHub {
     pub async fn report(&self) -> Vec<ServerReport> {
         let mut out = Vec::new();
         for server in &self.inner.servers {
-            let status = match &*server.state.lock().await {
-                State::Starting => "starting".to_string(),
-                State::Up { .. } => "up".to_string(),
-                State::Down { error, .. } => format!("down: {error}"),
-                State::Stopped => "stopped".to_string(),
+            let (status, version) = match &*server.state.lock().await {
+                State::Starting => ("starting".to_string(), None),
+                State::Up { connection, .. } => (
+                    "up".to_string(),
+                    connection.service.peer().peer_info().and_then(|info| {
+                        let server = info.server_info.as_ref()?;
+                        Some(format!("{} {}", server.name, server.version))
+                    }),
+                ),
+                State::Down { error, .. } => (format!("down: {error}"), None),
+                State::Stopped => ("stopped".to_string(), None),
             };
             let tools = server
                 .tools
@@ -257,6 +265,7 @@ impl McpHub {
                 describe: server.config.describe(),
                 status,
                 tools,
+                version,
             });
         }
         out

@@ -92,6 +92,7 @@ pub fn manifest(
         .filter(|t| !t.trim().is_empty())
         .unwrap_or_else(|| tool.name.clone());
     ToolManifest {
+        needs: Vec::new(),
         name: name.to_string(),
         title: format!("{server_name}: {}", cut(&title, 80)),
         // An editor may treat `read` calls as harmless: only a tool the config let its

@@ -99,7 +99,7 @@ async def main():
             out["set_model"] = await call(
                 "agent_set_model", {"agent_id": aid, "model": "llamacpp:other-model"}
             )
-            out["bad_model"] = await call("agent_set_model", {"agent_id": aid, "model": "x:y"})
+            out["bad_model"] = await call("agent_set_model", {"agent_id": aid, "model": "a:b:c"})
             out["run_switched"] = await call(
                 "agent_run", {"agent_id": aid, "text": "third", "timeout": 30}
             )
