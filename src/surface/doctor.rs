@@ -61,8 +61,9 @@ pub async fn doctor(config_path: Option<PathBuf>) -> String {
         report.line(state, line.what, line.detail);
     }
     desktop(&mut report).await;
+    let named = config_path.is_some();
     let config_path = config_path.or_else(Config::default_path);
-    let config = files(&mut report, config_path.as_deref());
+    let config = files(&mut report, config_path.as_deref(), named);
     output(&mut report, &config);
     agents(&mut report, &config);
     agent_clis::agent_clis(&mut report).await;
@@ -364,10 +365,16 @@ async fn desktop(report: &mut Report) {
 }
 
 /// Config file, presets and event logs; returns the config (default if unreadable).
-fn files(report: &mut Report, config_path: Option<&Path>) -> Config {
+/// `named`: the path came from `--config`, so it must exist.
+fn files(report: &mut Report, config_path: Option<&Path>, named: bool) -> Config {
     let config = match config_path {
         None => {
             report.line(State::Warn, "config file", "no config directory (set HOME)");
+            Config::default()
+        }
+        Some(path) if !path.exists() && named => {
+            let detail = format!("{} does not exist (named with --config)", path.display());
+            report.line(State::Missing, "config file", detail);
             Config::default()
         }
         Some(path) if !path.exists() => {

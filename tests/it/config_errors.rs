@@ -88,3 +88,20 @@ async fn specialist_with_nothing_allowed_warns_that_the_model_gets_no_tools() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(!out.stderr.contains("no tools"), "{}", out.stderr);
 }
+
+#[tokio::test]
+async fn doctor_says_a_named_config_file_is_missing() {
+    let h = Harness::new();
+    let missing = h.work().join("nope.toml");
+    let out = h
+        .corral()
+        .args(["doctor", "--config", missing.to_str().unwrap()])
+        .run()
+        .await;
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("config file"))
+        .unwrap_or_else(|| panic!("{out:?}"));
+    assert!(line.contains("does not exist"), "{line}");
+}
