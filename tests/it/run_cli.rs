@@ -153,18 +153,7 @@ async fn plain_output_puts_the_answer_on_stdout_and_the_rest_on_stderr() {
             .tool_call("c1", "read_file", r#"{"path":"a.txt"}"#),
     );
     server.push(Reply::new().text("The answer.").usage(10, 3));
-    let out = h
-        .corral()
-        .args([
-            "run",
-            "-m",
-            "llamacpp:m",
-            "--base-url",
-            &server.openai_base(),
-            "go",
-        ])
-        .run()
-        .await;
+    let out = text_run(&h, &server).arg("go").run().await;
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout, "The answer.\n");
     assert!(
@@ -223,18 +212,7 @@ async fn only_the_final_answer_reaches_stdout() {
             .tool_call("c1", "read_file", r#"{"path":"a.txt"}"#),
     );
     server.push(Reply::new().text("The file says A."));
-    let out = h
-        .corral()
-        .args([
-            "run",
-            "-m",
-            "llamacpp:m",
-            "--base-url",
-            &server.openai_base(),
-        ])
-        .arg("what is in a.txt?")
-        .run()
-        .await;
+    let out = text_run(&h, &server).arg("what is in a.txt?").run().await;
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout, "The file says A.\n");
     assert!(
@@ -257,13 +235,7 @@ async fn tool_results_are_previewed_and_verbose_shows_them_whole() {
         server.push(Reply::new().text("Read."));
     }
     let run = |verbose: bool| {
-        let cmd = h.corral().args([
-            "run",
-            "-m",
-            "llamacpp:m",
-            "--base-url",
-            &server.openai_base(),
-        ]);
+        let cmd = text_run(&h, &server);
         let cmd = if verbose { cmd.arg("-v") } else { cmd };
         cmd.arg("read rows.txt").run()
     };
@@ -328,15 +300,7 @@ async fn text_mode_ends_with_the_command_that_resumes_the_session() {
     std::fs::create_dir(&elsewhere).unwrap();
     let server = FakeModel::start().await;
     server.push(Reply::new().text("hi"));
-    let out = h
-        .corral()
-        .args([
-            "run",
-            "-m",
-            "llamacpp:m",
-            "--base-url",
-            &server.openai_base(),
-        ])
+    let out = text_run(&h, &server)
         .arg("-C")
         .arg(elsewhere.to_str().unwrap())
         .arg("hello")
@@ -358,15 +322,7 @@ async fn text_mode_ends_with_the_command_that_resumes_the_session() {
     assert_eq!(out.stdout, "hi\n");
 
     server.push(Reply::new().text("again"));
-    let out = h
-        .corral()
-        .args([
-            "run",
-            "-m",
-            "llamacpp:m",
-            "--base-url",
-            &server.openai_base(),
-        ])
+    let out = text_run(&h, &server)
         .args(["--resume", &id, "more"])
         .run()
         .await;
@@ -461,18 +417,7 @@ async fn the_refusal_without_a_terminal_is_printed_whole() {
     let command = serde_json::json!({"command": format!("echo {}", "long ".repeat(60))});
     server.push(Reply::new().tool_call("c1", "shell", &command.to_string()));
     server.push(Reply::new().text("Not allowed."));
-    let out = h
-        .corral()
-        .args([
-            "run",
-            "-m",
-            "llamacpp:m",
-            "--base-url",
-            &server.openai_base(),
-            "go",
-        ])
-        .run()
-        .await;
+    let out = text_run(&h, &server).arg("go").run().await;
     assert_eq!(out.code, Some(0), "{out:?}");
     let line = out
         .stderr
@@ -484,4 +429,15 @@ async fn the_refusal_without_a_terminal_is_printed_whole() {
             && line.ends_with("or answer requests with --approve-stdin"),
         "{line}"
     );
+}
+
+/// `corral run` in text mode (no `--json`) against the fake server's OpenAI endpoint.
+fn text_run(h: &Harness, server: &FakeModel) -> crate::support::Cmd {
+    h.corral().args([
+        "run",
+        "-m",
+        "llamacpp:m",
+        "--base-url",
+        &server.openai_base(),
+    ])
 }

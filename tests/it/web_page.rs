@@ -9,7 +9,6 @@ mod link;
 mod sessions;
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -77,19 +76,7 @@ async fn worktree_view(
     browser: &Browser,
 ) {
     let git = |args: &[&str]| {
-        let status = std::process::Command::new("git")
-            .args(args)
-            .current_dir(h.work())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_AUTHOR_NAME", "Test")
-            .env("GIT_AUTHOR_EMAIL", "test@example.com")
-            .env("GIT_COMMITTER_NAME", "Test")
-            .env("GIT_COMMITTER_EMAIL", "test@example.com")
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success(), "git {args:?}");
+        crate::common::git(&h.work(), args);
     };
     git(&["init", "-q", "-b", "main"]);
     git(&["add", "."]);

@@ -2,8 +2,6 @@
 //! page's button; "connected" only once a token has worked; a server that stays away shown
 //! as one counted line, not a line per attempt.
 
-use std::process::Stdio;
-
 use serde_json::{Value, json};
 
 use super::browser::{Browser, report};
@@ -12,19 +10,7 @@ use crate::support::server::Server;
 use crate::support::{FakeModel, Harness, Reply};
 
 fn git(h: &Harness, args: &[&str]) {
-    let status = std::process::Command::new("git")
-        .args(args)
-        .current_dir(h.work())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "git {args:?}");
+    crate::common::git(&h.work(), args);
 }
 
 #[tokio::test]
