@@ -12,17 +12,18 @@
 mod desktop;
 mod instructions;
 mod limits;
+mod links;
 mod mcp;
 mod resume;
 mod sandbox;
 mod secrets;
 mod settings;
+mod spec;
 mod start_agent;
 mod tmpdir;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::backend::Backend;
 use crate::backend::native::{Fallback, NativeBackend, model_client};
@@ -34,14 +35,16 @@ use crate::model::{self, ExternalSpec, ModelChoice, ModelClient, ModelSpec, Tool
 use crate::policy::{DeskLink, Policy, PolicyOverrides};
 use crate::sandbox::{NetworkMode, SandboxMode};
 use crate::session::{Session, SessionMeta, WorktreeMeta};
-use crate::tool::{Danger, ToolRegistry};
+use crate::tool::ToolRegistry;
 
 pub use crate::worktree::RunWorktree;
 use crate::worktree::session as worktree;
 pub use limits::Limits;
+use links::{delegator, session_meta};
 pub(crate) use mcp::start_standalone;
 use settings::Settings;
 pub(crate) use settings::permission;
+pub use spec::OpenSpec;
 
 /// A session that cannot be created or resumed: held by another process, or the request.
 fn session_error(e: crate::session::SessionError) -> Error {
@@ -49,68 +52,6 @@ fn session_error(e: crate::session::SessionError) -> Error {
         crate::session::SessionError::InUse(e) => Error::InUse(e.to_string()),
         e => usage(e),
     }
-}
-
-/// What a session is opened with, whoever asks: `corral run`'s flags, a REST, MCP or ACP
-/// request. Unset fields fall back to the config, then to defaults (resolved once into `Settings`).
-#[derive(Debug, Clone, Default)]
-pub struct OpenSpec {
-    /// A caller-chosen id (a dormant session reopened, a delegate's); `None`: a fresh 8-hex id.
-    pub id: Option<String>,
-    /// Continue the session with this id from its event log. An unbounded caller may give a
-    /// unique prefix of it.
-    pub resume: Option<String>,
-    /// `--continue`: resume the most recently active session of this directory.
-    pub continue_last: bool,
-    /// A person's one run (`corral run`, the session view): if no model is ever reached, the
-    /// session leaves no files behind.
-    pub discard_unused: bool,
-    pub cwd: Option<PathBuf>,
-    pub model: Option<ModelChoice>,
-    pub base_url: Option<String>,
-    pub system: Option<String>,
-    pub permission: Option<String>,
-    pub auto_approve: Option<Danger>,
-    pub allow: Vec<String>,
-    pub deny: Vec<String>,
-    /// Lifts the recursion guard: the agent may open and drive agents (MCP `agent_open`'s
-    /// `disallowed_tools: []`). Default: the guard holds.
-    pub nested_agents: bool,
-    pub max_steps: Option<u32>,
-    pub tool_choice: Option<ToolChoiceMode>,
-    /// Compact or full prompt (`--prompt`).
-    pub prompt: Option<crate::model::PromptMode>,
-    /// How hard the model reasons (`--effort`, a request's `effort`, a `/high` model suffix).
-    pub effort: Option<crate::model::Effort>,
-    pub worktree: bool,
-    pub sandbox: Option<SandboxMode>,
-    pub network: Option<NetworkMode>,
-    /// Someone can answer permission requests.
-    pub attended: bool,
-    /// An external agent gets a private HOME instead of the user's.
-    pub hermetic: bool,
-    /// An editor serving file reads/writes for the tools (an ACP client's `fs/*`).
-    pub editor: Option<crate::tool::EditorLink>,
-    pub approval_timeout: Option<Duration>,
-    /// The owner recorded in a new session's metadata. With `resume` and `limits`: the owner
-    /// the resumed session must have been recorded with.
-    pub owner: Option<String>,
-    /// Bounds of a caller who is not the host's owner (a server `user` token); `None`: the
-    /// person at the terminal or an admin, unbounded.
-    pub limits: Option<Limits>,
-    /// MCP servers of this session on top of the config's (same name: this one wins):
-    /// `--mcp-config`, `agent_open`'s `mcp_config`, an ACP client's `mcpServers`, an admin's
-    /// REST `mcp_servers`. Trusted callers only ([`Limits`] refuses them).
-    pub mcp_servers: crate::config::McpServers,
-    /// Only these of the config's servers (and every one of `mcp_servers`); `None`: all.
-    pub mcp_select: Option<Vec<String>>,
-    /// The session that delegated this one (a sub-session does not delegate again).
-    pub parent: Option<String>,
-    /// Where permission requests go instead of this session (a sub-session's: its parent's).
-    pub desk: Option<crate::policy::DeskLink>,
-    /// The manager that hosts delegated sub-sessions (listed there with their parent);
-    /// `None`: a private one (`corral run`).
-    pub delegate_host: Option<crate::host::manager::SessionManager>,
 }
 
 /// Everything resolved, nothing started.
@@ -543,73 +484,6 @@ async fn finish_start(
     }
     let backend = NativeBackend::new(agent, client, spec.base_url.clone(), config);
     Ok((Box::new(backend), meta, tmpdir))
-}
-
-/// What runs `delegate` for this session: none for a sub-session (no delegating again) or
-/// outside a git repository (each task needs a worktree).
-fn delegator(
-    spec: &OpenSpec,
-    config: &Config,
-    root: &Path,
-    session: &Arc<Session>,
-) -> crate::tool::DelegateLink {
-    // A cheap look for a repository (no status scan on every open); a task's worktree is
-    // planned, and refused with the reason, when it starts.
-    if spec.parent.is_some() || crate::worktree::working_tree_of(root).is_none() {
-        return crate::tool::DelegateLink::default();
-    }
-    let manager = match (
-        &spec.delegate_host,
-        session.log_path().and_then(Path::parent),
-    ) {
-        (Some(manager), _) => manager.clone(),
-        (None, Some(dir)) => crate::host::manager::SessionManager::new(config.clone(), dir.into()),
-        (None, None) => return crate::tool::DelegateLink::default(),
-    };
-    crate::tool::DelegateLink(Some(Arc::new(crate::host::delegate::HostDelegator::new(
-        session.clone(),
-        spec,
-        root.to_path_buf(),
-        manager,
-        config.delegate.max_parallel(),
-    ))))
-}
-
-/// The session's metadata: a resumed session's as it was recorded, else what a new one was
-/// opened with, saved for `--resume` and listings.
-fn session_meta(
-    spec: &OpenSpec,
-    session: &Session,
-    resumed: Option<SessionMeta>,
-    root: &Path,
-    model: String,
-    base_url: String,
-    worktree: Option<WorktreeMeta>,
-) -> SessionMeta {
-    if let Some(meta) = resumed {
-        return meta;
-    }
-    let meta = SessionMeta {
-        id: session.id().to_string(),
-        model,
-        base_url,
-        cwd: root.to_path_buf(),
-        created_at: crate::event::Timestamp::now().to_string(),
-        system: spec.system.clone(),
-        worktree,
-        external_id: None,
-        owner: spec.owner.clone(),
-        permission: spec.permission.clone(),
-        mcp_servers: mcp::chosen(spec),
-        effort: spec.effort,
-        parent: spec.parent.clone(),
-    };
-    if let Some(dir) = session.log_path().and_then(Path::parent)
-        && let Err(e) = meta.save(dir)
-    {
-        tracing::warn!(error = %e, "cannot save session metadata");
-    }
-    meta
 }
 
 /// How long an agent may take to change its effort (an ACP agent that never answers must not
