@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::browser::{Browser, report};
 use super::{create_session, open_session};
@@ -55,23 +55,10 @@ async fn answers_are_rendered_as_safe_markdown_and_every_tool_shows_its_result()
 
     let browser = Browser::start().await;
     open_session(&browser, &server, &token).await;
-    browser.type_into("#message", "Look around").await;
-    browser.click("#send").await;
-    browser
-        .wait_for(
-            "the end of the turn",
-            "document.querySelector('#log .done')",
-        )
-        .await;
+    send_and_wait(&browser, "Look around").await;
 
     // Every tool's result, not only a process's streamed output.
-    let cards = browser
-        .js("return [...document.querySelectorAll('#log .tool-card')].map(c => [
-                c.dataset.tool, c.querySelector('.tool-head .badge').textContent,
-                c.querySelector('.tool-output').hidden ? '' : c.querySelector('.tool-output').textContent,
-                c.querySelector('.tool-result').textContent]);")
-        .await;
-    let cards = cards.as_array().unwrap();
+    let cards = tool_cards(&browser).await;
     assert_eq!(cards.len(), 3, "{cards:?}");
     assert_eq!(cards[0][0], "read_file");
     assert_eq!(cards[0][1], "done");
@@ -208,21 +195,8 @@ async fn an_mcp_tools_result_shows_on_the_page() {
     .await;
     let browser = Browser::start().await;
     open_session(&browser, &server, &token).await;
-    browser.type_into("#message", "Use the server").await;
-    browser.click("#send").await;
-    browser
-        .wait_for(
-            "the end of the turn",
-            "document.querySelector('#log .done')",
-        )
-        .await;
-    let cards = browser
-        .js("return [...document.querySelectorAll('#log .tool-card')].map(c => [
-                c.dataset.tool, c.querySelector('.tool-head .badge').textContent,
-                c.querySelector('.tool-output').hidden ? '' : c.querySelector('.tool-output').textContent,
-                c.querySelector('.tool-result').textContent]);")
-        .await;
-    let cards = cards.as_array().unwrap();
+    send_and_wait(&browser, "Use the server").await;
+    let cards = tool_cards(&browser).await;
     assert_eq!(cards.len(), 2, "{cards:?}");
     assert_eq!(cards[0][0], "scripted__write");
     assert_eq!(cards[0][1], "done");
@@ -244,4 +218,27 @@ async fn an_mcp_tools_result_shows_on_the_page() {
     browser.quit().await;
     drop(browser);
     server.stop().await;
+}
+
+/// Sends `text` from the page and waits for the turn's end.
+async fn send_and_wait(browser: &Browser, text: &str) {
+    browser.type_into("#message", text).await;
+    browser.click("#send").await;
+    browser
+        .wait_for(
+            "the end of the turn",
+            "document.querySelector('#log .done')",
+        )
+        .await;
+}
+
+/// Each tool card as `[tool, badge, output shown, result]`.
+async fn tool_cards(browser: &Browser) -> Vec<Value> {
+    let cards = browser
+        .js("return [...document.querySelectorAll('#log .tool-card')].map(c => [
+                c.dataset.tool, c.querySelector('.tool-head .badge').textContent,
+                c.querySelector('.tool-output').hidden ? '' : c.querySelector('.tool-output').textContent,
+                c.querySelector('.tool-result').textContent]);")
+        .await;
+    cards.as_array().unwrap().clone()
 }
