@@ -202,10 +202,12 @@ async fn at_path_completes_a_file_and_inlines_it() {
     let tmux = Tmux::start(&h, &chat_line(&server, &h.work(), ""));
     ready(&tmux).await;
     tmux.type_text("summarize @no");
-    let screen = tmux
-        .wait_until("the candidates", |s| s.contains("@notes.txt"))
-        .await;
-    assert!(!screen.contains("@other.md"), "{screen}");
+    // Typed keys arrive one by one: after `@` alone both files are candidates, so wait for
+    // the list narrowed by `no` (never narrowing fails the wait).
+    tmux.wait_until("only the matching candidate", |s| {
+        s.contains("summarize @no") && s.contains("@notes.txt") && !s.contains("@other.md")
+    })
+    .await;
     tmux.keys("Tab");
     tmux.wait_until("the completed path", |s| {
         s.contains("› summarize @notes.txt")
