@@ -18,7 +18,7 @@ mod permission;
 mod tool_result;
 
 pub use permission::{
-    AlwaysOffer, ApprovalPreview, PermissionData, PermissionOption, PermissionRequest,
+    AlwaysOffer, ApprovalPreview, DesktopPreview, DesktopWindow, PermissionData, PermissionOption, PermissionRequest,
     PermissionResolution, PermissionToolCall, Resolved,
 };
 

@@ -121,7 +121,7 @@ pub struct PermissionOption {
 /// What the call would do, in the request's own fields: `command` (shell), `code` (python),
 /// `url` (open_url), or a write's `path` with `exists`, `bytes` and a unified `diff`, or a
 /// `note` on why there is no diff. Other tools have none of them.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ApprovalPreview {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
@@ -139,6 +139,48 @@ pub struct ApprovalPreview {
     pub diff: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// A `computer` or `windows` call: where it lands, on which window, and the screen with
+    /// the target marked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desktop: Option<Box<DesktopPreview>>,
+}
+
+/// What a desktop action will do, for the person approving it. Coordinates are real screen
+/// pixels (the model's, mapped back from the screenshot it saw).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DesktopPreview {
+    /// The action as the model named it: `left_click`, `type`, `key`, `drag`, `focus` …
+    pub action: String,
+    /// One line: "left click at (412, 300) in Gnome-calculator “Calculator”".
+    pub description: String,
+    /// Where the pointer acts (a click, the start of a drag, a scroll).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point: Option<[i32; 2]>,
+    /// The end of a drag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<[i32; 2]>,
+    /// The text a `type` enters, or the combos a `key` presses, whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The window the action reaches: under the point, else the focused one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<DesktopWindow>,
+    /// The screen now, downsampled, with the point, path or target window marked (PNG).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<crate::model::Image>,
+}
+
+/// A window as a person is shown it. Title and application are the window's own words:
+/// untrusted text, escaped by every surface.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DesktopWindow {
+    pub id: String,
+    pub title: String,
+    pub app: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
 }
 
 /// A request closed: answered, timed out, cancelled, or given up when its asker went away.

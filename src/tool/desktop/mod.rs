@@ -5,12 +5,16 @@
 //! environment: the session's environment is the one source of truth for what a tool may touch,
 //! so a session started without `DISPLAY` gets no screen even if corral itself has one.
 
+pub(crate) mod backend;
 mod clipboard;
 mod notify;
 mod open_url;
 mod pixels;
 mod presence;
 mod screenshot;
+mod wayland;
+mod x11;
+pub(crate) mod keys;
 
 pub use clipboard::clipboard_helper_main;
 pub(crate) use clipboard::{ClipboardRead, ClipboardWrite};
