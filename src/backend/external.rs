@@ -131,6 +131,7 @@ impl ToolAsk {
                 ask.kind,
                 ask.raw_input.clone(),
             ),
+            target: None,
         };
         approver.decide_until(call, cancel, until).await
     }

@@ -57,51 +57,73 @@ impl LlmLoop {
                 name: raw.name.clone(),
                 arguments: serde_json::json!({}),
             };
-            let finished = if cancelled || cancel.is_cancelled() {
-                cancelled = true;
-                execute::reject(&self.session, &stub, "cancelled before it ran".into())
-            } else {
-                match checked {
-                    // The streak counts calls, in order: one well-formed call ends it,
-                    // whether in the same reply or a later one.
-                    Err(message) => {
-                        *malformed_streak += 1;
-                        execute::reject(&self.session, &stub, message)
-                    }
-                    Ok(valid) => {
-                        *malformed_streak = 0;
-                        let approval = self.approver.decide(valid.to_approve(), cancel).await;
-                        match approval {
-                            Approval::Allow { by_person, .. } => {
-                                if valid.call.name == "delegate" {
-                                    self.narrow_delegation();
+            let finished =
+                if cancelled || cancel.is_cancelled() {
+                    cancelled = true;
+                    execute::reject(&self.session, &stub, "cancelled before it ran".into())
+                } else {
+                    match checked {
+                        // The streak counts calls, in order: one well-formed call ends it,
+                        // whether in the same reply or a later one.
+                        Err(message) => {
+                            *malformed_streak += 1;
+                            execute::reject(&self.session, &stub, message)
+                        }
+                        Ok(valid) => {
+                            *malformed_streak = 0;
+                            // A desktop action is judged on where it lands: found first.
+                            let target =
+                                match execute::desktop_target(&valid, &self.tool_settings, cancel)
+                                    .await
+                                {
+                                    Ok(target) => target,
+                                    Err(message) => {
+                                        let finished =
+                                            execute::reject(&self.session, &stub, message);
+                                        cancelled |= finished.cancelled;
+                                        self.history.push(finished.message);
+                                        continue;
+                                    }
+                                };
+                            let call_target = target.as_ref().map(|t| &t.call);
+                            let approval = self
+                                .approver
+                                .decide(valid.to_approve(call_target), cancel)
+                                .await;
+                            match approval {
+                                Approval::Allow { by_person, .. } => {
+                                    if valid.call.name == "delegate" {
+                                        self.narrow_delegation();
+                                    }
+                                    execute::execute(
+                                        &self.session,
+                                        valid,
+                                        &self.root,
+                                        &self.tool_settings,
+                                        self.config.tool_output_cap,
+                                        cancel,
+                                        execute::Approved {
+                                            by_person,
+                                            desktop_target: target,
+                                        },
+                                    )
+                                    .await
                                 }
-                                execute::execute(
-                                    &self.session,
-                                    valid,
-                                    &self.root,
-                                    &self.tool_settings,
-                                    self.config.tool_output_cap,
-                                    cancel,
-                                    by_person,
-                                )
-                                .await
-                            }
-                            Approval::Deny { message } => {
-                                execute::reject(&self.session, &stub, message)
-                            }
-                            Approval::Cancel => {
-                                cancelled = true;
-                                execute::reject(
-                                    &self.session,
-                                    &stub,
-                                    "the user cancelled the turn".into(),
-                                )
+                                Approval::Deny { message } => {
+                                    execute::reject(&self.session, &stub, message)
+                                }
+                                Approval::Cancel => {
+                                    cancelled = true;
+                                    execute::reject(
+                                        &self.session,
+                                        &stub,
+                                        "the user cancelled the turn".into(),
+                                    )
+                                }
                             }
                         }
                     }
-                }
-            };
+                };
             cancelled |= finished.cancelled;
             if finished.executed {
                 self.tally.executed += 1;

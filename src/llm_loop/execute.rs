@@ -17,11 +17,12 @@ use crate::event::{
     Payload, PermissionToolCall, ToolCallStatus, ToolOutputData, ToolResultData, ToolUseData,
 };
 use crate::model::{Image, Message, ToolCall};
-use crate::policy::{Call, Caller};
+use crate::policy::{Call, CallTarget, Caller};
 use crate::sandbox::OutputSink;
 use crate::session::Session;
 use crate::tool::{
-    PlanSink, RegisteredTool, ToolContext, ToolError, ToolRegistry, ToolSettings, cut_head_tail,
+    DesktopTarget as Target, PlanSink, RegisteredTool, ToolContext, ToolError, ToolRegistry,
+    ToolSettings, cut_head_tail,
 };
 
 /// A call that passed validation, ready to run.
@@ -32,7 +33,7 @@ pub struct ValidCall {
 
 impl ValidCall {
     /// The call as the approver judges it and a person is shown it.
-    pub fn to_approve(&self) -> Call<'_> {
+    pub fn to_approve<'a>(&'a self, target: Option<&'a CallTarget>) -> Call<'a> {
         let manifest = &self.tool.manifest;
         Call {
             caller: Caller::Model,
@@ -44,8 +45,26 @@ impl ValidCall {
                 &manifest.kind,
                 self.call.arguments.clone(),
             ),
+            target,
         }
     }
+}
+
+/// A `computer` call's target (where it lands, the window there, the marked screen), found
+/// before the gate judges it; other calls have none. Err: the call cannot run (bad
+/// coordinates, no display), told to the model.
+pub async fn desktop_target(
+    valid: &ValidCall,
+    settings: &ToolSettings,
+    cancel: &CancellationToken,
+) -> Result<Option<Arc<Target>>, String> {
+    if valid.call.name != "computer" {
+        return Ok(None);
+    }
+    crate::tool::inspect_computer_call(&valid.call.arguments, settings, cancel)
+        .await
+        .map(|target| Some(Arc::new(target)))
+        .map_err(|e| e.to_string())
 }
 
 /// Validates a raw call. Err carries the message for the model.
@@ -132,6 +151,13 @@ pub fn emit_authoritative_use(
     ));
 }
 
+/// How a call came to run: a person's yes (not a rule or grant), and the desktop target
+/// they approved.
+pub struct Approved {
+    pub by_person: bool,
+    pub desktop_target: Option<Arc<Target>>,
+}
+
 pub struct Finished {
     pub message: Message,
     pub cancelled: bool,
@@ -155,7 +181,7 @@ pub async fn execute(
     settings: &Arc<ToolSettings>,
     cap_override: Option<usize>,
     cancel: &CancellationToken,
-    person_approved: bool,
+    approved: Approved,
 ) -> Finished {
     let manifest = valid.tool.manifest.clone();
     let max_output_bytes = cap_override.map_or(manifest.max_output_bytes, |cap| {
@@ -181,7 +207,8 @@ pub async fn execute(
             plan_session.emit(Payload::Plan(plan));
         }),
         settings: settings.clone(),
-        person_approved,
+        person_approved: approved.by_person,
+        desktop_target: approved.desktop_target,
     };
     let started = Instant::now();
     let result = tokio::select! {

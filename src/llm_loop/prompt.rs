@@ -140,9 +140,14 @@ mod tests {
         text.len().div_ceil(3)
     }
 
-    fn rendered(compact: bool) -> (String, String) {
+    /// The system prompt and tool definitions, with or without the tools that are offered
+    /// only where a display is (`needs = ["display"]`).
+    fn rendered(compact: bool, desktop: bool) -> (String, String) {
         let tools = ToolRegistry::builtin().unwrap();
-        let names: Vec<&str> = tools.names().collect();
+        let names: Vec<&str> = tools
+            .names()
+            .filter(|n| desktop || tools.get(n).unwrap().manifest.needs.is_empty())
+            .collect();
         let system = system_prompt(Path::new("/home/user/project"), &names, None, compact);
         let schemas: Vec<ToolSchema> = names
             .iter()
@@ -152,14 +157,24 @@ mod tests {
         (system, definitions)
     }
 
+    /// A small window gets every tool in 1500 tokens; a session with a display adds the
+    /// desktop tools (screenshot, clipboard, computer, windows) for at most 600 more — such a
+    /// session runs a model that can look at screenshots, whose window is larger anyway.
     #[test]
-    fn the_compact_prompt_and_every_tool_fit_in_1500_tokens() {
-        let (system, definitions) = rendered(true);
-        let tokens = budget_tokens(&system) + budget_tokens(&definitions);
-        assert!(tokens <= 1500, "compact prompt is {tokens} tokens");
-        let (full_system, full_definitions) = rendered(false);
+    fn the_compact_prompt_fits_in_1500_tokens_and_the_desktop_tools_in_600_more() {
+        let tokens = |(system, definitions): (String, String)| {
+            budget_tokens(&system) + budget_tokens(&definitions)
+        };
+        let headless = tokens(rendered(true, false));
+        assert!(headless <= 1500, "compact prompt is {headless} tokens");
+        let desktop = tokens(rendered(true, true));
         assert!(
-            budget_tokens(&full_system) + budget_tokens(&full_definitions) > tokens * 2,
+            desktop <= headless + 600,
+            "the desktop tools add {} tokens",
+            desktop - headless
+        );
+        assert!(
+            tokens(rendered(false, true)) > desktop * 2,
             "the full prompt should be far larger than the compact one"
         );
     }

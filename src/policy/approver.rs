@@ -106,6 +106,25 @@ pub struct Call<'a> {
     pub args: &'a Value,
     /// The call as the person is shown it.
     pub tool_call: PermissionToolCall,
+    /// What a desktop action reaches, found before it is judged (see [`CallTarget`]).
+    pub target: Option<&'a CallTarget>,
+}
+
+/// What a call acts on that its arguments alone do not say: for a desktop action, the window
+/// under the point and the screen marked where it lands. Rules match its subjects, "allow
+/// always" grants its `grant` key, and the person sees its preview.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallTarget {
+    /// `action:left_click`, `window:Gnome-calculator`, `title:Calculator`, `key:ctrl+s`,
+    /// `text:…`: a deny or ask rule matching any of them holds, as does an allow rule.
+    pub subjects: Vec<String>,
+    /// The key "allow always" grants: only a later call with the same key runs unasked.
+    pub grant: String,
+    /// What "always" would cover (`Ok`), or why it is not offered (`Err`).
+    pub always: Result<String, String>,
+    /// The danger of this action where it differs from the tool's (looking, not acting).
+    pub danger: Option<Danger>,
+    pub preview: crate::event::DesktopPreview,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,7 +264,7 @@ impl Approver {
         } else {
             first
         };
-        let always = self.gate().always(name, call.args, &self.root);
+        let always = self.gate().always(name, call.args, &self.root, call.target);
         let request = PermissionRequest {
             tool_call: call.tool_call,
             tool: name.to_string(),
@@ -254,7 +273,12 @@ impl Approver {
             reason,
             always: Some(always.offer()),
             options: always.options(),
-            preview: approval_preview(call.tool.unwrap_or_default(), call.args, &self.root),
+            preview: {
+                let mut preview =
+                    approval_preview(call.tool.unwrap_or_default(), call.args, &self.root);
+                preview.desktop = call.target.map(|t| Box::new(t.preview.clone()));
+                preview
+            },
             sub_session: None,
             request_id: String::new(),
         };
@@ -293,7 +317,8 @@ impl Approver {
         } else if let Some(reason) = &reason {
             Some(format!("reason: {reason}"))
         } else {
-            self.gate().record(name, call.args, &self.root, decision)
+            self.gate()
+                .record(name, call.args, &self.root, call.target, decision)
         };
         self.desk.resolve(&id, decision, note.clone());
         let deny = |message: String| Approval::Deny { message };
@@ -355,17 +380,19 @@ impl Approver {
         };
         let name = manifest.name.as_str();
         let gate = self.gate();
-        let danger = gate.policy().danger_of(name, manifest.danger);
+        let base = call
+            .target
+            .and_then(|t| t.danger)
+            .unwrap_or(manifest.danger);
+        let danger = gate.policy().danger_of(name, base);
         if call.caller != Caller::Model && !gate.offers(name) {
             let reason = format!("{name} is not available in this session");
             return (Verdict::Deny { reason }, danger);
         }
         let verdict = match call.caller {
-            Caller::AgentFiles { .. } => {
-                gate.check_acp_fs(name, manifest.danger, call.args, &self.root)
-            }
+            Caller::AgentFiles { .. } => gate.check_acp_fs(name, base, call.args, &self.root),
             Caller::Model | Caller::Agent { .. } => {
-                gate.check(name, manifest.danger, call.args, &self.root)
+                gate.check_target(name, base, call.args, &self.root, call.target)
             }
         };
         // git's files are never a tool's to write, and agent config is a person's, in every

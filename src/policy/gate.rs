@@ -12,6 +12,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::approver::CallTarget;
 use super::decision::Decision;
 use super::grant::{self, Grant};
 use super::preset::{Policy, Rule};
@@ -34,6 +35,8 @@ pub struct Gate {
     granted_tools: HashSet<String>,
     /// Shell grants: a resolved program and its subcommand (see `grant`).
     granted_commands: HashSet<Grant>,
+    /// Desktop grants: a [`CallTarget::grant`] key (an action in one application's windows).
+    granted_targets: HashSet<String>,
     disabled: HashSet<String>,
     forbidden_this_turn: bool,
 }
@@ -44,6 +47,7 @@ impl Gate {
             policy,
             granted_tools: HashSet::new(),
             granted_commands: HashSet::new(),
+            granted_targets: HashSet::new(),
             disabled: HashSet::new(),
             forbidden_this_turn: false,
         }
@@ -63,8 +67,22 @@ impl Gate {
         !self.forbidden_this_turn && !self.disabled.contains(tool) && self.policy.offers(tool)
     }
 
+    #[cfg(test)]
     pub fn check(&self, tool: &str, manifest_danger: Danger, args: &Value, root: &Path) -> Verdict {
-        self.judge(tool, manifest_danger, args, root, false)
+        self.judge(tool, manifest_danger, args, root, false, None)
+    }
+
+    /// [`Gate::check`] for a call whose target was found first (a desktop action): rules
+    /// match the target's subjects, and "allow always" grants hold for the same target key.
+    pub fn check_target(
+        &self,
+        tool: &str,
+        manifest_danger: Danger,
+        args: &Value,
+        root: &Path,
+        target: Option<&CallTarget>,
+    ) -> Verdict {
+        self.judge(tool, manifest_danger, args, root, false, target)
     }
 
     /// An ACP agent's `fs/*` read or write: as [`Gate::check`], and where the preset says
@@ -77,7 +95,14 @@ impl Gate {
         args: &Value,
         root: &Path,
     ) -> Verdict {
-        self.judge(tool, manifest_danger, args, root, self.policy.allow_acp_fs)
+        self.judge(
+            tool,
+            manifest_danger,
+            args,
+            root,
+            self.policy.allow_acp_fs,
+            None,
+        )
     }
 
     fn judge(
@@ -87,6 +112,7 @@ impl Gate {
         args: &Value,
         root: &Path,
         acp_fs_allowed: bool,
+        target: Option<&CallTarget>,
     ) -> Verdict {
         if self.disabled.contains(tool) {
             return deny(format!("the {tool} tool was disabled for this session"));
@@ -107,7 +133,10 @@ impl Gate {
         }
         // Every name the call goes by: a rule that refuses or asks for any of them holds; an
         // allow rule must cover all of them.
-        let subjects = subjects_of(tool, args, root);
+        let subjects = match target {
+            Some(target) => target.subjects.clone(),
+            None => subjects_of(tool, args, root),
+        };
         for subject in &subjects {
             if let Some(rule) = rules.iter().find(|r| r.deny_set.is_match(subject)) {
                 return deny(format!(
@@ -125,11 +154,15 @@ impl Gate {
         {
             return ask(format!("{tool} on {subject:?} matches an ask rule"));
         }
-        if !subjects.is_empty()
-            && subjects
-                .iter()
-                .all(|s| rules.iter().any(|r| r.allow_set.is_match(s)))
-        {
+        // A desktop target's subjects name it several ways (the action, the application, the
+        // title): an allow rule for any of them covers it, as deny and ask rules above hold
+        // for any. A path call's subjects are all the paths it touches: each must be allowed.
+        let covered = |s: &String| rules.iter().any(|r| r.allow_set.is_match(s));
+        let allowed_by_rule = match target {
+            Some(_) => subjects.iter().any(covered),
+            None => !subjects.is_empty() && subjects.iter().all(covered),
+        };
+        if allowed_by_rule {
             return allow("allowed by a preset rule");
         }
         if super::preset::names(&self.policy.allowed, tool) {
@@ -141,8 +174,15 @@ impl Gate {
                 self.policy.name
             ));
         }
-        if self.granted_tools.contains(tool) {
-            return allow("allowed for this session");
+        match target {
+            Some(target) if self.granted_targets.contains(&target.grant) => {
+                return allow("allowed for this session");
+            }
+            Some(_) => {}
+            None if self.granted_tools.contains(tool) => {
+                return allow("allowed for this session");
+            }
+            None => {}
         }
         if super::preset::names(&self.policy.always_ask, tool) {
             return ask(format!(
@@ -167,8 +207,18 @@ impl Gate {
         tool: &str,
         args: &Value,
         root: &Path,
+        target: Option<&CallTarget>,
         decision: Decision,
     ) -> Option<String> {
+        if let (Decision::AllowAll, Some(target)) = (decision, target) {
+            return Some(match &target.always {
+                Ok(covers) => {
+                    self.granted_targets.insert(target.grant.clone());
+                    format!("always: {covers}")
+                }
+                Err(why) => format!("allowed this once: always is not offered ({why})"),
+            });
+        }
         match decision {
             Decision::AllowAll if tool == "shell" => match self.shell_grant(args, root) {
                 Ok(grant) => {
@@ -199,8 +249,16 @@ impl Gate {
 
     /// What "allow always" would cover for this call, for the permission request: the person
     /// reads exactly this before choosing it, and where it is not offered, why.
-    pub fn always(&self, tool: &str, args: &Value, root: &Path) -> Always {
-        let scope = if tool == "shell" {
+    pub fn always(
+        &self,
+        tool: &str,
+        args: &Value,
+        root: &Path,
+        target: Option<&CallTarget>,
+    ) -> Always {
+        let scope = if let Some(target) = target {
+            target.always.clone()
+        } else if tool == "shell" {
             self.shell_grant(args, root).map(|g| g.covers())
         } else {
             tool_always(tool)
@@ -237,6 +295,7 @@ impl Gate {
 fn tool_always(tool: &str) -> Result<String, String> {
     match tool {
         "python" => Err("python runs whatever code it is given".into()),
+        "computer" => Err("each desktop action is approved where it lands".into()),
         "write_file" | "edit_file" | "apply_patch" | "read_file" | "list_directory"
         | "search_files" => Ok(format!(
             "{tool} on any path in the session root, for this session"
@@ -278,7 +337,7 @@ impl Always {
 fn why_always_ask(tool: &str) -> &'static str {
     match tool {
         "open_url" => "a URL can carry data off the machine",
-        "clipboard_read" | "screenshot" => "it reads the desktop",
+        "clipboard_read" | "screenshot" | "windows" => "it reads the desktop",
         "clipboard_write" => "another program may paste it anywhere",
         _ => "the preset lists it",
     }
@@ -412,5 +471,7 @@ fn deny(reason: String) -> Verdict {
     Verdict::Deny { reason }
 }
 
+#[cfg(test)]
+mod desktop_tests;
 #[cfg(test)]
 mod tests;

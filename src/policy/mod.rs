@@ -18,7 +18,7 @@ mod readonly;
 mod report;
 pub(crate) mod shell;
 
-pub use approver::{Approval, Approver, Call, Caller, DeskLink, PermissionDesk};
+pub use approver::{Approval, Approver, Call, CallTarget, Caller, DeskLink, PermissionDesk};
 pub use decision::{Answer, Decision, UnknownDecision};
 pub use gate::{Gate, Verdict};
 pub use preset::{Policy, PolicyError, PolicyOverrides, preset_names};

@@ -153,6 +153,8 @@ const EMBEDDED: &[(&str, &str)] = &[
     ("shell", include_str!("../../tools/shell.toml")),
     ("python", include_str!("../../tools/python.toml")),
     ("screenshot", include_str!("../../tools/screenshot.toml")),
+    ("computer", include_str!("../../tools/computer.toml")),
+    ("windows", include_str!("../../tools/windows.toml")),
     (
         "clipboard_read",
         include_str!("../../tools/clipboard_read.toml"),

@@ -3,6 +3,7 @@
 
 mod delegate;
 mod desktop;
+pub use desktop::computer::{Target as DesktopTarget, inspect_call as inspect_computer_call};
 mod edit;
 mod editor;
 mod exec;
@@ -64,6 +65,9 @@ pub struct ToolContext {
     /// earlier call, bypass or an automatic answer): only then may shell and python leave new
     /// or changed agent config in the root.
     pub person_approved: bool,
+    /// A desktop action's target as the gate judged it and the person approved it: the call
+    /// acts on exactly that, or not at all.
+    pub desktop_target: Option<std::sync::Arc<desktop::computer::Target>>,
 }
 
 impl ToolContext {
@@ -78,6 +82,7 @@ impl ToolContext {
             plan: PlanSink::none(),
             settings: Arc::new(ToolSettings::default()),
             person_approved: false,
+            desktop_target: None,
         }
     }
 }

@@ -49,6 +49,8 @@ impl ToolRegistry {
             Arc::new(exec::Shell),
             Arc::new(exec::Python),
             Arc::new(desktop::Screenshot),
+            Arc::new(desktop::Computer),
+            Arc::new(desktop::Windows),
             Arc::new(desktop::ClipboardRead),
             Arc::new(desktop::ClipboardWrite),
             Arc::new(desktop::Notify),

@@ -33,6 +33,8 @@ pub struct ToolSettings {
     pub quarantine: Option<std::path::PathBuf>,
     /// Runs `delegate`'s sub-sessions; none: the session cannot delegate.
     pub delegator: super::DelegateLink,
+    /// The desktop as this session's `computer` calls left it (the last screenshot's view).
+    pub desktop: std::sync::Arc<super::desktop::computer::DesktopState>,
 }
 
 impl Default for ToolSettings {
@@ -51,6 +53,7 @@ impl Default for ToolSettings {
             editor: None,
             quarantine: None,
             delegator: super::DelegateLink::default(),
+            desktop: std::sync::Arc::default(),
         }
     }
 }

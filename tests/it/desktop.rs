@@ -16,6 +16,7 @@ use crate::common::*;
 use crate::support::{Cmd, FakeModel, Harness, Outcome, Reply};
 
 mod clipboard;
+mod computer;
 
 /// The default `screenshot_max_long_edge`.
 const DEFAULT_MAX_EDGE: u32 = 1568;

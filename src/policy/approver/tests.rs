@@ -64,6 +64,7 @@ fn write<'a>(caller: Caller<'a>, args: &'a Value) -> Call<'a> {
         tool: Some("write_file"),
         args,
         tool_call: PermissionToolCall::pending("c1", "Write", "edit", args.clone()),
+        target: None,
     }
 }
 
@@ -242,6 +243,7 @@ async fn git_files_are_refused_even_under_bypass_and_an_agents_own_tool_asks() {
         tool: None,
         args: &Value::Null,
         tool_call: PermissionToolCall::pending("c2", "Teleport", "other", json!({})),
+        target: None,
     };
     let answer = approver.decide(own, &cancel).await;
     assert_eq!(
@@ -305,6 +307,7 @@ async fn only_asking_waits_for_an_open_question() {
         tool: Some("read_file"),
         args: &args,
         tool_call: PermissionToolCall::pending("c2", "Read", "read", args.clone()),
+        target: None,
     };
     let allowed = tokio::time::timeout(
         Duration::from_secs(5),

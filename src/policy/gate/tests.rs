@@ -168,7 +168,7 @@ fn allow_all_on_shell_is_scoped_to_program_and_subcommand() {
     let mut g = gate("default");
     let args = json!({"command": "cargo test -q"});
     assert_eq!(
-        g.record("shell", &args, root(), Decision::AllowAll)
+        g.record("shell", &args, root(), None, Decision::AllowAll)
             .as_deref(),
         Some("`cargo test` commands allowed for this session")
     );
@@ -177,7 +177,7 @@ fn allow_all_on_shell_is_scoped_to_program_and_subcommand() {
     assert!(is_ask(&shell(&g, "cargo test && rm -rf x")));
     // A compound approval grants nothing for later.
     let compound = json!({"command": "git status && rm -rf x"});
-    g.record("shell", &compound, root(), Decision::AllowAll);
+    g.record("shell", &compound, root(), None, Decision::AllowAll);
     assert!(is_ask(&shell(&g, "rm -rf y")));
     assert!(is_ask(&shell(&g, "git status")));
 }
@@ -186,14 +186,14 @@ fn allow_all_on_shell_is_scoped_to_program_and_subcommand() {
 fn allow_all_disable_and_forbid_all_for_other_tools() {
     let mut g = gate("default");
     let args = json!({"path": "a", "content": "b"});
-    g.record("write_file", &args, root(), Decision::AllowAll);
+    g.record("write_file", &args, root(), None, Decision::AllowAll);
     assert!(is_allow(&g.check(
         "write_file",
         Danger::Moderate,
         &args,
         root()
     )));
-    g.record("write_file", &args, root(), Decision::Disable);
+    g.record("write_file", &args, root(), None, Decision::Disable);
     assert!(!g.offers("write_file"));
     assert!(is_deny(&g.check(
         "write_file",
@@ -201,7 +201,7 @@ fn allow_all_disable_and_forbid_all_for_other_tools() {
         &args,
         root()
     )));
-    g.record("read_file", &args, root(), Decision::ForbidAll);
+    g.record("read_file", &args, root(), None, Decision::ForbidAll);
     assert!(is_deny(&g.check(
         "read_file",
         Danger::Safe,
@@ -384,7 +384,7 @@ fn rules_see_the_program_word_alone() {
 #[test]
 fn always_is_offered_only_where_it_holds_and_says_what_it_covers() {
     let g = gate("default");
-    let always = |command: &str| g.always("shell", &json!({ "command": command }), root());
+    let always = |command: &str| g.always("shell", &json!({ "command": command }), root(), None);
     let git = always("git status --short");
     assert!(git.offered);
     assert!(
@@ -411,9 +411,12 @@ fn always_is_offered_only_where_it_holds_and_says_what_it_covers() {
         always("find . -name x").text,
         "always is not offered: find can run other programs or code"
     );
-    assert!(!g.always("python", &json!({"code": "1"}), root()).offered);
     assert!(
-        g.always("write_file", &json!({"path": "a"}), root())
+        !g.always("python", &json!({"code": "1"}), root(), None)
+            .offered
+    );
+    assert!(
+        g.always("write_file", &json!({"path": "a"}), root(), None)
             .offered
     );
 }
@@ -425,6 +428,7 @@ fn grants_cover_the_same_program_only() {
         "shell",
         &json!({"command": "ls -la"}),
         root(),
+        None,
         Decision::AllowAll,
     );
     assert_eq!(
@@ -438,6 +442,7 @@ fn grants_cover_the_same_program_only() {
         "shell",
         &json!({"command": "timeout 10 ls"}),
         root(),
+        None,
         Decision::AllowAll,
     );
     assert!(note.unwrap().starts_with("allowed this once"));
@@ -446,6 +451,7 @@ fn grants_cover_the_same_program_only() {
         "shell",
         &json!({"command": "find . -name '*.txt'"}),
         root(),
+        None,
         Decision::AllowAll,
     );
     assert!(is_ask(&shell(&g, "find . -exec touch x ;")));
@@ -583,7 +589,7 @@ fn edit_tools_are_ruled_like_write_file_and_a_patch_by_every_path() {
     let readonly = gate("readonly");
     assert!(!readonly.offers("edit_file") && !readonly.offers("apply_patch"));
     assert_eq!(
-        g.always("apply_patch", &patch(&["a"]), &root).text,
+        g.always("apply_patch", &patch(&["a"]), &root, None).text,
         "always: apply_patch on any path in the session root, for this session"
     );
 }

@@ -7,6 +7,8 @@
 
 pub(crate) mod backend;
 mod clipboard;
+pub(crate) mod computer;
+pub(crate) mod keys;
 mod notify;
 mod open_url;
 mod pixels;
@@ -14,10 +16,10 @@ mod presence;
 mod screenshot;
 mod wayland;
 mod x11;
-pub(crate) mod keys;
 
 pub use clipboard::clipboard_helper_main;
 pub(crate) use clipboard::{ClipboardRead, ClipboardWrite};
+pub(crate) use computer::{Computer, Windows};
 pub(crate) use notify::{Notify, notify_person};
 pub(crate) use open_url::OpenUrl;
 pub use presence::Presence;
