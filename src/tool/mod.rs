@@ -4,6 +4,7 @@
 mod delegate;
 mod desktop;
 pub use desktop::computer::{Target as DesktopTarget, inspect_call as inspect_computer_call};
+pub use desktop::window_titles as desktop_window_titles;
 mod edit;
 mod editor;
 mod exec;

@@ -3,6 +3,7 @@
 //! The score is reported, never judged: the exit code says whether the eval ran, not how
 //! well the model did.
 
+mod app;
 mod report;
 mod run;
 mod task;

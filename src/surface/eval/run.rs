@@ -13,6 +13,7 @@ use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 
+use super::app::RunningApp;
 use super::task::Task;
 use crate::sandbox::env::Redactor;
 use crate::sandbox::process::{self, ProcessSpec};
@@ -78,6 +79,46 @@ impl Runner {
                 return result;
             }
         };
+        // A desktop task's program records what it saw here, outside the agent's copy.
+        let state = match tempfile::Builder::new()
+            .prefix(&format!("corral-eval-state-{}-", task.name))
+            .tempdir()
+        {
+            Ok(state) => state,
+            Err(e) => {
+                result.stop_reason = "setup".into();
+                result.error = Some(format!("cannot make a state directory: {e}"));
+                return result;
+            }
+        };
+        let app = match &task.app {
+            None => None,
+            Some(app) => match RunningApp::start(app, task, state.path()).await {
+                Ok(running) => Some(running),
+                Err(e) => {
+                    result.stop_reason = "setup".into();
+                    result.error = Some(e);
+                    return result;
+                }
+            },
+        };
+        let mut result = self.run_in(task, &work, state.path(), result).await;
+        if let Some(app) = app {
+            app.stop().await;
+        }
+        if self.keep && result.stop_reason != "stopped" {
+            result.kept = Some(work.keep());
+        }
+        result
+    }
+
+    async fn run_in(
+        &self,
+        task: &Task,
+        work: &tempfile::TempDir,
+        state: &Path,
+        mut result: TaskResult,
+    ) -> TaskResult {
         let started = Instant::now();
         match self.turn(task, work.path()).await {
             Ok(events) => tally(&events, &mut result),
@@ -92,7 +133,7 @@ impl Runner {
             result.error = Some("the eval was stopped during this task".into());
             return result;
         }
-        match check(task, work.path()).await {
+        match check(task, work.path(), state).await {
             Ok((passed, output)) => {
                 result.passed = passed;
                 result.check_output = output;
@@ -101,9 +142,6 @@ impl Runner {
                 result.check_output = e.clone();
                 result.error.get_or_insert(e);
             }
-        }
-        if self.keep {
-            result.kept = Some(work.keep());
         }
         result
     }
@@ -123,6 +161,9 @@ impl Runner {
         }
         if let Some(config) = &self.config {
             command.arg("--config").arg(config);
+        }
+        for tool in &task.allow {
+            command.arg("--allow").arg(tool);
         }
         command
             .arg("--")
@@ -197,7 +238,7 @@ fn commit_all(dir: &Path) -> Result<(), git2::Error> {
 /// the agent wrote (a test imports the agent's module), so it runs confined as the agent's own
 /// tools were: writes only in the copy and a private temp dir, git's files read-only, corral's
 /// state and the credential stores hidden, no network, the scrubbed environment.
-async fn check(task: &Task, work: &Path) -> Result<(bool, String), String> {
+async fn check(task: &Task, work: &Path, state: &Path) -> Result<(bool, String), String> {
     let tmp = tempfile::Builder::new()
         .prefix("corral-eval-check-")
         .tempdir()
@@ -212,6 +253,7 @@ async fn check(task: &Task, work: &Path) -> Result<(bool, String), String> {
     sandbox.hidden = crate::sandbox::default_hidden();
     let mut env = crate::sandbox::env::tool_env(std::env::vars(), &[], Some(tmp.path()));
     env.push(("CORRAL_EVAL_TASK".into(), task.dir.display().to_string()));
+    env.push(("CORRAL_EVAL_STATE".into(), state.display().to_string()));
     env.retain(|(name, _)| name != "HOME");
     env.push(("HOME".into(), tmp.path().display().to_string()));
     let spec = ProcessSpec {

@@ -29,6 +29,21 @@ struct TaskFile {
     max_steps: Option<u32>,
     timeout_secs: Option<u64>,
     check_timeout_secs: Option<u64>,
+    /// A desktop program the task is done in: a shell command run in the task's directory
+    /// before the turn, and stopped after the check.
+    app: Option<String>,
+    /// The title of the program's window: the turn starts once it is on the screen.
+    app_window: Option<String>,
+    /// Tools the turn may use without asking (`--allow`): `computer` for a desktop task.
+    #[serde(default)]
+    allow: Vec<String>,
+}
+
+/// A desktop program a task is done in.
+#[derive(Debug, Clone)]
+pub struct App {
+    pub command: String,
+    pub window: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -40,6 +55,8 @@ pub struct Task {
     pub max_steps: u32,
     pub timeout: Duration,
     pub check_timeout: Duration,
+    pub app: Option<App>,
+    pub allow: Vec<String>,
 }
 
 impl Task {
@@ -111,6 +128,12 @@ fn read(dir: &Path, name: String, max_steps: Option<u32>) -> Result<Task, Error>
             DEFAULT_CHECK_SECS,
             "check_timeout_secs",
         )?,
+        app: match (parsed.app, parsed.app_window) {
+            (Some(command), window) if !command.trim().is_empty() => Some(App { command, window }),
+            (None, None) => None,
+            _ => return Err(bad("app_window needs app: the program that opens it".into())),
+        },
+        allow: parsed.allow,
     })
 }
 
@@ -157,6 +180,15 @@ mod tests {
             err.contains("task.toml") && err.contains("surprise"),
             "{err}"
         );
+        task(
+            root.path(),
+            "y",
+            "prompt = \"p\"\ncheck = \"true\"\napp_window = \"w\"\n",
+        );
+        let err = load(root.path(), &["y".into()], None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("app_window needs app"), "{err}");
         let empty = tempfile::tempdir().unwrap();
         let err = load(empty.path(), &[], None).unwrap_err().to_string();
         assert!(err.contains("no tasks"), "{err}");

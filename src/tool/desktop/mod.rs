@@ -27,6 +27,13 @@ pub(crate) use screenshot::Screenshot;
 
 use super::{ToolContext, ToolError};
 
+/// The titles of the desktop's windows, for a caller outside the tools (an eval waiting for
+/// its program's window), on the display `env` names.
+pub fn window_titles(env: &[(String, String)]) -> Result<Vec<String>, ToolError> {
+    let mut desk = backend::open(&backend::DesktopEnv::from_env(env), "the window list")?;
+    Ok(desk.windows()?.into_iter().map(|w| w.title).collect())
+}
+
 /// The value of `name` in the tool environment; an empty value counts as unset, as the X and
 /// D-Bus libraries treat it.
 fn env_value<'a>(ctx: &'a ToolContext, name: &str) -> Option<&'a str> {

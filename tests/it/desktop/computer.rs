@@ -2,14 +2,22 @@
 //! (Xvfb), real windows (`xev`, which logs every button it receives with its root
 //! coordinates), approvals answered on stdin.
 //!
-//! Tests here run in parallel on one screen, so each keeps its windows in its own quarter of
-//! the 1280×800 screen.
+//! Tests that put windows up take the screen in turn ([`screen`]); each still keeps its
+//! windows in its own quarter of the 1280×800 screen, so a leftover never sits under another's
+//! point.
 
 use std::path::PathBuf;
 use std::process::Child;
 
 use super::*;
 use crate::support::Running;
+
+/// One test at a time puts windows on the screen and clicks: tests run in parallel, and a
+/// click or a key meant for one test's window must not reach another's.
+pub(super) async fn screen() -> tokio::sync::MutexGuard<'static, ()> {
+    static SCREEN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    SCREEN.lock().await
+}
 
 /// An `xev` window that logs what it receives.
 struct Xev {
@@ -108,6 +116,7 @@ fn click(id: &str, x: i64, y: i64) -> Reply {
 
 #[tokio::test]
 async fn a_click_lands_where_the_model_saw_it_and_the_person_saw_it_marked() {
+    let _screen = screen().await;
     let d = desktop();
     let h = Harness::new();
     // A screenshot half the screen's size: the model's [100, 75] is the screen's (201, 151).
@@ -162,6 +171,7 @@ async fn a_click_lands_where_the_model_saw_it_and_the_person_saw_it_marked() {
 
 #[tokio::test]
 async fn a_window_that_came_up_under_the_point_after_approval_is_not_clicked() {
+    let _screen = screen().await;
     let d = desktop();
     let h = Harness::new();
     let below = Xev::open(&d, "corral-approved-window", "600x300+660+0").await;
@@ -194,6 +204,7 @@ async fn a_window_that_came_up_under_the_point_after_approval_is_not_clicked() {
 
 #[tokio::test]
 async fn rules_per_window_let_clicks_run_and_refuse_key_combos() {
+    let _screen = screen().await;
     let d = desktop();
     let h = Harness::new();
     let preset = h.work().join("desk.toml");
@@ -240,6 +251,7 @@ async fn rules_per_window_let_clicks_run_and_refuse_key_combos() {
 
 #[tokio::test]
 async fn nothing_is_clicked_while_a_screen_saver_says_the_screen_is_locked() {
+    let _screen = screen().await;
     let d = desktop();
     let h = Harness::new();
     let xev = Xev::open(&d, "corral-locked-window", "600x300+660+420").await;
@@ -273,6 +285,7 @@ async fn nothing_is_clicked_while_a_screen_saver_says_the_screen_is_locked() {
 
 #[tokio::test]
 async fn windows_lists_focuses_and_captures_one_window() {
+    let _screen = screen().await;
     let d = desktop();
     let h = Harness::new();
     let _xev = Xev::open(&d, "corral-listed-window", "300x200+320+300").await;
