@@ -209,6 +209,7 @@ pub async fn execute(
         settings: settings.clone(),
         person_approved: approved.by_person,
         desktop_target: approved.desktop_target,
+        turn: cancel.clone(),
     };
     let started = Instant::now();
     let result = tokio::select! {

@@ -69,6 +69,8 @@ pub struct ToolContext {
     /// A desktop action's target as the gate judged it and the person approved it: the call
     /// acts on exactly that, or not at all.
     pub desktop_target: Option<std::sync::Arc<desktop::computer::Target>>,
+    /// The whole turn's token (`cancel` is this call's): the desktop's stop key ends the turn.
+    pub turn: CancellationToken,
 }
 
 impl ToolContext {
@@ -84,6 +86,7 @@ impl ToolContext {
             settings: Arc::new(ToolSettings::default()),
             person_approved: false,
             desktop_target: None,
+            turn: CancellationToken::new(),
         }
     }
 }

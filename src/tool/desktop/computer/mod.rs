@@ -8,6 +8,7 @@
 mod action;
 mod lock;
 mod mark;
+mod stop;
 mod target;
 mod view;
 mod windows;
@@ -88,6 +89,11 @@ async fn run(target: Target, ctx: &ToolContext) -> Result<ToolOutput, ToolError>
         return Err(refused_locked(&why));
     }
     let state = ctx.settings.desktop.clone();
+    if let (Some(display), None) = (&env.display, &env.wayland_display)
+        && let Err(why) = state.stop.arm(display, &ctx.turn)
+    {
+        tracing::warn!(%why, "no stop key for this desktop session");
+    }
     let max_edge = ctx.settings.screenshot_max_long_edge;
     on_desktop(&ctx.cancel, move || {
         let mut desk = backend::open(&env, "computer")?;

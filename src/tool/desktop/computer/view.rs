@@ -60,10 +60,11 @@ impl View {
     }
 }
 
-/// A session's desktop state shared by its calls: the last view.
+/// A session's desktop state shared by its calls: the last view, and the stop key.
 #[derive(Debug, Default)]
 pub struct DesktopState {
     view: Mutex<Option<View>>,
+    pub stop: super::stop::StopKey,
 }
 
 impl DesktopState {
