@@ -19,7 +19,7 @@ mod tool_result;
 
 pub use permission::{
     AlwaysOffer, ApprovalPreview, DesktopPreview, DesktopWindow, PermissionData, PermissionOption,
-    PermissionRequest, PermissionResolution, PermissionToolCall, Resolved,
+    PermissionRequest, PermissionResolution, PermissionToolCall, PreviewImage, Resolved,
 };
 
 pub(crate) use tool_result::{image_content, shown as shown_outcome};

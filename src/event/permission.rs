@@ -168,7 +168,14 @@ pub struct DesktopPreview {
     pub window: Option<DesktopWindow>,
     /// The screen now, downsampled, with the point, path or target window marked (PNG).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image: Option<crate::model::Image>,
+    pub image: Option<PreviewImage>,
+}
+
+/// An image in a preview (the model layer's image, restated here: events sit below it).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PreviewImage {
+    pub mime_type: String,
+    pub data_base64: String,
 }
 
 /// A window as a person is shown it. Title and application are the window's own words:

@@ -172,7 +172,14 @@ pub fn reject(session: &Session, call: &ToolCall, error: String) -> Finished {
     report(session, call, Err(error), 0, false)
 }
 
-type Reported = Result<(String, Vec<Image>), String>;
+/// A result as reported: the text and images the model gets, and images only recorded.
+struct Shown {
+    text: String,
+    images: Vec<Image>,
+    recorded: Vec<Image>,
+}
+
+type Reported = Result<Shown, String>;
 
 pub async fn execute(
     session: &Arc<Session>,
@@ -227,11 +234,10 @@ pub async fn execute(
     };
     let redact = |text: &str| settings.redactor.redact(text).into_owned();
     let result = result
-        .map(|output| {
-            (
-                redact(&cut_head_tail(&output.text, max_output_bytes)),
-                output.images,
-            )
+        .map(|output| Shown {
+            text: redact(&cut_head_tail(&output.text, max_output_bytes)),
+            images: output.images,
+            recorded: output.recorded,
         })
         .map_err(|e| redact(&e.to_string()));
     let mut finished = report(session, &valid.call, result, duration_ms, cancelled);
@@ -247,13 +253,14 @@ fn report(
     duration_ms: u64,
     cancelled: bool,
 ) -> Finished {
-    let (outcome, images) = match result {
-        Ok((text, images)) => (Ok(text), images),
-        Err(message) => (Err(message), Vec::new()),
+    let (outcome, images, recorded) = match result {
+        Ok(shown) => (Ok(shown.text), shown.images, shown.recorded),
+        Err(message) => (Err(message), Vec::new(), Vec::new()),
     };
     let shown = shown_outcome(&outcome);
     let more = images
         .iter()
+        .chain(&recorded)
         .map(|image| crate::event::image_content(&image.data_base64, &image.mime_type))
         .collect();
     session.emit(Payload::ToolResult(ToolResultData::finished(

@@ -96,6 +96,9 @@ impl ToolContext {
 pub struct ToolOutput {
     pub text: String,
     pub images: Vec<Image>,
+    /// Images for the record only (the event log, clients), not sent to the model: a desktop
+    /// action's screen after it, when the model asked for no screenshot.
+    pub recorded: Vec<Image>,
 }
 
 impl ToolOutput {
@@ -103,6 +106,7 @@ impl ToolOutput {
         ToolOutput {
             text: text.into(),
             images: Vec::new(),
+            recorded: Vec::new(),
         }
     }
 }

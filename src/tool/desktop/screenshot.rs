@@ -53,6 +53,7 @@ impl Tool for Screenshot {
                     mime_type: "image/png".into(),
                     data_base64: shot.png_base64,
                 }],
+                recorded: Vec::new(),
             })
         })
     }

@@ -44,7 +44,11 @@ pub fn map_result(result: &Value) -> Result<ToolOutput, ToolError> {
         };
         return Err(ToolError::Failed(message));
     }
-    Ok(ToolOutput { text, images })
+    Ok(ToolOutput {
+        text,
+        images,
+        recorded: Vec::new(),
+    })
 }
 
 fn map_block(block: &Value, text: &mut Vec<String>, images: &mut Vec<Image>) {

@@ -112,16 +112,25 @@ async fn run(target: Target, ctx: &ToolContext) -> Result<ToolOutput, ToolError>
                 _ => String::new(),
             }
         };
-        let wants_picture = matches!(target.action, action::Action::Screenshot)
-            || (target.screenshot_after
-                && !matches!(target.action, action::Action::CursorPosition));
-        if !wants_picture {
+        let looked = matches!(target.action, action::Action::Screenshot);
+        let acted = target.action.acts();
+        // The model gets a picture when it looks or did not decline one; an action always
+        // leaves one in the record, so the session's log replays what happened.
+        let for_model = looked || (target.screenshot_after && !matches!(target.action, action::Action::CursorPosition));
+        if !for_model && !acted {
             return Ok(ToolOutput::text(said));
         }
-        if target.action.acts() {
+        if acted {
             std::thread::sleep(SETTLE);
         }
         let (image, view) = screen_picture(desk, max_edge)?;
+        if !for_model {
+            return Ok(ToolOutput {
+                text: said,
+                images: Vec::new(),
+                recorded: vec![image],
+            });
+        }
         state.saw(view);
         let (w, h) = view.shown;
         let seen = format!(
@@ -136,6 +145,7 @@ async fn run(target: Target, ctx: &ToolContext) -> Result<ToolOutput, ToolError>
         Ok(ToolOutput {
             text,
             images: vec![image],
+            recorded: Vec::new(),
         })
     })
     .await

@@ -9,8 +9,7 @@ use super::super::pixels::{downsample, encode_png};
 use super::action::Action;
 use super::mark::Canvas;
 use super::view::{DesktopState, View};
-use crate::event::{DesktopPreview, DesktopWindow};
-use crate::model::Image;
+use crate::event::{DesktopPreview, DesktopWindow, PreviewImage};
 use crate::policy::CallTarget;
 use crate::tool::{Danger, ToolError};
 
@@ -182,7 +181,7 @@ fn judged(
     point: Option<Point>,
     end: Option<Point>,
     window: Option<&WindowInfo>,
-    image: Option<Image>,
+    image: Option<PreviewImage>,
 ) -> CallTarget {
     let name = action.name();
     let app = window.map(|w| w.app.as_str()).unwrap_or_default();
@@ -302,7 +301,7 @@ fn marked_screen(
     point: Option<Point>,
     end: Option<Point>,
     window: Option<&WindowInfo>,
-) -> Result<Option<Image>, ToolError> {
+) -> Result<Option<PreviewImage>, ToolError> {
     let frame = desk.capture(None)?;
     let (w, h) = whole.shown;
     let mut rgb = if (frame.width, frame.height) == (w, h) {
@@ -337,7 +336,7 @@ fn marked_screen(
     }
     let png = encode_png(&rgb, w, h)
         .map_err(|e| ToolError::Io(format!("cannot encode the marked screenshot: {e}")))?;
-    Ok(Some(Image {
+    Ok(Some(PreviewImage {
         mime_type: "image/png".into(),
         data_base64: base64::engine::general_purpose::STANDARD.encode(png),
     }))

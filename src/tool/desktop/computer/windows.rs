@@ -55,6 +55,7 @@ impl Tool for Windows {
                                 line(&window)
                             ),
                             images: vec![image],
+                            recorded: Vec::new(),
                         })
                     }
                     other => Err(ToolError::InvalidArguments(format!(
