@@ -8,7 +8,9 @@ pub struct X11Desktop;
 
 impl X11Desktop {
     pub fn connect(display: &str) -> Result<X11Desktop, ToolError> {
-        Err(ToolError::Io(format!("X11 input on {display} is not built yet")))
+        Err(ToolError::Io(format!(
+            "X11 input on {display} is not built yet"
+        )))
     }
 }
 
