@@ -413,6 +413,7 @@ async function loadPendingConfirms(id) {
       danger: r.danger,
       diff: r.diff,
       note: r.note,
+      desktop: r.desktop,
     });
   }
   if (state.confirms.length) {

@@ -285,7 +285,66 @@ async function enrichConfirm(p) {
   if (full.danger && !p.danger) p.danger = full.danger;
   if (full.diff && !p.diff) p.diff = full.diff;
   if (full.note && !p.note) p.note = full.note;
+  if (full.desktop && !p.desktop) p.desktop = full.desktop;
   showDetails(p);
+}
+
+// A desktop action's marked screenshot as a data: URL, built from nothing but a known media
+// type and text that is standard base64 starting with that format's signature (PNG
+// "\x89PNG", JPEG "\xff\xd8\xff"); anything else is no image. The URL is set as the img's
+// src property, never written into HTML.
+const SCREEN_TYPES = { "image/png": "iVBORw0KGgo", "image/jpeg": "/9j/" };
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+function screenUrl(image) {
+  if (!image || typeof image !== "object") return null;
+  const type = image.mime_type;
+  const data = image.data_base64;
+  if (!Object.hasOwn(SCREEN_TYPES, type) || typeof data !== "string") return null;
+  if (!data.startsWith(SCREEN_TYPES[type]) || !BASE64.test(data)) return null;
+  return `data:${type};base64,${data}`;
+}
+
+function point(xy) {
+  return Array.isArray(xy) && xy.length === 2 && xy.every(Number.isInteger)
+    ? `(${xy[0]}, ${xy[1]})` : null;
+}
+
+// What a `computer` or `windows` call will do: the marked screen, the action at its real
+// coordinates, the window it reaches and the whole text it types. All of it is the model's or
+// a window's own text, so it goes in as text nodes only.
+function showDesktop(d) {
+  const box = $("approval-desktop");
+  const image = $("approval-screen");
+  const facts = $("approval-desktop-facts");
+  facts.textContent = "";
+  if (!d || typeof d !== "object") {
+    show(box, false);
+    image.removeAttribute("src");
+    return;
+  }
+  $("approval-desktop-what").textContent = String(d.description ?? "");
+  const url = d.image ? screenUrl(d.image) : null;
+  if (url) image.src = url;
+  else image.removeAttribute("src");
+  show($("approval-screen-box"), !!url);
+  $("approval-screen-refused").textContent = d.image && !url
+    ? "The screenshot that came with this request is not a PNG or JPEG image; it is not shown." : "";
+  show($("approval-screen-refused"), !!(d.image && !url));
+  const fact = (key, value) => {
+    if (value) facts.append(el("dt", { text: key }), el("dd", {}, el("pre", { text: value })));
+  };
+  const at = point(d.point);
+  const to = point(d.end);
+  fact("action", [String(d.action ?? ""), at && to ? `from ${at} to ${to}` : at && `at ${at}`]
+    .filter(Boolean).join(" "));
+  const w = d.window;
+  if (w && typeof w === "object") {
+    const pid = Number.isInteger(w.pid) ? ` (pid ${w.pid})` : "";
+    fact("window", `${String(w.app ?? "")}${pid} “${String(w.title ?? "")}” [id ${String(w.id ?? "")}]`);
+  }
+  if (typeof d.text === "string") fact(d.action === "key" ? "keys" : "text to type", d.text);
+  show(box, true);
 }
 
 function showDetails(p) {
@@ -293,6 +352,7 @@ function showDetails(p) {
   $("approval-danger").textContent = danger ? "danger: " + danger : "";
   $("approval-danger").className = "badge danger-" + (danger || "none");
   show($("approval-danger"), !!danger);
+  showDesktop(p.desktop);
   const diff = findDiff(p);
   show($("approval-diff-box"), !!diff || !!p.note);
   if (diff) renderDiff($("approval-diff"), diff);

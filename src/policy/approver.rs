@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Answer, Decision, Gate, Policy, Verdict, approval_preview};
 use crate::event::{PermissionRequest, PermissionToolCall};
+pub use crate::tool::CallTarget;
 use crate::tool::{Danger, Guard, ToolManifest, ToolRegistry, write_guard};
 
 /// Where a request waits for a person: it is announced, any surface may answer it, and it is
@@ -108,23 +109,6 @@ pub struct Call<'a> {
     pub tool_call: PermissionToolCall,
     /// What a desktop action reaches, found before it is judged (see [`CallTarget`]).
     pub target: Option<&'a CallTarget>,
-}
-
-/// What a call acts on that its arguments alone do not say: for a desktop action, the window
-/// under the point and the screen marked where it lands. Rules match its subjects, "allow
-/// always" grants its `grant` key, and the person sees its preview.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CallTarget {
-    /// `action:left_click`, `window:Gnome-calculator`, `title:Calculator`, `key:ctrl+s`,
-    /// `text:…`: a deny or ask rule matching any of them holds, as does an allow rule.
-    pub subjects: Vec<String>,
-    /// The key "allow always" grants: only a later call with the same key runs unasked.
-    pub grant: String,
-    /// What "always" would cover (`Ok`), or why it is not offered (`Err`).
-    pub always: Result<String, String>,
-    /// The danger of this action where it differs from the tool's (looking, not acting).
-    pub danger: Option<Danger>,
-    pub preview: crate::event::DesktopPreview,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,15 +13,21 @@ use crate::event::PermissionRequest;
 use crate::policy::{Answer, Decision};
 use crate::session::Session;
 
+use super::desktop_preview::{self, Screenshot};
 use super::safe_text;
 
 /// The block shown before the keys: tool, danger, why, and the full command, code or diff.
 /// Everything in it is escaped for the terminal (it is model text), and a shell command is
 /// followed by the simple commands it really runs, as bash reads them: a comment, a string
 /// or an escape sequence cannot make it look like another command. With `colour`, a diff's
-/// lines are coloured (after escaping: no colour code comes from the model).
-pub fn describe_request(request: &PermissionRequest, colour: bool) -> String {
-    let mut text = painted_body(request, colour);
+/// lines are coloured (after escaping: no colour code comes from the model). A desktop
+/// action shows its point, window, text and where `screenshot` was saved.
+pub fn describe_request(
+    request: &PermissionRequest,
+    colour: bool,
+    screenshot: &Screenshot,
+) -> String {
+    let mut text = painted_body(request, colour, screenshot);
     text.push_str(keys(request.always_offered()));
     text
 }
@@ -63,8 +69,8 @@ fn choices_help(always: bool) -> String {
 
 /// [`describe_request`] without the keys: what the full-screen UI shows in its modal.
 /// Escaped for the terminal like the prompt.
-pub fn request_body(request: &PermissionRequest) -> String {
-    painted_body(request, false)
+pub fn request_body(request: &PermissionRequest, screenshot: &Screenshot) -> String {
+    painted_body(request, false, screenshot)
 }
 
 /// The colour of a diff line, by the rule of the session view's theme (`diff_line`).
@@ -82,7 +88,7 @@ fn diff_colour(line: &str) -> Option<&'static str> {
     }
 }
 
-fn painted_body(request: &PermissionRequest, colour: bool) -> String {
+fn painted_body(request: &PermissionRequest, colour: bool, screenshot: &Screenshot) -> String {
     let preview = &request.preview;
     let mut text = format!(
         "\n⚠ {} wants to run ({} · {})\n",
@@ -112,6 +118,10 @@ fn painted_body(request: &PermissionRequest, colour: bool) -> String {
         }
     } else if let Some(url) = &preview.url {
         text.push_str(&format!("  {}\n", safe_text::escape_line(url)));
+    } else if let Some(desktop) = &preview.desktop {
+        // In place of the raw arguments: their coordinates are the downsampled screenshot's,
+        // these are the screen's.
+        text.push_str(&desktop_preview::lines(desktop, screenshot));
     } else {
         text.push_str(&super::tool_args::lines(
             &request.tool_call.raw_input,
@@ -208,7 +218,9 @@ pub fn terminal_available() -> bool {
 pub async fn ask_on_terminal(session: Arc<Session>, request: &PermissionRequest, colour: bool) {
     let id = request.request_id.clone();
     let mut err = std::io::stderr();
-    let _ = write!(err, "{}", describe_request(request, colour));
+    // Kept until the answer: the file is removed when this drops.
+    let screenshot = Screenshot::save(request);
+    let _ = write!(err, "{}", describe_request(request, colour, &screenshot));
     let _ = err.flush();
     let waiting = session.clone();
     let waited_id = id.clone();
@@ -410,7 +422,7 @@ mod tests {
                 },
             )
         };
-        let text = describe_request(&request, false);
+        let text = describe_request(&request, false, &Screenshot::None);
         assert!(!text.chars().any(safe_text::is_unsafe), "{text:?}");
         assert!(text.contains(r"(dangerous · shell\x1b[8m asks)"), "{text}");
         assert!(text.contains(r"  $ echo hi # \x1b[2J\x1b[H$ ls"), "{text}");
@@ -433,6 +445,7 @@ mod tests {
                 },
             ),
             false,
+            &Screenshot::None,
         );
         assert!(
             text.contains("only the command above says what runs"),
@@ -447,6 +460,7 @@ mod tests {
                 },
             ),
             false,
+            &Screenshot::None,
         );
         assert!(text.contains("+a\\x1b[1A\\x1b[2K\n+\\u{9b}b\n"), "{text}");
     }
@@ -460,18 +474,18 @@ mod tests {
                 ..ApprovalPreview::default()
             },
         );
-        let text = describe_request(&diff, true);
+        let text = describe_request(&diff, true, &Screenshot::None);
         assert!(text.contains("\x1b[1m--- a/x\x1b[0m\n"), "{text:?}");
         assert!(text.contains("\x1b[36m@@ -1 +1 @@\x1b[0m\n"), "{text:?}");
         assert!(text.contains("\x1b[31m-old\\x1b[31m\x1b[0m\n"), "{text:?}");
         assert!(text.contains("\x1b[32m+new\x1b[0m\n same\n"), "{text:?}");
-        let plain = describe_request(&diff, false);
+        let plain = describe_request(&diff, false, &Screenshot::None);
         assert!(!plain.contains('\x1b'), "{plain:?}");
         let call = PermissionRequest::sample(
             "mcp__deploy",
             serde_json::json!({"target": "prod", "notes": "a\nb"}),
         );
-        let text = describe_request(&call, false);
+        let text = describe_request(&call, false, &Screenshot::None);
         assert!(
             text.contains("  target: prod\n  notes:\n    │ a\n    │ b\n"),
             "{text}"

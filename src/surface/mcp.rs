@@ -1,6 +1,7 @@
 //! `corral mcp`: an MCP server over stdio (rmcp) that owns agents, one corral session each,
 //! so another agent (Claude Code, an editor, a script) can open, drive, approve and close
-//! them. Every tool returns one JSON text block.
+//! them. Every tool returns one JSON text block (`agent_pending` adds the image blocks of
+//! desktop actions' screenshots).
 //!
 //! Errors the caller can fix (no such agent, a bad directory, a turn already running) come
 //! back as tool results with `isError: true`; unknown tools and malformed arguments are
@@ -18,6 +19,7 @@
 
 mod open;
 mod output;
+mod pending;
 mod status;
 
 use std::collections::HashMap;
@@ -436,17 +438,18 @@ impl McpServer {
 
     #[tool(
         description = "The agent's open permission requests (tool calls waiting for \
-        approval). Returns {\"agent_id\", \"pending\": [{requestId, ...}]}."
+        approval). Returns {\"agent_id\", \"pending\": [{requestId, ...}]}; a desktop \
+        action's marked screenshot follows as an image block, named in its desktop.image."
     )]
     async fn agent_pending(
         &self,
         Parameters(p): Parameters<AgentParams>,
     ) -> Result<CallToolResult, ErrorData> {
         match self.manager.get(&p.agent_id) {
-            Some(handle) => ok(json!({
-                "agent_id": p.agent_id,
-                "pending": handle.session.pending_permissions(),
-            })),
+            Some(handle) => Ok(pending::pending_result(
+                &p.agent_id,
+                &handle.session.pending_permissions(),
+            )),
             None => fail(format!("no agent {}", p.agent_id)),
         }
     }

@@ -3,6 +3,7 @@
 pub mod acp;
 mod approve;
 pub mod cli_docs;
+mod desktop_preview;
 pub mod doctor;
 pub mod eval;
 pub mod init;

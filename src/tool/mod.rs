@@ -1,8 +1,10 @@
 //! Tools: described once in `tools/*.toml` (embedded at build time), implemented one family per
 //! file, looked up through the [`ToolRegistry`].
 
+mod call_target;
 mod delegate;
 mod desktop;
+pub use call_target::CallTarget;
 pub use desktop::computer::{Target as DesktopTarget, inspect_call as inspect_computer_call};
 pub use desktop::window_titles as desktop_window_titles;
 mod edit;

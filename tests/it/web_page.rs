@@ -5,6 +5,7 @@
 
 mod answers;
 mod browser;
+mod desktop;
 mod link;
 mod sessions;
 

@@ -181,6 +181,7 @@ fn asked(request: &PermissionRequest) -> String {
         preview.code.as_deref(),
         preview.url.as_deref(),
         preview.path.as_deref(),
+        preview.desktop.as_ref().map(|d| d.description.as_str()),
     ];
     if let Some(what) = shown.into_iter().flatten().next() {
         let _ = write!(text, " · {}", head_of(what));
@@ -274,6 +275,11 @@ mod tests {
             env(
                 4,
                 "permission",
+                r#"{"toolCall":{"toolCallId":"d","title":"computer","kind":"other","status":"pending","rawInput":{}},"tool":"computer","danger":"dangerous","reason":"r","options":[],"desktop":{"action":"left_click","description":"left click in \u001b]0;Calc\u0007","point":[1,2]},"requestId":"q"}"#,
+            ),
+            env(
+                5,
+                "permission",
                 r#"{"toolCall":{"toolCallId":"c","title":"t\u001b[2J","kind":"execute","status":"pending","rawInput":{}},"tool":"shell","danger":"dangerous","reason":"r\u001b[0m","options":[],"command":"rm \u001b[8m-rf","requestId":"p"}"#,
             ),
         ];
@@ -290,6 +296,10 @@ mod tests {
         assert!(text.contains(r"bad \x1b[31m"), "{text}");
         assert!(
             text.contains(r"asked: shell (dangerous): r\x1b[0m · rm \x1b[8m-rf"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r"asked: computer (dangerous): r · left click in \x1b]0;Calc\x07"),
             "{text}"
         );
     }

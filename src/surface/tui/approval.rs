@@ -1,7 +1,8 @@
 //! The approval modal: the oldest open permission request over the conversation — tool,
 //! danger, reason, the full command, code or diff (escaped as the line prompt escapes it, see
 //! `approve::request_body`), what "always" would cover — and its six decisions on single
-//! keys, the same keys as `corral run`'s prompt.
+//! keys, the same keys as `corral run`'s prompt. A desktop action's marked screenshot is saved
+//! to a private file while the modal shows its request, and the body says where.
 
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,7 @@ use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph};
 
 use crate::event::PermissionRequest;
 use crate::policy::Decision;
+use crate::surface::desktop_preview::Screenshot;
 
 use super::app::App;
 use super::theme::Theme;
@@ -36,6 +38,8 @@ pub struct Modal {
     pub scroll: usize,
     seen_end: bool,
     cache: Option<(String, usize, Vec<Line<'static>>)>,
+    /// The shown request's saved screenshot, removed when another request takes the modal.
+    screenshot: Option<(String, Screenshot)>,
 }
 
 impl Modal {
@@ -109,7 +113,13 @@ impl Modal {
             .as_ref()
             .is_some_and(|(id, w, _)| id == &request.request_id && *w == inner_width);
         if !fresh {
-            let body = lines(request, inner_width, theme);
+            let saved = self
+                .screenshot
+                .take()
+                .filter(|(id, _)| id == &request.request_id)
+                .unwrap_or_else(|| (request.request_id.clone(), Screenshot::save(request)));
+            let body = lines(request, inner_width, theme, &saved.1);
+            self.screenshot = Some(saved);
             self.cache = Some((request.request_id.clone(), inner_width, body));
         }
         let body: &[Line<'static>] = self.cache.as_ref().map_or(&[], |(_, _, b)| b.as_slice());
@@ -200,8 +210,13 @@ pub fn key(app: &mut App, key: &KeyEvent) {
 }
 
 /// The request's lines for a width: the prompt's own text, diff lines coloured.
-pub fn lines(request: &PermissionRequest, width: usize, theme: &Theme) -> Vec<Line<'static>> {
-    let body = crate::surface::approve::request_body(request);
+pub fn lines(
+    request: &PermissionRequest,
+    width: usize,
+    theme: &Theme,
+    screenshot: &Screenshot,
+) -> Vec<Line<'static>> {
+    let body = crate::surface::approve::request_body(request, screenshot);
     let mut out = Vec::new();
     let none = Span::raw("");
     for line in body.trim_matches('\n').split('\n') {
@@ -312,7 +327,77 @@ mod tests {
         let mut request = PermissionRequest::sample("write_file", serde_json::json!({}));
         request.preview.path = Some("notes.txt\n+ harmless".into());
         request.preview.diff = Some("--- a/x\n+++ b/x\n".into());
-        let body = crate::surface::approve::request_body(&request);
+        let body = crate::surface::approve::request_body(&request, &Screenshot::None);
         assert!(body.contains("file: notes.txt\\n+ harmless"), "{body}");
+    }
+
+    /// The same lines as the terminal prompt, in the modal: the real point, the window and
+    /// the saved screenshot's path, whose file lives while the modal shows the request.
+    #[test]
+    fn a_desktop_request_shows_its_point_window_and_screenshot_file() {
+        let mut request = PermissionRequest::sample("computer", serde_json::json!({}));
+        request.preview.desktop = Some(Box::new(crate::event::DesktopPreview {
+            action: "left_click".into(),
+            description: "left click on \x1b[2Jthe = key".into(),
+            point: Some([412, 300]),
+            window: Some(crate::event::DesktopWindow {
+                id: "0x3a00007".into(),
+                title: "Calculator\u{202e}".into(),
+                app: "Gnome-calculator".into(),
+                pid: Some(4242),
+            }),
+            image: Some(crate::event::PreviewImage {
+                mime_type: "image/png".into(),
+                data_base64: crate::surface::desktop_preview::tests::png_base64(),
+            }),
+            ..Default::default()
+        }));
+        let mut modal = Modal::default();
+        let mut terminal =
+            ratatui::Terminal::new(ratatui::backend::TestBackend::new(140, 30)).unwrap();
+        let mut draw = |modal: &mut Modal, request: &PermissionRequest| {
+            terminal
+                .draw(|frame| {
+                    let area = frame.area();
+                    modal.draw(frame, area, request, 0, &Theme::plain());
+                })
+                .unwrap();
+            let buffer = terminal.backend().buffer().clone();
+            (0..buffer.area.height)
+                .map(|y| {
+                    (0..buffer.area.width)
+                        .map(|x| buffer[(x, y)].symbol().to_string())
+                        .collect::<String>()
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let screen = draw(&mut modal, &request);
+        assert!(
+            screen.contains("action: left_click at (412, 300)"),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("window: Gnome-calculator (pid 4242) “Calculator\\u{202e}”"),
+            "{screen}"
+        );
+        assert!(
+            screen.contains(r"what: left click on \x1b[2Jthe = key"),
+            "{screen}"
+        );
+        let path = screen
+            .split("screen (target marked): ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(|p| p.trim_end_matches('│').to_string())
+            .unwrap_or_else(|| panic!("no screenshot line: {screen}"));
+        assert!(std::path::Path::new(&path).is_file(), "{path}");
+        // Another request takes the modal: the file goes.
+        let next = PermissionRequest {
+            request_id: "perm_next".into(),
+            ..request.clone()
+        };
+        draw(&mut modal, &next);
+        assert!(!std::path::Path::new(&path).exists(), "{path}");
     }
 }

@@ -98,6 +98,7 @@ fn describe(request: &PermissionRequest) -> String {
         .as_deref()
         .or(preview.path.as_deref())
         .or(preview.url.as_deref())
+        .or(preview.desktop.as_ref().map(|d| d.description.as_str()))
         .unwrap_or(&request.tool_call.title);
     let what: String = crate::surface::safe_text::escape_line(what)
         .chars()
@@ -128,5 +129,16 @@ mod tests {
         let text = describe(&request);
         assert!(!text.contains('<') && !text.contains('\u{1b}'), "{text}");
         assert!(text.contains("&lt;a href"), "{text}");
+        // A desktop action is named by its description, as untrusted as a command.
+        let mut click = PermissionRequest::sample("computer", serde_json::json!({}));
+        click.preview.desktop = Some(Box::new(crate::event::DesktopPreview {
+            description: "left click in <b>Calc</b>\u{202e}".into(),
+            ..Default::default()
+        }));
+        let text = describe(&click);
+        assert!(
+            text.contains("left click in &lt;b&gt;Calc&lt;/b&gt;\\u{202e}"),
+            "{text}"
+        );
     }
 }

@@ -296,6 +296,11 @@ impl Projector {
                     self.diffs
                         .insert(request.tool_call.tool_call_id.clone(), diff.clone());
                 }
+                // A desktop action: its point, window, text and marked screenshot, whole (the
+                // page checks the image before it shows it).
+                if let Some(desktop) = &request.preview.desktop {
+                    payload["desktop"] = json!(desktop);
+                }
                 // A delegated sub-session asks here: the dialog says which one.
                 if let Some(sub) = &request.sub_session {
                     payload["message"] =

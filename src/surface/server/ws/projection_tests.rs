@@ -505,3 +505,49 @@ fn a_preview_cuts_on_character_boundaries() {
     assert!(cut.ends_with(&"é".repeat(12)), "{cut}");
     assert_eq!(preview("short", 51), "short");
 }
+
+/// A desktop request reaches the page whole: its point, window, text and a ~300 KB marked
+/// screenshot (the WebSocket's message limit is on what clients send, not on this).
+#[test]
+fn a_desktop_request_carries_its_preview_and_a_large_screenshot_whole() {
+    let mut p = Projector::new(true);
+    let mut request = PermissionRequest::sample(
+        "computer",
+        json!({"action": "left_click", "coordinate": [100, 75]}),
+    );
+    let data = "iVBORw0KGgo".to_string() + &"A".repeat(300 * 1024);
+    request.preview.desktop = Some(Box::new(DesktopPreview {
+        action: "left_click".into(),
+        description: "left click at (412, 300) in <b>xterm</b>".into(),
+        point: Some([412, 300]),
+        window: Some(DesktopWindow {
+            id: "0x1".into(),
+            title: "<img src=x onerror=alert(1)>".into(),
+            app: "XTerm".into(),
+            pid: Some(9),
+        }),
+        image: Some(crate::event::PreviewImage {
+            mime_type: "image/png".into(),
+            data_base64: data.clone(),
+        }),
+        ..DesktopPreview::default()
+    }));
+    let out = p.project(
+        &env(Payload::Permission(PermissionData::Request(Box::new(
+            request,
+        )))),
+        TurnMode::Normal,
+    );
+    let desktop = &out[0].payload["desktop"];
+    assert_eq!(desktop["point"], json!([412, 300]));
+    assert_eq!(desktop["window"]["title"], "<img src=x onerror=alert(1)>");
+    assert_eq!(desktop["window"]["pid"], 9);
+    assert_eq!(desktop["image"]["mime_type"], "image/png");
+    assert_eq!(
+        desktop["image"]["data_base64"].as_str(),
+        Some(data.as_str())
+    );
+    // And as the socket sends it: one text frame with all of it.
+    let frame = serde_json::to_string(&out[0].payload).unwrap();
+    assert!(frame.len() > 300 * 1024 && frame.contains(&data));
+}

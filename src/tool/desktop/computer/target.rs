@@ -10,8 +10,7 @@ use super::action::Action;
 use super::mark::Canvas;
 use super::view::{DesktopState, View};
 use crate::event::{DesktopPreview, DesktopWindow, PreviewImage};
-use crate::policy::CallTarget;
-use crate::tool::{Danger, ToolError};
+use crate::tool::{CallTarget, Danger, ToolError};
 
 /// Characters of a window title kept in descriptions and rules.
 const TITLE_CHARS: usize = 200;
