@@ -174,7 +174,7 @@ fn window_titled(desktop: &mut X11Desktop, title: &str) -> WindowInfo {
                 .into_iter()
                 .find(|w| w.title == title)
         },
-        || String::new(),
+        String::new,
     )
 }
 
