@@ -111,6 +111,14 @@ impl X11Desktop {
         self.fake(kind, keycode, (0, 0))
     }
 
+    /// Drops the cached mapping (unless keys are still bound), so each `key` or `type` call
+    /// sees the layout as it is now, even after the person switched it.
+    fn forget_keymap(&mut self) {
+        if self.keymap.as_ref().is_some_and(|map| !map.has_bound()) {
+            self.keymap = None;
+        }
+    }
+
     fn keymap(&mut self) -> Result<&mut Keymap, ToolError> {
         if self.keymap.is_none() {
             let fetched = Keymap::fetch(&self.conn).map_err(|e| self.err(e))?;
@@ -187,6 +195,7 @@ impl X11Desktop {
     /// Presses the modifiers (in order), taps the key, releases the modifiers (in reverse).
     /// A key that is its keycode's shifted symbol gets Shift too.
     pub(super) fn press_combo(&mut self, combo: &KeyCombo) -> Result<(), ToolError> {
+        self.forget_keymap();
         let result = self.press_combo_unrestored(combo);
         let restored = self.restore_keymap();
         result.and(restored)
@@ -239,6 +248,7 @@ impl X11Desktop {
     /// Return; other control characters are refused before anything is typed.
     pub(super) fn type_chars(&mut self, text: &str) -> Result<(), ToolError> {
         let keysyms = text_keysyms(text)?;
+        self.forget_keymap();
         let result = self.type_keysyms(&keysyms);
         let restored = self.restore_keymap();
         result.and(restored)

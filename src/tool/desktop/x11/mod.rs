@@ -8,6 +8,7 @@
 
 mod input;
 mod keymap;
+mod properties;
 mod windows;
 
 #[cfg(test)]
@@ -108,6 +109,22 @@ impl X11Desktop {
             .extension_information(name)
             .map_err(|e| self.err(e))?
             .is_some())
+    }
+}
+
+impl Drop for X11Desktop {
+    /// Keys still bound temporarily (a restore that failed midway) are put back at the last
+    /// moment this connection has.
+    fn drop(&mut self) {
+        if let Some(keymap) = self.keymap.as_mut()
+            && keymap.has_bound()
+            && let Err(e) = keymap.restore(&self.conn)
+        {
+            tracing::warn!(
+                "X11 display {}: keyboard mapping not restored: {e}",
+                self.display
+            );
+        }
     }
 }
 

@@ -1,21 +1,18 @@
 //! Top-level windows: the window manager's EWMH client list where one runs; with none (a bare
-//! Xvfb), the root's mapped children that have a name or class. Windows can vanish between
-//! two requests: an X error about one window skips it, only a broken connection fails.
+//! Xvfb), the root's mapped children that have a name or class. A window that vanishes while
+//! it is being described is left out.
 
 use x11rb::CURRENT_TIME;
-use x11rb::errors::ReplyError;
 use x11rb::protocol::res::{self, ClientIdMask, ClientIdSpec, ConnectionExt as _};
 use x11rb::protocol::xproto::{
-    Atom, AtomEnum, ClientMessageEvent, ConfigureWindowAux, ConnectionExt as _, EventMask,
-    GetPropertyReply, InputFocus, MapState, StackMode, Window,
+    AtomEnum, ClientMessageEvent, ConfigureWindowAux, ConnectionExt as _, EventMask, InputFocus,
+    MapState, StackMode, Window,
 };
 
 use super::X11Desktop;
+use super::properties::{application, gone_is_none, text};
 use crate::tool::ToolError;
 use crate::tool::desktop::backend::{Point, Rect, WindowInfo};
-
-/// Property values read at most (in 32-bit units): 16 KiB, ample for a title or a client list.
-const PROPERTY_LONGS: u32 = 4096;
 
 /// The EWMH window manager announced on the root window.
 pub(super) struct WindowManager {
@@ -58,61 +55,7 @@ pub(super) fn format_id(window: Window) -> String {
     format!("{window:#x}")
 }
 
-/// Property bytes as text: UTF-8 for `UTF8_STRING`, Latin-1 for `STRING` (ICCCM), lossy
-/// UTF-8 for anything else; without trailing NULs.
-fn text(reply: &GetPropertyReply) -> String {
-    let bytes = reply.value.strip_suffix(&[0]).unwrap_or(&reply.value);
-    if reply.type_ == Atom::from(AtomEnum::STRING) {
-        bytes.iter().map(|&b| char::from(b)).collect()
-    } else {
-        // UTF8_STRING, and COMPOUND_TEXT whose ASCII part this keeps.
-        String::from_utf8_lossy(bytes).into_owned()
-    }
-}
-
-/// `WM_CLASS` is `instance\0class\0`: the class names the application, else the instance.
-fn application(reply: &GetPropertyReply) -> String {
-    let mut parts = reply
-        .value
-        .split(|&b| b == 0)
-        .map(|part| part.iter().map(|&b| char::from(b)).collect::<String>());
-    let instance = parts.next().unwrap_or_default();
-    let class = parts.next().unwrap_or_default();
-    if class.is_empty() { instance } else { class }
-}
-
 impl X11Desktop {
-    /// A property's value; `None` when it is not set or the window is gone.
-    fn property(
-        &self,
-        window: Window,
-        name: impl Into<Atom>,
-        kind: impl Into<Atom>,
-    ) -> Result<Option<GetPropertyReply>, ToolError> {
-        let reply = self
-            .conn
-            .get_property(false, window, name, kind, 0, PROPERTY_LONGS)
-            .map_err(|e| self.err(e))?
-            .reply();
-        match gone_is_none(reply).map_err(|e| self.err(e))? {
-            Some(reply) if reply.type_ != 0 && reply.format != 0 => Ok(Some(reply)),
-            _ => Ok(None),
-        }
-    }
-
-    fn property_u32s(
-        &self,
-        window: Window,
-        name: impl Into<Atom>,
-        kind: impl Into<Atom>,
-    ) -> Result<Vec<u32>, ToolError> {
-        Ok(self
-            .property(window, name, kind)?
-            .filter(|reply| reply.format == 32)
-            .and_then(|reply| reply.value32().map(Iterator::collect))
-            .unwrap_or_default())
-    }
-
     pub(super) fn window_manager(&self) -> Result<Option<WindowManager>, ToolError> {
         let check = self.atoms._NET_SUPPORTING_WM_CHECK;
         let Some(&wm) = self
@@ -365,16 +308,6 @@ impl X11Desktop {
     }
 }
 
-/// An X error reply (the window is gone, or never was) as `None`; a broken connection stays
-/// an error.
-fn gone_is_none<T>(reply: Result<T, ReplyError>) -> Result<Option<T>, ReplyError> {
-    match reply {
-        Ok(value) => Ok(Some(value)),
-        Err(ReplyError::X11Error(_)) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,25 +333,5 @@ mod tests {
             );
         }
         assert_eq!(format_id(0x1a0_0004), "0x1a00004");
-    }
-
-    fn reply(type_: Atom, value: &[u8]) -> GetPropertyReply {
-        GetPropertyReply {
-            format: 8,
-            sequence: 0,
-            length: 0,
-            type_,
-            bytes_after: 0,
-            value_len: u32::try_from(value.len()).unwrap(),
-            value: value.to_vec(),
-        }
-    }
-
-    #[test]
-    fn titles_decode_latin1_and_utf8_and_classes_prefer_the_class() {
-        assert_eq!(text(&reply(AtomEnum::STRING.into(), b"caf\xe9\0")), "café");
-        assert_eq!(text(&reply(300, "λ €".as_bytes())), "λ €");
-        assert_eq!(application(&reply(31, b"xev\0Xev\0")), "Xev");
-        assert_eq!(application(&reply(31, b"xev\0\0")), "xev");
     }
 }

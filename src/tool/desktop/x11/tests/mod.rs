@@ -5,6 +5,7 @@
 //!
 //! They move the one pointer and keyboard of the display, so they take turns (`exclusive`).
 
+mod ewmh;
 mod input;
 mod windows;
 
