@@ -18,8 +18,8 @@ mod permission;
 mod tool_result;
 
 pub use permission::{
-    AlwaysOffer, ApprovalPreview, DesktopPreview, DesktopWindow, PermissionData, PermissionOption,
-    PermissionRequest, PermissionResolution, PermissionToolCall, Resolved,
+    AlwaysOffer, ApprovalPreview, DesktopPreview, DesktopWindow, PermissionData, PermissionOption, PermissionRequest,
+    PermissionResolution, PermissionToolCall, Resolved,
 };
 
 pub(crate) use tool_result::{image_content, shown as shown_outcome};

@@ -72,9 +72,7 @@ impl fmt::Display for KeyCombo {
 pub enum KeyError {
     #[error("no key given: name one, such as Return or ctrl+s")]
     Empty,
-    #[error(
-        "unknown key {0:?}: use a character or a name such as Return, Tab, Escape, BackSpace, Delete, Page_Down, F5, with modifiers ctrl, alt, shift, super joined by +"
-    )]
+    #[error("unknown key {0:?}: use a character or a name such as Return, Tab, Escape, BackSpace, Delete, Page_Down, F5, with modifiers ctrl, alt, shift, super joined by +")]
     Unknown(String),
     #[error("{0:?} has modifiers but no key to press with them")]
     OnlyModifiers(String),
@@ -153,11 +151,7 @@ const NAMED: &[(&[&str], &str, u32)] = &[
     (&["home"], "home", 0xff50),
     (&["end"], "end", 0xff57),
     (&["page_up", "pageup", "pgup", "prior"], "page_up", 0xff55),
-    (
-        &["page_down", "pagedown", "pgdn", "next"],
-        "page_down",
-        0xff56,
-    ),
+    (&["page_down", "pagedown", "pgdn", "next"], "page_down", 0xff56),
     (&["left", "arrowleft"], "left", 0xff51),
     (&["up", "arrowup"], "up", 0xff52),
     (&["right", "arrowright"], "right", 0xff53),
@@ -187,16 +181,8 @@ const NAMED: &[(&[&str], &str, u32)] = &[
     (&["grave"], "`", 0x60),
     (&["bracketleft"], "[", 0x5b),
     (&["bracketright"], "]", 0x5d),
-    (
-        &["xf86audioraisevolume"],
-        "xf86audioraisevolume",
-        0x1008_ff13,
-    ),
-    (
-        &["xf86audiolowervolume"],
-        "xf86audiolowervolume",
-        0x1008_ff11,
-    ),
+    (&["xf86audioraisevolume"], "xf86audioraisevolume", 0x1008_ff13),
+    (&["xf86audiolowervolume"], "xf86audiolowervolume", 0x1008_ff11),
     (&["xf86audiomute"], "xf86audiomute", 0x1008_ff12),
     (&["xf86audioplay"], "xf86audioplay", 0x1008_ff14),
 ];
@@ -207,9 +193,7 @@ fn keysym_of(word: &str) -> Option<(u32, String)> {
         return Some((char_keysym(c), c.to_string()));
     }
     let lower = word.to_ascii_lowercase();
-    if let Some((_, name, sym)) = NAMED
-        .iter()
-        .find(|(names, _, _)| names.contains(&lower.as_str()))
+    if let Some((_, name, sym)) = NAMED.iter().find(|(names, _, _)| names.contains(&lower.as_str()))
     {
         return Some((*sym, (*name).to_string()));
     }
@@ -218,9 +202,7 @@ fn keysym_of(word: &str) -> Option<(u32, String)> {
     {
         return Some((0xffbe + n - 1, format!("f{n}")));
     }
-    if let Some(n) = lower
-        .strip_prefix("kp_")
-        .and_then(|n| n.parse::<u32>().ok())
+    if let Some(n) = lower.strip_prefix("kp_").and_then(|n| n.parse::<u32>().ok())
         && n <= 9
     {
         return Some((0xffb0 + n, format!("kp_{n}")));
@@ -247,12 +229,7 @@ mod tests {
 
     fn shown(text: &str) -> String {
         parse_keys(text)
-            .map(|c| {
-                c.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
+            .map(|c| c.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "))
             .unwrap_or_else(|e| format!("error: {e}"))
     }
 
@@ -276,10 +253,7 @@ mod tests {
 
     #[test]
     fn nonsense_is_refused_with_the_word_that_is_wrong() {
-        assert_eq!(
-            shown(""),
-            "error: no key given: name one, such as Return or ctrl+s"
-        );
+        assert_eq!(shown(""), "error: no key given: name one, such as Return or ctrl+s");
         assert!(shown("ctrl+bogus").contains("unknown key \"bogus\""));
         assert!(shown("hyper+s").contains("unknown key \"hyper\""));
         assert!(shown("ctrl+shift").contains("no key to press"));

@@ -7,7 +7,6 @@
 
 pub(crate) mod backend;
 mod clipboard;
-pub(crate) mod keys;
 mod notify;
 mod open_url;
 mod pixels;
@@ -15,6 +14,7 @@ mod presence;
 mod screenshot;
 mod wayland;
 mod x11;
+pub(crate) mod keys;
 
 pub use clipboard::clipboard_helper_main;
 pub(crate) use clipboard::{ClipboardRead, ClipboardWrite};

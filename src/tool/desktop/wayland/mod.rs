@@ -8,10 +8,7 @@ pub struct WaylandDesktop;
 
 impl WaylandDesktop {
     pub fn connect(env: &super::backend::DesktopEnv) -> Result<WaylandDesktop, ToolError> {
-        Err(ToolError::Io(format!(
-            "Wayland input on {:?} is not built yet",
-            env.wayland_display
-        )))
+        Err(ToolError::Io(format!("Wayland input on {:?} is not built yet", env.wayland_display)))
     }
 }
 
