@@ -64,13 +64,14 @@ struct Shot {
     png_base64: String,
 }
 
-/// A rectangle of the root window, in pixels.
+/// A rectangle of the root window, in pixels (the X protocol's own integer widths). Shared
+/// with the X11 desktop backend's `capture`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Area {
-    x: i16,
-    y: i16,
-    width: u16,
-    height: u16,
+pub(super) struct Area {
+    pub x: i16,
+    pub y: i16,
+    pub width: u16,
+    pub height: u16,
 }
 
 fn capture(display: &str, monitor: Option<usize>, max_edge: u32) -> Result<Shot, ToolError> {
@@ -169,7 +170,7 @@ fn monitors(conn: &RustConnection, screen: &Screen, whole: Area) -> Vec<(Area, S
 }
 
 /// The part of `area` inside `bounds`; `None` when nothing is.
-fn clip(area: Area, bounds: Area) -> Option<Area> {
+pub(super) fn clip(area: Area, bounds: Area) -> Option<Area> {
     let x0 = i32::from(area.x).max(i32::from(bounds.x));
     let y0 = i32::from(area.y).max(i32::from(bounds.y));
     let x1 = (i32::from(area.x) + i32::from(area.width))
@@ -185,7 +186,11 @@ fn clip(area: Area, bounds: Area) -> Option<Area> {
 }
 
 /// The area as tightly packed RGB, 3 bytes a pixel.
-fn grab_rgb(conn: &RustConnection, screen: &Screen, area: Area) -> Result<Vec<u8>, String> {
+pub(super) fn grab_rgb(
+    conn: &RustConnection,
+    screen: &Screen,
+    area: Area,
+) -> Result<Vec<u8>, String> {
     let (width, height) = (usize::from(area.width), usize::from(area.height));
     let band_rows = (BAND_BYTES / (width * 4).max(1)).clamp(1, height.max(1));
     let mut rgb = Vec::with_capacity(width * height * 3);
