@@ -12,10 +12,6 @@ use super::sway_ipc::SwayIpc;
 const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One thing the desktop may offer, and whether it does.
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "read by `doctor`, wired in by the desktop lead")
-)]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct Capability {
     /// What it gives corral: `mouse input`, `keyboard input`, `screen capture` …

@@ -66,7 +66,7 @@ fn capture_output(
     if client.state.frame.failed {
         return Err(failed("the compositor failed to copy the screen"));
     }
-    let mut raw = vec![0u8; usize::try_from(size).map_err(|e| failed(e))?];
+    let mut raw = vec![0u8; usize::try_from(size).map_err(failed)?];
     memory
         .read_exact_at(&mut raw, 0)
         .map_err(|e| failed(format!("reading the captured screen: {e}")))?;

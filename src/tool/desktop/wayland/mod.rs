@@ -36,7 +36,7 @@ use crate::tool::ToolError;
         reason = "for `doctor`, which the desktop lead wires in"
     )
 )]
-pub(crate) use capabilities::{Capability, capabilities};
+pub(crate) use capabilities::capabilities;
 pub(crate) use client::probe;
 pub(super) use screenshot::screenshot;
 
