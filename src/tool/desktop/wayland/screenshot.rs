@@ -57,5 +57,6 @@ pub(in super::super) fn screenshot(
             mime_type: "image/png".into(),
             data_base64: base64::engine::general_purpose::STANDARD.encode(png),
         }],
+        recorded: Vec::new(),
     })
 }
