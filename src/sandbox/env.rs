@@ -28,6 +28,8 @@ const ALLOWED: &[&str] = &[
     "PAGER",
     "DISPLAY",
     "WAYLAND_DISPLAY",
+    // sway's IPC socket: the desktop tools list and focus windows through it.
+    "SWAYSOCK",
     "XAUTHORITY",
     "XDG_RUNTIME_DIR",
     "XDG_CURRENT_DESKTOP",

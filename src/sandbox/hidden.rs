@@ -76,8 +76,10 @@ const SYSTEM_SOCKETS: &[&str] = &[
 ];
 
 /// The default list for this process's user: corral's config, cache and data directories, the
-/// credential stores under the home directory, `$XDG_RUNTIME_DIR`, `$SSH_AUTH_SOCK` and the
-/// system's socket paths.
+/// credential stores under the home directory, `$XDG_RUNTIME_DIR`, `$SSH_AUTH_SOCK`, the
+/// desktop's control sockets where they live elsewhere (an absolute `$WAYLAND_DISPLAY`,
+/// `$SWAYSOCK`: input injection and sway's `exec` would be a way out) and the system's socket
+/// paths.
 pub(crate) fn default_hidden() -> Vec<PathBuf> {
     let corral = [dirs::config_dir(), dirs::cache_dir(), dirs::data_dir()]
         .into_iter()
@@ -99,7 +101,13 @@ fn hidden_for(
         list.extend(HOME_SECRETS.iter().map(|rel| home.join(rel)));
     }
     // Only absolute values: a relative one would be taken against the tool's directory.
-    for name in ["XDG_RUNTIME_DIR", "SSH_AUTH_SOCK", "GNUPGHOME"] {
+    for name in [
+        "XDG_RUNTIME_DIR",
+        "SSH_AUTH_SOCK",
+        "GNUPGHOME",
+        "WAYLAND_DISPLAY",
+        "SWAYSOCK",
+    ] {
         if let Some(value) = env(name).map(PathBuf::from).filter(|p| p.is_absolute()) {
             list.push(value);
         }
@@ -120,6 +128,8 @@ mod tests {
             "XDG_RUNTIME_DIR" => Some("/run/user/1000".into()),
             "SSH_AUTH_SOCK" => Some("relative/agent.sock".into()),
             "GNUPGHOME" => Some("/h/.gnupg".into()),
+            "SWAYSOCK" => Some("/tmp/sway-ipc.1000.42.sock".into()),
+            "WAYLAND_DISPLAY" => Some("wayland-1".into()),
             _ => None,
         };
         let corral = [PathBuf::from("/x/config/corral")];
@@ -134,10 +144,13 @@ mod tests {
             "/run/user",
             "/tmp/.X11-unix",
             "/var/run/docker.sock",
+            "/tmp/sway-ipc.1000.42.sock",
         ] {
             assert!(list.contains(&PathBuf::from(path)), "{path}: {list:?}");
         }
         assert!(!list.iter().any(|p| p.ends_with("agent.sock")), "{list:?}");
+        // A socket name relative to XDG_RUNTIME_DIR is hidden with it.
+        assert!(!list.iter().any(|p| p.ends_with("wayland-1")), "{list:?}");
         // GNUPGHOME equal to the default is listed once.
         assert_eq!(list.iter().filter(|p| p.ends_with(".gnupg")).count(), 1);
         let no_home = hidden_for(None, &[], |_| None);

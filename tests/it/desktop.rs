@@ -18,6 +18,7 @@ use crate::support::{Cmd, FakeModel, Harness, Outcome, Reply};
 mod clipboard;
 mod computer;
 mod eval;
+mod wayland;
 
 /// The default `screenshot_max_long_edge`.
 const DEFAULT_MAX_EDGE: u32 = 1568;

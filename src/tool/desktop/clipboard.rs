@@ -1,11 +1,14 @@
-//! `clipboard_read` and `clipboard_write` on the X11 CLIPBOARD selection, through a helper
-//! process: corral itself, re-run as `corral __clipboard <read|own>`.
+//! `clipboard_read` and `clipboard_write` on the X11 CLIPBOARD selection or the Wayland
+//! clipboard (arboard's data-control path, which wlroots compositors and KDE offer), through a
+//! helper process: corral itself, re-run as `corral __clipboard <read|own>`.
 //!
 //! Why a process: an X11 selection is not stored anywhere, it is served by its owner and dies
 //! with it. A value written by corral must outlive the tool call (and corral), so a detached
 //! owner process keeps serving it until another program takes the selection, then exits by
 //! itself. Reading goes through the same helper so both directions use the display in the
-//! tool environment (arboard only connects to its own process's `DISPLAY`).
+//! tool environment (arboard only connects to its own process's `DISPLAY` or
+//! `WAYLAND_DISPLAY`, preferring Wayland when both are set). A Wayland selection is served
+//! by its owner too, so the same detached owner keeps it.
 
 use std::io::{self, Read as _, Write as _};
 use std::process::Stdio;
@@ -19,7 +22,7 @@ use tokio::process::Command;
 
 use super::super::output::parse_args;
 use super::super::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
-use super::{display, excerpt};
+use super::{env_value, excerpt};
 
 /// The hidden subcommand that runs [`clipboard_helper_main`].
 pub const HELPER_SUBCOMMAND: &str = "__clipboard";
@@ -52,7 +55,7 @@ impl Tool for ClipboardRead {
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let ReadArgs {} = parse_args(args)?;
-            let display = display(ctx, "clipboard_read")?;
+            let display = clipboard_display(ctx, "clipboard_read")?;
             let mut child = helper(ctx, "read")?
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -107,7 +110,7 @@ impl Tool for ClipboardWrite {
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let WriteArgs { text } = parse_args(args)?;
-            let display = display(ctx, "clipboard_write")?;
+            let display = clipboard_display(ctx, "clipboard_write")?;
             let chars = text.chars().count();
             // Not kill_on_drop: once ready, the owner must outlive this call. Tokio reaps it
             // in the background when it exits while corral still runs.
@@ -169,6 +172,15 @@ impl Tool for ClipboardWrite {
             )))
         })
     }
+}
+
+/// The display whose clipboard the helper will use, as arboard picks it: Wayland when
+/// `WAYLAND_DISPLAY` is set, else X11.
+fn clipboard_display(ctx: &ToolContext, tool: &str) -> Result<String, ToolError> {
+    if let Some(wayland) = env_value(ctx, "WAYLAND_DISPLAY") {
+        return Ok(format!("{wayland} (Wayland)"));
+    }
+    super::display(ctx, tool)
 }
 
 /// `corral __clipboard <mode>` with exactly the tool environment (and so its `DISPLAY`), in its
@@ -297,10 +309,15 @@ fn own_clipboard() -> i32 {
         return 1;
     }
 
-    // arboard's server thread stops silently when the display goes away and never wakes the
-    // `wait()`; a second connection that sees the display close ends the process instead.
-    // Without that second connection, the holder alone decides when to exit.
+    // arboard's X11 server thread stops silently when the display goes away and never wakes
+    // the `wait()`; a second connection that sees the display close ends the process instead.
+    // Without that second connection (on Wayland, where the holder's own connection ends
+    // with the compositor), the holder alone decides when to exit.
     std::thread::spawn(move || {
+        let wayland = std::env::var_os("WAYLAND_DISPLAY").is_some_and(|v| !v.is_empty());
+        if wayland {
+            return;
+        }
         if let Ok((conn, _)) = x11rb::connect(None) {
             use x11rb::connection::Connection as _;
             while conn.wait_for_event().is_ok() {}

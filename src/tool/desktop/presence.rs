@@ -1,5 +1,6 @@
-//! Whether the session's environment reaches a desktop: an X display that accepts a connection
-//! (screen and clipboard) and a D-Bus session bus that does (notifications). Tools whose
+//! Whether the session's environment reaches a desktop: a Wayland compositor or an X display
+//! that accepts a connection (screen and clipboard) and a D-Bus session bus that does
+//! (notifications). Tools whose
 //! manifest `needs` what is missing are not offered: a model offered `clipboard_read` on a
 //! headless box calls it, fails, and learns nothing.
 //!
@@ -31,7 +32,7 @@ impl Presence {
                 .filter(|value| !value.is_empty())
         };
         let (display, session_bus) = tokio::join!(
-            display(value("DISPLAY"), value("WAYLAND_DISPLAY")),
+            display(value("DISPLAY"), super::backend::DesktopEnv::from_env(env)),
             session_bus(value("DBUS_SESSION_BUS_ADDRESS"))
         );
         Presence {
@@ -50,16 +51,27 @@ impl Presence {
     }
 }
 
-async fn display(display: Option<String>, wayland: Option<String>) -> Result<(), String> {
+async fn display(
+    display: Option<String>,
+    desktop: super::backend::DesktopEnv,
+) -> Result<(), String> {
+    // With WAYLAND_DISPLAY set the tools act through the compositor (backend::open), so the
+    // compositor is what must answer, DISPLAY or not.
+    if let Some(wayland) = desktop.wayland_display.clone() {
+        let connect = tokio::task::spawn_blocking(move || super::wayland::probe(&desktop));
+        return match tokio::time::timeout(PROBE_TIMEOUT, connect).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => Err(format!("the Wayland display {wayland} refuses: {e}")),
+            Ok(Err(e)) => Err(format!(
+                "the Wayland display {wayland} could not be probed: {e}"
+            )),
+            Err(_) => Err(format!(
+                "the Wayland compositor at {wayland} does not answer"
+            )),
+        };
+    }
     let Some(name) = display else {
-        // The desktop tools speak X11; a Wayland session serves them through XWayland,
-        // which sets DISPLAY.
-        return Err(match wayland {
-            Some(_) => "no X display: DISPLAY is not set (WAYLAND_DISPLAY is, but these tools \
-                        need X11 or XWayland)"
-                .into(),
-            None => "no display: DISPLAY is not set".into(),
-        });
+        return Err("no display: DISPLAY is not set".into());
     };
     let shown = name.clone();
     let connect = tokio::task::spawn_blocking(move || {

@@ -1,5 +1,5 @@
 //! `screenshot`: the X11 root window (or one RandR monitor) as a PNG, downsampled so the long
-//! edge fits the model. Captured with x11rb's GetImage directly: the capture crates pull in
+//! edge fits the model. On Wayland (`WAYLAND_DISPLAY` set) the Wayland backend captures. Captured with x11rb's GetImage directly: the capture crates pull in
 //! Wayland and PipeWire build dependencies the headless build must not need.
 
 use base64::Engine as _;
@@ -12,7 +12,9 @@ use x11rb::rust_connection::RustConnection;
 
 use super::super::output::parse_args;
 use super::super::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use super::backend::DesktopEnv;
 use super::pixels::{PixelLayout, downsample, encode_png, fit, to_rgb};
+use super::wayland::screenshot;
 use super::{blocking, display};
 use crate::model::Image;
 
@@ -44,8 +46,12 @@ impl Tool for Screenshot {
                     ))
                 })?),
             };
-            let display = display(ctx, "screenshot")?;
             let max_edge = ctx.settings.screenshot_max_long_edge;
+            let desktop = DesktopEnv::from_env(&ctx.settings.env);
+            if desktop.wayland_display.is_some() {
+                return blocking(ctx, move || screenshot(&desktop, monitor, max_edge)).await;
+            }
+            let display = display(ctx, "screenshot")?;
             let shot = blocking(ctx, move || capture(&display, monitor, max_edge)).await?;
             Ok(ToolOutput {
                 text: shot.description,
