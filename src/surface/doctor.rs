@@ -289,6 +289,11 @@ async fn desktop(report: &mut Report) {
         Ok(()) => report.line(State::Ok, "clipboard", "X11 CLIPBOARD selection"),
         Err(_) => report.line(State::Missing, "clipboard", "needs an X display"),
     }
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    for (offered, what, detail) in crate::tool::desktop_automation(&env).await {
+        let state = if offered { State::Ok } else { State::Missing };
+        report.line(state, &what, detail);
+    }
     let Some(address) = std::env::var("DBUS_SESSION_BUS_ADDRESS")
         .ok()
         .filter(|a| !a.is_empty())

@@ -6,7 +6,9 @@ mod delegate;
 mod desktop;
 pub use call_target::CallTarget;
 pub use desktop::computer::{Target as DesktopTarget, inspect_call as inspect_computer_call};
-pub use desktop::window_titles as desktop_window_titles;
+pub use desktop::{
+    automation_report as desktop_automation, window_titles as desktop_window_titles,
+};
 mod edit;
 mod editor;
 mod exec;

@@ -34,6 +34,52 @@ pub fn window_titles(env: &[(String, String)]) -> Result<Vec<String>, ToolError>
     Ok(desk.windows()?.into_iter().map(|w| w.title).collect())
 }
 
+/// What the desktop in `env` offers for automation, for `doctor`: (offered, what, detail).
+pub async fn automation_report(env: &[(String, String)]) -> Vec<(bool, String, String)> {
+    let desk = backend::DesktopEnv::from_env(env);
+    let mut lines = Vec::new();
+    if desk.wayland_display.is_some() {
+        for found in wayland::capabilities(&desk).await {
+            lines.push((
+                found.available,
+                format!("wayland {}", found.name),
+                found.detail,
+            ));
+        }
+        lines.push((
+            false,
+            "stop key".into(),
+            "Wayland gives clients no global keys: bind one in the compositor, or use Esc \
+             in the full-screen view"
+                .into(),
+        ));
+    } else if let Some(display) = desk.display.clone() {
+        let found = tokio::task::spawn_blocking(move || x11::capabilities(&display)).await;
+        match found {
+            Ok(Ok(found)) => {
+                for line in found {
+                    let missing = line.contains("missing");
+                    lines.push((!missing, "x11".into(), line));
+                }
+                lines.push((
+                    true,
+                    "stop key".into(),
+                    "Pause (a grab on the root window)".into(),
+                ));
+            }
+            Ok(Err(e)) => lines.push((false, "x11".into(), e.to_string())),
+            Err(e) => lines.push((false, "x11".into(), e.to_string())),
+        }
+    } else {
+        lines.push((
+            false,
+            "desktop input".into(),
+            "neither WAYLAND_DISPLAY nor DISPLAY is set".into(),
+        ));
+    }
+    lines
+}
+
 /// The value of `name` in the tool environment; an empty value counts as unset, as the X and
 /// D-Bus libraries treat it.
 fn env_value<'a>(ctx: &'a ToolContext, name: &str) -> Option<&'a str> {

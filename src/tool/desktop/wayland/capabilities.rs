@@ -36,10 +36,6 @@ const PROTOCOLS: [(&str, &[&str]); 4] = [
 ];
 
 /// Checks the Wayland desktop named in `env` (the session's tool environment).
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "called by `doctor`, wired in by the desktop lead")
-)]
 pub(crate) async fn capabilities(env: &DesktopEnv) -> Vec<Capability> {
     let probe_env = env.clone();
     let wayland = tokio::task::spawn_blocking(move || wayland_capabilities(&probe_env));

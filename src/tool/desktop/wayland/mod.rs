@@ -29,13 +29,6 @@ use super::backend::{
 };
 use super::keys::{KeyCombo, char_keysym};
 use crate::tool::ToolError;
-#[cfg_attr(
-    not(test),
-    expect(
-        unused_imports,
-        reason = "for `doctor`, which the desktop lead wires in"
-    )
-)]
 pub(crate) use capabilities::capabilities;
 pub(crate) use client::probe;
 pub(super) use screenshot::screenshot;
