@@ -13,7 +13,7 @@ editor      Text (10,10)-(390,250); ctrl+s or the Save button (10,260 100x30) sa
 form        Name entry (100,20 280x30), Email entry (100,70 280x30), Submit (100,120 100x30)
             saves {"name", "email"}
 menu        Menubutton File (10,10 80x30) with New, Open, Export as CSV, Close; picking one
-            saves {"picked": label}
+            saves {"picked": label}; each item's first letter is underlined (E picks Export)
 agree       Checkbutton "I agree" (10,20 250x30), Continue (10,80 100x30) saves {"agreed"}
 calculator  display (10,10 380x40); digits 7 8 9 / 4 5 6 / 1 2 3 / 0 + = as 60x40 buttons
             from (10,60), 70 px apart across and 50 down; = saves {"display"}
@@ -60,7 +60,7 @@ def menu(root):
     button.place(x=10, y=10, width=80, height=30)
     items = tk.Menu(button, tearoff=0)
     for label in ["New", "Open", "Export as CSV", "Close"]:
-        items.add_command(label=label, command=lambda l=label: save({"picked": l}))
+        items.add_command(label=label, underline=0, command=lambda l=label: save({"picked": l}))
     button["menu"] = items
 
 

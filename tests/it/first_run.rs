@@ -260,7 +260,14 @@ async fn desktop_tools_are_not_offered_without_a_display_or_a_bus() {
     let out = openai_run(&h, &server, "what did I copy?").run().await;
     assert_eq!(out.code, Some(0), "{out:?}");
     let offered = offered_tools(&server, 0);
-    for desktop in ["screenshot", "clipboard_read", "clipboard_write", "notify"] {
+    for desktop in [
+        "screenshot",
+        "clipboard_read",
+        "clipboard_write",
+        "computer",
+        "windows",
+        "notify",
+    ] {
         assert!(!offered.iter().any(|t| t == desktop), "{desktop} offered");
     }
     assert!(offered.iter().any(|t| t == "read_file"), "{offered:?}");
@@ -273,7 +280,8 @@ async fn desktop_tools_are_not_offered_without_a_display_or_a_bus() {
     assert_eq!(notes.len(), 1, "{}", out.stderr);
     assert!(
         notes[0].contains(
-            "clipboard_read, clipboard_write, screenshot (no display: DISPLAY is not set)"
+            "clipboard_read, clipboard_write, computer, screenshot, windows (no display: \
+             DISPLAY is not set)"
         ) && notes[0].contains("notify (no session bus: DBUS_SESSION_BUS_ADDRESS is not set)"),
         "{}",
         notes[0]
@@ -303,7 +311,7 @@ async fn desktop_tools_are_not_offered_without_a_display_or_a_bus() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(
         out.stderr
-            .contains("desktop tools not offered: clipboard_read, clipboard_write, screenshot (the display :4242 refuses connections"),
+            .contains("desktop tools not offered: clipboard_read, clipboard_write, computer, screenshot, windows (the display :4242 refuses connections"),
         "{}",
         out.stderr
     );
