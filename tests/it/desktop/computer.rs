@@ -325,3 +325,74 @@ async fn windows_lists_focuses_and_captures_one_window() {
     let (w, hgt, _) = decode_png(image["content"]["data"].as_str().unwrap());
     assert_eq!((w, hgt), (300, 200));
 }
+
+/// Presses and releases a key through XTEST, as the person at the keyboard would.
+fn press(d: &Desktop, keysym: u32) {
+    use x11rb::connection::Connection as _;
+    use x11rb::protocol::xproto::ConnectionExt as _;
+    use x11rb::protocol::xtest::ConnectionExt as _;
+    let (conn, screen) = x11rb::connect(Some(&d.display)).unwrap();
+    let root = conn.setup().roots[screen].root;
+    let min = conn.setup().min_keycode;
+    let count = conn.setup().max_keycode - min + 1;
+    let map = conn
+        .get_keyboard_mapping(min, count)
+        .unwrap()
+        .reply()
+        .unwrap();
+    let per = usize::from(map.keysyms_per_keycode);
+    let keycode = min
+        + map
+            .keysyms
+            .chunks(per)
+            .position(|syms| syms.contains(&keysym))
+            .expect("the key is on the keyboard") as u8;
+    for kind in [
+        x11rb::protocol::xproto::KEY_PRESS_EVENT,
+        x11rb::protocol::xproto::KEY_RELEASE_EVENT,
+    ] {
+        conn.xtest_fake_input(kind, keycode, 0, root, 0, 0, 0)
+            .unwrap()
+            .check()
+            .unwrap();
+    }
+    x11rb::wrapper::ConnectionExt::sync(&conn).unwrap();
+}
+
+#[tokio::test]
+async fn the_pause_key_stops_a_running_desktop_turn() {
+    let _screen = screen().await;
+    let d = desktop();
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call("c1", "computer", r#"{"action": "wait", "duration": 25}"#));
+    server.push(Reply::new().text("never asked"));
+    let mut cmd = desktop_run(&h, &server, &d, "wait for me");
+    cmd = cmd.env("RUST_LOG", "corral=warn");
+    let running = cmd.spawn().await;
+    running
+        .wait_for_event(0, |e| {
+            e["kind"] == "tool_use" && e["data"]["call"]["status"] == "in_progress"
+        })
+        .await;
+    // The watcher grabs Pause when the action starts: press until the turn ends.
+    let started = Instant::now();
+    let mut ended = false;
+    while !ended && started.elapsed() < Duration::from_secs(20) {
+        press(&d, 0xff13);
+        ended = running
+            .events_so_far()
+            .iter()
+            .any(|e| e["kind"] == "result");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let out = running.wait().await;
+    let result = &out.of_kind("result")[0]["data"];
+    assert_eq!(result["stopReason"], "cancelled", "{out:?}");
+    assert_eq!(
+        server.chat_requests().len(),
+        1,
+        "the model was not asked again"
+    );
+    assert!(out.stderr.contains("stop key (Pause)"), "{}", out.stderr);
+}

@@ -1,5 +1,6 @@
-//! The clipboard tools on Wayland: a headless sway of the test's own (no X display at all),
-//! with wl-clipboard's wl-copy and wl-paste as the other programs.
+//! The desktop tools on Wayland: a headless sway of the test's own (no X display at all),
+//! with wl-clipboard's wl-copy and wl-paste, and a GTK window (tests/fixtures/desktop/
+//! gtk_probe.py) as the other programs.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{eventually, only_result, output_of, unique};
+use super::{decode_png, eventually, only_result, output_of, unique};
 use crate::common::*;
 use crate::support::{FakeModel, Harness, Reply};
 
@@ -85,6 +86,39 @@ impl Sway {
         command
     }
 
+    /// sway's IPC socket, which it makes beside the display's.
+    fn ipc(&self) -> PathBuf {
+        std::fs::read_dir(&self.runtime)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("sway-ipc."))
+            })
+            .expect("sway's IPC socket")
+    }
+
+    /// The GTK probe window titled `title`, logging to `log`.
+    fn probe(&self, title: &str, log: &Path) -> Child {
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/desktop/gtk_probe.py");
+        std::fs::write(log, "").unwrap();
+        self.wl("/usr/bin/python3")
+            .arg(script)
+            .arg(log)
+            .arg(title)
+            .env("HOME", self.runtime.parent().unwrap())
+            .env("GDK_BACKEND", "wayland")
+            .env("NO_AT_BRIDGE", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("/usr/bin/python3 with python3-gi and gir1.2-gtk-3.0 (scripts/setup)")
+    }
+
     fn paste(&self) -> Option<String> {
         let out = self.wl("wl-paste").arg("--no-newline").output().ok()?;
         out.status
@@ -147,4 +181,129 @@ async fn the_clipboard_tools_work_on_wayland_without_an_x_display() {
     server.push(Reply::new().text("Got it."));
     let out = run(&server, "what did I copy?").run().await;
     assert_eq!(output_of(&only_result(&out)), theirs);
+}
+
+#[tokio::test]
+async fn on_sway_a_click_is_approved_on_the_marked_screen_and_a_window_rule_lets_the_next_run() {
+    let sway = Sway::start().await;
+    let h = Harness::new();
+    let log = h.work().join("probe.log");
+    let mut probe = sway.probe("corral-sway-probe", &log);
+    let ipc = sway.ipc();
+    let shown = eventually(Duration::from_secs(20), || {
+        let tree = Command::new("swaymsg")
+            .args(["-s"])
+            .arg(&ipc)
+            .args(["-t", "get_tree"])
+            .output();
+        tree.is_ok_and(|t| String::from_utf8_lossy(&t.stdout).contains("corral-sway-probe"))
+    })
+    .await;
+    assert!(shown, "the probe window never showed");
+    let preset = h.work().join("probe.toml");
+    std::fs::write(
+        &preset,
+        "description = \"the probe\"\nauto_approve = \"safe\"\noffer = \"all\"\n\
+         [[rules]]\ntool = \"computer\"\nask = [\"title:*\"]\n",
+    )
+    .unwrap();
+    let run = |server: &FakeModel, extra: &[&str]| {
+        openai_run(&h, server, "click")
+            .args(extra.iter().copied())
+            .env("WAYLAND_DISPLAY", &sway.display)
+            .env("XDG_RUNTIME_DIR", &sway.runtime)
+            .env("SWAYSOCK", &ipc)
+    };
+    // The probe fills the output: its left half red, its right half blue. A quarter across is
+    // red whatever the output's size; the screenshot is the model's first look.
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call("c0", "computer", r#"{"action": "screenshot"}"#));
+    server.push(Reply::new().tool_call(
+        "c1",
+        "computer",
+        r#"{"action": "left_click", "coordinate": [300, 300]}"#,
+    ));
+    server.push(Reply::new().text("clicked"));
+    let mut running = run(
+        &server,
+        &["--approve-stdin", "-p", preset.to_str().unwrap()],
+    )
+    .live_stdin()
+    .spawn()
+    .await;
+    let is_request =
+        |e: &serde_json::Value| e["kind"] == "permission" && e["data"].get("resolved").is_none();
+    // The screenshot asks too (the preset asks for anything with a title); the click's
+    // request is the second.
+    for n in 0..2 {
+        let request = running.wait_for_event(n, is_request).await;
+        let id = request["data"]["requestId"].as_str().unwrap().to_owned();
+        running
+            .send_line(&json!({"requestId": id, "decision": "allow"}).to_string())
+            .await;
+        if n == 1 {
+            let desktop = &request["data"]["desktop"];
+            assert_eq!(desktop["window"]["title"], "corral-sway-probe", "{desktop}");
+            assert_eq!(desktop["window"]["app"], "corral-probe", "{desktop}");
+            let image = desktop["image"]["data_base64"]
+                .as_str()
+                .expect("a marked screen");
+            let (w, _, pixels) = decode_png(image);
+            let i = ((300 * w + 300) * 3) as usize;
+            assert_eq!(&pixels[i..i + 3], &[235, 20, 60], "the point is marked");
+        }
+    }
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        eventually(Duration::from_secs(10), || std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("button red 1"))
+        .await,
+        "probe log: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+
+    // A rule for the probe's application lets a click in it run unasked; `windows` lists it.
+    std::fs::write(
+        &preset,
+        "description = \"the probe\"\nauto_approve = \"moderate\"\noffer = \"all\"\n\
+         [[rules]]\ntool = \"computer\"\nallow = [\"window:corral-probe\"]\n",
+    )
+    .unwrap();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call("c1", "windows", r#"{"action": "list"}"#));
+    server.push(Reply::new().tool_call(
+        "c2",
+        "computer",
+        r#"{"action": "left_click", "coordinate": [1100, 300], "screenshot_after": false}"#,
+    ));
+    server.push(Reply::new().text("clicked"));
+    let out = run(&server, &["-p", preset.to_str().unwrap()]).run().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.of_kind("permission").is_empty(),
+        "nothing asked: {out:?}"
+    );
+    let results = out.of_kind("tool_result");
+    let list = output_of(&results[0]["data"]);
+    assert!(
+        list.contains("app=\"corral-probe\" title=\"corral-sway-probe\""),
+        "{list}"
+    );
+    assert_eq!(
+        results[1]["data"]["result"]["success"], true,
+        "{}",
+        results[1]
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("button blue 1"))
+        .await,
+        "probe log: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let _ = probe.kill();
+    let _ = probe.wait();
 }

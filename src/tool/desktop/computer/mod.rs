@@ -77,6 +77,12 @@ pub async fn inspect_call(
 
 async fn run(target: Target, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let env = DesktopEnv::from_env(&ctx.settings.env);
+    let state = ctx.settings.desktop.clone();
+    if let (Some(display), None) = (&env.display, &env.wayland_display)
+        && let Err(why) = state.stop.arm(display, &ctx.turn)
+    {
+        tracing::warn!(%why, "no stop key for this desktop session");
+    }
     if let action::Action::Wait(secs) = target.action {
         tokio::select! {
             () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
@@ -87,12 +93,6 @@ async fn run(target: Target, ctx: &ToolContext) -> Result<ToolOutput, ToolError>
         && let Some(why) = lock::locked_on_bus(env.session_bus.as_deref()).await
     {
         return Err(refused_locked(&why));
-    }
-    let state = ctx.settings.desktop.clone();
-    if let (Some(display), None) = (&env.display, &env.wayland_display)
-        && let Err(why) = state.stop.arm(display, &ctx.turn)
-    {
-        tracing::warn!(%why, "no stop key for this desktop session");
     }
     let max_edge = ctx.settings.screenshot_max_long_edge;
     on_desktop(&ctx.cancel, move || {

@@ -17,50 +17,8 @@ focus_follows_mouse no
 
 /// A GTK window split in a red and a blue half; it logs buttons and scrolls by half, keys by
 /// name (with the modifiers held as `combo ctrl+s`), typed characters as code points.
-const PROBE: &str = r#"
-import sys, gi
-gi.require_version('Gtk', '3.0')
-from gi.repository import Gtk, Gdk, GLib
-GLib.set_prgname('corral-probe')
-log = open(sys.argv[1], 'a', buffering=1)
-win = Gtk.Window(title=sys.argv[2])
-box = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, homogeneous=True)
-def half(name, rgb):
-    area = Gtk.DrawingArea()
-    area.add_events(Gdk.EventMask.BUTTON_PRESS_MASK | Gdk.EventMask.SCROLL_MASK)
-    def draw(widget, cr):
-        cr.set_source_rgb(*rgb)
-        cr.paint()
-    def button(widget, event):
-        if event.type == Gdk.EventType.BUTTON_PRESS:
-            log.write('button %s %d\n' % (name, event.button))
-    def scroll(widget, event):
-        log.write('scroll %s %s\n' % (name, event.direction.value_nick))
-    area.connect('draw', draw)
-    area.connect('button-press-event', button)
-    area.connect('scroll-event', scroll)
-    return area
-box.pack_start(half('red', (1, 0, 0)), True, True, 0)
-box.pack_start(half('blue', (0, 0, 1)), True, True, 0)
-win.add(box)
-def key(widget, event):
-    name = Gdk.keyval_name(event.keyval)
-    mods = [m for m, mask in (('ctrl', Gdk.ModifierType.CONTROL_MASK),
-                              ('shift', Gdk.ModifierType.SHIFT_MASK),
-                              ('alt', Gdk.ModifierType.MOD1_MASK)) if event.state & mask]
-    if 'ctrl' in mods or 'alt' in mods:
-        log.write('combo %s\n' % '+'.join(mods + [name]))
-        return True
-    log.write('key %s\n' % name)
-    cp = Gdk.keyval_to_unicode(event.keyval)
-    if cp >= 0x20:
-        log.write('char %x\n' % cp)
-    return True
-win.connect('key-press-event', key)
-win.connect('destroy', Gtk.main_quit)
-win.show_all()
-Gtk.main()
-"#;
+/// The GTK window the tests drive (tests/fixtures/desktop/gtk_probe.py).
+const PROBE: &str = include_str!("../../../../../tests/fixtures/desktop/gtk_probe.py");
 
 pub(super) struct Sway {
     child: Child,
