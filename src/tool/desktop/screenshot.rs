@@ -48,11 +48,26 @@ impl Tool for Screenshot {
             };
             let max_edge = ctx.settings.screenshot_max_long_edge;
             let desktop = DesktopEnv::from_env(&ctx.settings.env);
+            // `computer` coordinates are in the picture the model saw last: this one.
+            let state = ctx.settings.desktop.clone();
             if desktop.wayland_display.is_some() {
-                return blocking(ctx, move || screenshot(&desktop, monitor, max_edge)).await;
+                // One output's picture on Wayland maps as the whole screen would: the
+                // output's place in the layout stays the backend's.
+                let shot = blocking(ctx, move || screenshot(&desktop, monitor, max_edge)).await?;
+                state.forget();
+                return Ok(shot);
             }
             let display = display(ctx, "screenshot")?;
             let shot = blocking(ctx, move || capture(&display, monitor, max_edge)).await?;
+            state.saw(super::computer::View::of(
+                super::backend::Rect {
+                    x: i32::from(shot.area.x),
+                    y: i32::from(shot.area.y),
+                    width: u32::from(shot.area.width),
+                    height: u32::from(shot.area.height),
+                },
+                max_edge,
+            ));
             Ok(ToolOutput {
                 text: shot.description,
                 images: vec![Image {
@@ -68,6 +83,8 @@ impl Tool for Screenshot {
 struct Shot {
     description: String,
     png_base64: String,
+    /// The part of the screen it shows.
+    area: Area,
 }
 
 /// A rectangle of the root window, in pixels (the X protocol's own integer widths). Shared
@@ -140,6 +157,7 @@ fn capture(display: &str, monitor: Option<usize>, max_edge: u32) -> Result<Shot,
     Ok(Shot {
         description,
         png_base64: base64::engine::general_purpose::STANDARD.encode(png),
+        area,
     })
 }
 

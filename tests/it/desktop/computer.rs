@@ -396,3 +396,25 @@ async fn the_pause_key_stops_a_running_desktop_turn() {
     );
     assert!(out.stderr.contains("stop key (Pause)"), "{}", out.stderr);
 }
+
+#[tokio::test]
+async fn after_a_window_screenshot_coordinates_are_in_that_windows_picture() {
+    let _screen = screen().await;
+    let d = desktop();
+    let h = Harness::new();
+    let xev = Xev::open(&d, "corral-window-view", "300x200+700+450").await;
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call(
+        "c1",
+        "windows",
+        r#"{"action": "screenshot", "title": "corral-window-view"}"#,
+    ));
+    server.push(click("c2", 10, 20));
+    server.push(Reply::new().text("clicked"));
+    let out = desktop_run(&h, &server, &d, "click in the window")
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    // The window's contents start inside xev's 2 px border, at (702, 452).
+    assert!(xev.pressed_at(712, 472).await, "xev log:\n{}", xev.log());
+}

@@ -28,7 +28,7 @@ pub use view::DesktopState;
 pub(crate) use windows::Windows;
 
 use target::{inspect, looking, named, still_there, whole_view};
-use view::View;
+pub use view::View;
 
 /// Steps a drag moves through between its ends, so applications see a motion, not a jump.
 const DRAG_STEPS: i32 = 8;

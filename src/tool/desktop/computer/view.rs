@@ -79,6 +79,12 @@ impl DesktopState {
         *self.view.lock().unwrap_or_else(|p| p.into_inner()) = Some(view);
     }
 
+    /// Coordinates refer to the whole screen again (as a screenshot of it now would show
+    /// it): the model has just been shown the whole screen.
+    pub fn forget(&self) {
+        *self.view.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
     fn lock(&self) -> Option<View> {
         *self.view.lock().unwrap_or_else(|p| p.into_inner())
     }
