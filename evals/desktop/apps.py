@@ -99,14 +99,35 @@ def calculator(root):
             )
 
 
+def log_events(root):
+    """Every key, click and focus change the program receives, for the check to show when
+    the task failed: what the agent really did, as the program saw it."""
+    log = open(os.path.join(os.environ["CORRAL_EVAL_STATE"], "events.log"), "a", buffering=1)
+    seen = lambda kind: lambda e: log.write(
+        "%s %s %s focus=%s\n" % (kind, getattr(e, "keysym", "") or e.num, e.widget, root.focus_get())
+    )
+    root.bind_all("<KeyPress>", seen("key"), add="+")
+    root.bind_all("<ButtonPress>", seen("button"), add="+")
+    root.bind_all("<FocusIn>", seen("focus-in"), add="+")
+
+
 def main():
     mode = sys.argv[1]
     root = tk.Tk(className="corral-eval")
+    log_events(root)
     root.title(f"corral-eval-{mode}")
     root.geometry("400x300+0+0")
     {"editor": editor, "form": form, "menu": menu, "agree": agree, "calculator": calculator}[
         mode
     ](root)
+
+    # Take the keyboard once the window is up: Tk drops key presses until it has been told it
+    # has the focus, and with no window manager nobody else gives it.
+    def focused(_event):
+        root.unbind("<Map>")
+        root.focus_force()
+
+    root.bind("<Map>", focused)
     root.mainloop()
 
 
