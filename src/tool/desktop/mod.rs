@@ -106,10 +106,19 @@ async fn blocking<T: Send + 'static>(
     ctx: &ToolContext,
     work: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
 ) -> Result<T, ToolError> {
+    off_thread(&ctx.cancel, work).await
+}
+
+/// [`blocking`] for work that has a cancel token but no tool context (a call's inspection
+/// before the gate).
+async fn off_thread<T: Send + 'static>(
+    cancel: &tokio_util::sync::CancellationToken,
+    work: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
     let task = tokio::task::spawn_blocking(work);
     tokio::select! {
         biased;
-        () = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
+        () = cancel.cancelled() => Err(ToolError::Cancelled),
         joined = task => joined.map_err(|e| ToolError::Io(format!("tool task failed: {e}")))?,
     }
 }

@@ -24,17 +24,10 @@ pub struct Presence {
 impl Presence {
     /// Probes the display and the session bus named in `env` (the tool environment).
     pub async fn probe(env: &[(String, String)]) -> Presence {
-        let value = |name: &str| {
-            env.iter()
-                .rev()
-                .find(|(key, _)| key == name)
-                .map(|(_, value)| value.clone())
-                .filter(|value| !value.is_empty())
-        };
-        let (display, session_bus) = tokio::join!(
-            display(value("DISPLAY"), super::backend::DesktopEnv::from_env(env)),
-            session_bus(value("DBUS_SESSION_BUS_ADDRESS"))
-        );
+        let desk = super::backend::DesktopEnv::from_env(env);
+        let bus = desk.session_bus.clone();
+        let (display, session_bus) =
+            tokio::join!(display(desk.display.clone(), desk), session_bus(bus));
         Presence {
             display,
             session_bus,

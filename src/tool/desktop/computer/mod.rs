@@ -20,6 +20,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::backend::{self, Button, Desktop, DesktopEnv, Point};
+use super::off_thread;
 use super::pixels::{downsample, encode_png};
 use crate::model::Image;
 use crate::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSettings};
@@ -68,7 +69,7 @@ pub async fn inspect_call(
     let env = DesktopEnv::from_env(&settings.env);
     let state = settings.desktop.clone();
     let max_edge = settings.screenshot_max_long_edge;
-    on_desktop(cancel, move || {
+    off_thread(cancel, move || {
         let mut desk = backend::open(&env, "computer")?;
         inspect(desk.as_mut(), &state, action, after, max_edge)
     })
@@ -95,7 +96,7 @@ async fn run(target: Target, ctx: &ToolContext) -> Result<ToolOutput, ToolError>
         return Err(refused_locked(&why));
     }
     let max_edge = ctx.settings.screenshot_max_long_edge;
-    on_desktop(&ctx.cancel, move || {
+    off_thread(&ctx.cancel, move || {
         let mut desk = backend::open(&env, "computer")?;
         let desk = desk.as_mut();
         let said = if target.action.acts() {
@@ -248,17 +249,4 @@ fn picture(frame: backend::Frame, view: View) -> Result<Image, ToolError> {
         mime_type: "image/png".into(),
         data_base64: base64::engine::general_purpose::STANDARD.encode(png),
     })
-}
-
-/// Blocking display work off the async threads; a cancelled call returns at once.
-async fn on_desktop<T: Send + 'static>(
-    cancel: &CancellationToken,
-    work: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
-) -> Result<T, ToolError> {
-    let task = tokio::task::spawn_blocking(work);
-    tokio::select! {
-        biased;
-        () = cancel.cancelled() => Err(ToolError::Cancelled),
-        joined = task => joined.map_err(|e| backend::failed(format!("desktop task failed: {e}")))?,
-    }
 }

@@ -5,8 +5,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::super::backend::{self, Desktop, DesktopEnv, WindowInfo};
+use super::super::off_thread;
+use super::picture;
 use super::view::View;
-use super::{on_desktop, picture};
 use crate::tool::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 pub(crate) struct Windows;
@@ -31,7 +32,7 @@ impl Tool for Windows {
             let env = DesktopEnv::from_env(&ctx.settings.env);
             let state = ctx.settings.desktop.clone();
             let max_edge = ctx.settings.screenshot_max_long_edge;
-            on_desktop(&ctx.cancel, move || {
+            off_thread(&ctx.cancel, move || {
                 let mut desk = backend::open(&env, "windows")?;
                 let desk = desk.as_mut();
                 match args.action.as_str() {
