@@ -46,13 +46,20 @@ pub async fn automation_report(env: &[(String, String)]) -> Vec<(bool, String, S
                 found.detail,
             ));
         }
-        lines.push((
-            false,
-            "stop key".into(),
-            "Wayland gives clients no global keys: bind one in the compositor, or use Esc \
-             in the full-screen view"
-                .into(),
-        ));
+        lines.push(match &desk.swaysock {
+            Some(_) => (
+                true,
+                "stop key".into(),
+                "Pause (bound through sway's IPC while a session drives the desktop)".into(),
+            ),
+            None => (
+                false,
+                "stop key".into(),
+                "this compositor gives clients no global keys: Ctrl-C in `corral run`, or Esc \
+                 in the full-screen view, stops a turn"
+                    .into(),
+            ),
+        });
     } else if let Some(display) = desk.display.clone() {
         let found = tokio::task::spawn_blocking(move || x11::capabilities(&display)).await;
         match found {

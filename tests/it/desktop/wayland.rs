@@ -307,3 +307,60 @@ async fn on_sway_a_click_is_approved_on_the_marked_screen_and_a_window_rule_lets
     let _ = probe.kill();
     let _ = probe.wait();
 }
+
+#[tokio::test]
+async fn on_sway_pause_stops_a_running_desktop_turn_and_its_binding_is_taken_back() {
+    let sway = Sway::start().await;
+    let h = Harness::new();
+    let ipc = sway.ipc();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call("c1", "computer", r#"{"action": "wait", "duration": 25}"#));
+    server.push(Reply::new().text("never asked"));
+    let running = openai_run(&h, &server, "wait for me")
+        .args(["-p", "bypass"])
+        .env("WAYLAND_DISPLAY", &sway.display)
+        .env("XDG_RUNTIME_DIR", &sway.runtime)
+        .env("SWAYSOCK", &ipc)
+        .env("RUST_LOG", "corral=warn")
+        .spawn()
+        .await;
+    running
+        .wait_for_event(0, |e| {
+            e["kind"] == "tool_use" && e["data"]["call"]["status"] == "in_progress"
+        })
+        .await;
+    // The person presses Pause (wtype types through the virtual keyboard, as a keyboard
+    // would): sway runs the binding corral made when the action started.
+    let mut ended = false;
+    let started = std::time::Instant::now();
+    while !ended && started.elapsed() < Duration::from_secs(20) {
+        let typed = sway.wl("wtype").args(["-k", "Pause"]).status();
+        assert!(typed.is_ok_and(|s| s.success()), "wtype (scripts/setup)");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        ended = running
+            .events_so_far()
+            .iter()
+            .any(|e| e["kind"] == "result");
+    }
+    let out = running.wait().await;
+    let result = &out.of_kind("result")[0]["data"];
+    assert_eq!(result["stopReason"], "cancelled", "{out:?}");
+    assert_eq!(
+        server.chat_requests().len(),
+        1,
+        "the model was not asked again"
+    );
+    assert!(out.stderr.contains("stop key (Pause)"), "{}", out.stderr);
+    // corral has exited and taken its binding back: there is none left to remove.
+    let unbind = Command::new("swaymsg")
+        .arg("-s")
+        .arg(&ipc)
+        .arg("unbindsym --no-repeat Pause")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&unbind.stdout).contains("Could not find binding"),
+        "{}",
+        String::from_utf8_lossy(&unbind.stdout)
+    );
+}

@@ -79,8 +79,8 @@ pub async fn inspect_call(
 async fn run(target: Target, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let env = DesktopEnv::from_env(&ctx.settings.env);
     let state = ctx.settings.desktop.clone();
-    if let (Some(display), None) = (&env.display, &env.wayland_display)
-        && let Err(why) = state.stop.arm(display, &ctx.turn)
+    if let Some(source) = stop::StopSource::of(&env)
+        && let Err(why) = state.stop.arm(&source, &ctx.turn)
     {
         tracing::warn!(%why, "no stop key for this desktop session");
     }

@@ -14,6 +14,7 @@ mod client;
 mod input;
 mod keymap;
 mod screenshot;
+pub(crate) mod stop_key;
 mod sway_ipc;
 #[cfg(test)]
 mod tests;

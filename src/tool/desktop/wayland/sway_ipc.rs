@@ -13,7 +13,9 @@ use crate::tool::ToolError;
 
 const MAGIC: &[u8; 6] = b"i3-ipc";
 const RUN_COMMAND: u32 = 0;
+const SUBSCRIBE: u32 = 2;
 const GET_TREE: u32 = 4;
+pub(super) const GET_CONFIG: u32 = 9;
 /// A reply larger than this is not a window tree.
 const MAX_REPLY: usize = 64 << 20;
 /// sway answers at once; a socket that does not is not sway.
@@ -38,32 +40,90 @@ impl SwayIpc {
         })
     }
 
-    fn request(&mut self, kind: u32, payload: &str) -> Result<Value, ToolError> {
-        let error = |e: &dyn std::fmt::Display| failed(format!("sway IPC {}: {e}", self.path));
-        let len = u32::try_from(payload.len()).map_err(|e| error(&e))?;
+    pub(super) fn request(&mut self, kind: u32, payload: &str) -> Result<Value, ToolError> {
+        self.send(kind, payload)?;
+        let (reply_kind, body) = self.receive()?;
+        if reply_kind != kind {
+            return Err(self.error(&format!("unexpected reply (type {reply_kind})")));
+        }
+        Ok(body)
+    }
+
+    fn error(&self, e: &dyn std::fmt::Display) -> ToolError {
+        failed(format!("sway IPC {}: {e}", self.path))
+    }
+
+    fn send(&mut self, kind: u32, payload: &str) -> Result<(), ToolError> {
+        let len = u32::try_from(payload.len()).map_err(|e| self.error(&e))?;
         let mut message = Vec::with_capacity(14 + payload.len());
         message.extend_from_slice(MAGIC);
         message.extend_from_slice(&len.to_ne_bytes());
         message.extend_from_slice(&kind.to_ne_bytes());
         message.extend_from_slice(payload.as_bytes());
-        self.stream.write_all(&message).map_err(|e| error(&e))?;
+        self.stream.write_all(&message).map_err(|e| self.error(&e))
+    }
+
+    /// The next message (a reply, or an event on a subscribed connection): its type and body.
+    fn receive(&mut self) -> Result<(u32, Value), ToolError> {
         let mut header = [0u8; 14];
-        self.stream.read_exact(&mut header).map_err(|e| error(&e))?;
+        self.stream
+            .read_exact(&mut header)
+            .map_err(|e| self.error(&e))?;
         if &header[..6] != MAGIC {
-            return Err(error(&"the reply is not i3-ipc"));
+            return Err(self.error(&"the reply is not i3-ipc"));
         }
         let word = |at: usize| {
             u32::from_ne_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
         };
-        let (len, reply_kind) = (word(6) as usize, word(10));
-        if len > MAX_REPLY || reply_kind != kind {
-            return Err(error(&format!(
-                "unexpected reply (type {reply_kind}, {len} bytes)"
-            )));
+        let (len, kind) = (word(6) as usize, word(10));
+        if len > MAX_REPLY {
+            return Err(self.error(&format!("a {len}-byte message")));
         }
         let mut body = vec![0u8; len];
-        self.stream.read_exact(&mut body).map_err(|e| error(&e))?;
-        serde_json::from_slice(&body).map_err(|e| error(&e))
+        self.stream
+            .read_exact(&mut body)
+            .map_err(|e| self.error(&e))?;
+        let body = serde_json::from_slice(&body).map_err(|e| self.error(&e))?;
+        Ok((kind, body))
+    }
+
+    /// Turns this connection into a stream of `events` (`SUBSCRIBE`, i3's event names); then
+    /// [`SwayIpc::next_event`] reads them. Waits for events block with no timeout.
+    pub(super) fn subscribe(&mut self, events: &[&str]) -> Result<(), ToolError> {
+        let names = serde_json::to_string(events).map_err(|e| self.error(&e))?;
+        let reply = self.request(SUBSCRIBE, &names)?;
+        if reply.get("success").and_then(Value::as_bool) != Some(true) {
+            return Err(self.error(&format!("sway refused the subscription: {reply}")));
+        }
+        self.stream
+            .set_read_timeout(None)
+            .map_err(|e| self.error(&e))
+    }
+
+    /// The next event of a subscribed connection: its type (with the event bit) and body.
+    pub(super) fn next_event(&mut self) -> Result<(u32, Value), ToolError> {
+        self.receive()
+    }
+
+    /// Ends a blocked [`SwayIpc::next_event`] from another thread (through a clone of the
+    /// socket).
+    pub(super) fn closer(&self) -> Result<UnixStream, ToolError> {
+        self.stream.try_clone().map_err(|e| self.error(&e))
+    }
+
+    /// Runs a sway command; `Err` with sway's own words when it fails.
+    pub(super) fn command(&mut self, command: &str) -> Result<(), ToolError> {
+        let reply = self.request(RUN_COMMAND, command)?;
+        match reply.as_array().and_then(|all| all.first()) {
+            Some(o) if o.get("success").and_then(Value::as_bool) == Some(true) => Ok(()),
+            Some(o) => Err(self.error(&format!(
+                "`{command}` failed: {}",
+                o.get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no reason given")
+            ))),
+            None => Err(self.error(&format!("no answer to `{command}`"))),
+        }
     }
 
     /// Every window in sway's tree, in tree order (floating windows of a workspace after its
