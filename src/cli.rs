@@ -169,6 +169,10 @@ pub(crate) enum Command {
         /// The envelopes as the log has them, one JSON object a line.
         #[arg(long)]
         json: bool,
+        /// Write every image of the log into DIR, named by event number (the screen after
+        /// each desktop action, the marked screen each approval showed), to step through.
+        #[arg(long, value_name = "DIR")]
+        images: Option<std::path::PathBuf>,
     },
     /// A completion script for a shell, on stdout (`source <(corral completions bash)`).
     Completions {

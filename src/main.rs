@@ -247,11 +247,17 @@ fn reading_command(command: &Command) -> Option<ExitCode> {
     let mut err = std::io::stderr();
     let exit = match command {
         Command::Sessions { json } => corral::sessions_main(*json, &mut out, &mut err),
-        Command::Logs { id, follow, json } => {
+        Command::Logs {
+            id,
+            follow,
+            json,
+            images,
+        } => {
             let args = corral::LogsArgs {
                 id: id.clone(),
                 follow: *follow,
                 json: *json,
+                images: images.clone(),
             };
             corral::logs_main(&args, &mut out, &mut err)
         }

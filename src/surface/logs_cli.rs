@@ -9,6 +9,7 @@
 //! JSON may carry raw (C1 controls, bidi and other invisible characters): the same JSON, byte
 //! for byte the file's line whenever there is none.
 
+mod frames;
 mod text;
 
 use std::io::{self, Write};
@@ -33,6 +34,8 @@ pub struct LogsArgs {
     pub id: String,
     pub follow: bool,
     pub json: bool,
+    /// Where every image of the log is written as a file (`--images`).
+    pub images: Option<std::path::PathBuf>,
 }
 
 /// Prints the log on `out` (whose descriptor tells when its reader has gone), messages on
@@ -86,6 +89,9 @@ fn print_log(
         )
     };
     let mut tail = LogTail::open(&path).map_err(unreadable)?;
+    if let Some(images) = &args.images {
+        make_image_dir(images)?;
+    }
     let mut view = text::View::default();
     let mut batch = Vec::with_capacity(BATCH);
     let mut number = 0u64;
@@ -117,6 +123,25 @@ fn print_log(
             } else {
                 view.render(&envelope, &mut batch);
             }
+            if let Some(images) = &args.images {
+                let mut skipped = Vec::new();
+                for file in frames::write_images(images, &envelope, &mut skipped) {
+                    // Beside the text, the files; with --json, stdout stays JSON.
+                    let line = format!("{:31}image → {}", "", file.display());
+                    match args.json {
+                        true => {
+                            let _ = writeln!(err, "corral: {}", escape_line(line.trim_start()));
+                        }
+                        false => {
+                            batch.extend_from_slice(escape_line(&line).as_bytes());
+                            batch.push(b'\n');
+                        }
+                    }
+                }
+                for why in skipped {
+                    let _ = writeln!(err, "corral: {}", escape_line(&why));
+                }
+            }
             if batch.len() >= BATCH {
                 write_out(out, &mut batch)?;
             }
@@ -136,6 +161,27 @@ fn print_log(
         if reader_gone(out, POLL) {
             return Err(Failure::Quiet);
         }
+    }
+}
+
+/// The directory `--images` names, made (0700: screenshots show what was on the screen) when
+/// it is not there.
+fn make_image_dir(dir: &std::path::Path) -> Result<(), Failure> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let made = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir);
+    match made {
+        Ok(()) if dir.is_dir() => Ok(()),
+        Ok(()) => Err(Failure::Said(
+            Exit::Usage,
+            format!("--images {}: not a directory", dir.display()),
+        )),
+        Err(e) => Err(Failure::Said(
+            Exit::Failure,
+            format!("cannot make the image directory {}: {e}", dir.display()),
+        )),
     }
 }
 

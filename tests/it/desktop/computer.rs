@@ -9,6 +9,8 @@
 use std::path::PathBuf;
 use std::process::Child;
 
+use base64::Engine as _;
+
 use super::*;
 use crate::support::Running;
 
@@ -167,6 +169,40 @@ async fn a_click_lands_where_the_model_saw_it_and_the_person_saw_it_marked() {
         1,
         "a fresh screenshot follows the click: {result}"
     );
+
+    // The log replays it: the marked screen the person approved, then the screen after.
+    let id = out.of_kind("result")[0]["agent"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let frames = h.work().join("frames");
+    let logs = h
+        .corral()
+        .args(["logs", &id, "--images", frames.to_str().unwrap()])
+        .run()
+        .await;
+    assert!(logs.success(), "{logs:?}");
+    let mut files: Vec<String> = std::fs::read_dir(&frames)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert!(files[0].ends_with("-asked-c1.png"), "{files:?}");
+    assert!(files[1].ends_with("-result-c1.png"), "{files:?}");
+    let asked = std::fs::read(frames.join(&files[0])).unwrap();
+    let shown = base64::engine::general_purpose::STANDARD
+        .decode(desktop["image"]["data_base64"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(asked, shown, "the frame is the image the person saw");
+    for file in &files {
+        assert!(
+            logs.stdout
+                .contains(&format!("image → {}", frames.join(file).display())),
+            "{}",
+            logs.stdout
+        );
+    }
 }
 
 #[tokio::test]
