@@ -18,6 +18,7 @@ use crate::support::{Cmd, FakeModel, Harness, Outcome, Reply};
 mod clipboard;
 mod computer;
 mod eval;
+mod gnome;
 mod wayland;
 
 /// The default `screenshot_max_long_edge`.

@@ -1,6 +1,7 @@
 //! The desktop a `computer` or `windows` call acts on: one trait, one implementation per
 //! display system (X11 through XTEST and EWMH; Wayland through the wlroots protocols and
-//! sway's IPC), chosen from the session's tool environment.
+//! sway's IPC, or through the xdg-desktop-portal where the compositor offers no protocol of
+//! its own), chosen from the session's tool environment.
 //!
 //! Every method blocks (a display connection is synchronous); callers run them on the
 //! blocking pool. Coordinates are real screen pixels: the mapping from the screenshot the
@@ -143,9 +144,22 @@ impl DesktopEnv {
 
 /// Connects to the session's desktop: Wayland where `WAYLAND_DISPLAY` is set (input through
 /// XWayland would reach only X clients), else X11.
-pub fn open(env: &DesktopEnv, tool: &str) -> Result<Box<dyn Desktop>, ToolError> {
+/// A compositor that offers no input protocol of its own (GNOME, KDE) is driven through the
+/// xdg-desktop-portal, on the session's `portal` hold.
+pub fn open(
+    env: &DesktopEnv,
+    tool: &str,
+    portal: &std::sync::Arc<super::portal::PortalHold>,
+) -> Result<Box<dyn Desktop>, ToolError> {
     if env.wayland_display.is_some() {
-        return Ok(Box::new(super::wayland::WaylandDesktop::connect(env)?));
+        let wayland = super::wayland::WaylandDesktop::connect(env)?;
+        if !wayland.drives_input() && env.session_bus.is_some() {
+            return Ok(Box::new(super::portal::PortalDesktop::connect(
+                env,
+                portal.clone(),
+            )?));
+        }
+        return Ok(Box::new(wayland));
     }
     if let Some(display) = &env.display {
         return Ok(Box::new(super::x11::X11Desktop::connect(display)?));

@@ -12,6 +12,7 @@ pub(crate) mod keys;
 mod notify;
 mod open_url;
 mod pixels;
+pub(crate) mod portal;
 mod presence;
 mod screenshot;
 mod wayland;
@@ -30,7 +31,12 @@ use super::{ToolContext, ToolError};
 /// The titles of the desktop's windows, for a caller outside the tools (an eval waiting for
 /// its program's window), on the display `env` names.
 pub fn window_titles(env: &[(String, String)]) -> Result<Vec<String>, ToolError> {
-    let mut desk = backend::open(&backend::DesktopEnv::from_env(env), "the window list")?;
+    let hold = std::sync::Arc::default();
+    let mut desk = backend::open(
+        &backend::DesktopEnv::from_env(env),
+        "the window list",
+        &hold,
+    )?;
     Ok(desk.windows()?.into_iter().map(|w| w.title).collect())
 }
 

@@ -53,7 +53,11 @@ impl Tool for Screenshot {
             if desktop.wayland_display.is_some() {
                 // One output's picture on Wayland maps as the whole screen would: the
                 // output's place in the layout stays the backend's.
-                let shot = blocking(ctx, move || screenshot(&desktop, monitor, max_edge)).await?;
+                let portal = state.portal.clone();
+                let shot = blocking(ctx, move || {
+                    screenshot(&desktop, monitor, max_edge, &portal)
+                })
+                .await?;
                 state.forget();
                 return Ok(shot);
             }

@@ -70,7 +70,7 @@ pub async fn inspect_call(
     let state = settings.desktop.clone();
     let max_edge = settings.screenshot_max_long_edge;
     off_thread(cancel, move || {
-        let mut desk = backend::open(&env, "computer")?;
+        let mut desk = backend::open(&env, "computer", &state.portal)?;
         inspect(desk.as_mut(), &state, action, after, max_edge)
     })
     .await
@@ -97,7 +97,7 @@ async fn run(target: Target, ctx: &ToolContext) -> Result<ToolOutput, ToolError>
     }
     let max_edge = ctx.settings.screenshot_max_long_edge;
     off_thread(&ctx.cancel, move || {
-        let mut desk = backend::open(&env, "computer")?;
+        let mut desk = backend::open(&env, "computer", &state.portal)?;
         let desk = desk.as_mut();
         let said = if target.action.acts() {
             if let Some(why) = desk.locked()? {

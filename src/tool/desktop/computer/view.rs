@@ -65,6 +65,8 @@ impl View {
 pub struct DesktopState {
     view: Mutex<Option<View>>,
     pub stop: super::stop::StopKey,
+    /// The desktop portal's session, where the desktop is driven through it.
+    pub portal: std::sync::Arc<super::super::portal::PortalHold>,
 }
 
 impl DesktopState {

@@ -33,7 +33,7 @@ impl Tool for Windows {
             let state = ctx.settings.desktop.clone();
             let max_edge = ctx.settings.screenshot_max_long_edge;
             off_thread(&ctx.cancel, move || {
-                let mut desk = backend::open(&env, "windows")?;
+                let mut desk = backend::open(&env, "windows", &state.portal)?;
                 let desk = desk.as_mut();
                 match args.action.as_str() {
                     "list" => Ok(ToolOutput::text(listed(&desk.windows()?))),

@@ -1,6 +1,6 @@
 //! What the session's Wayland desktop offers corral, for `doctor`: which protocols the
 //! compositor advertises, whether sway's IPC answers, whether an xdg-desktop-portal is on the
-//! session bus (reported only: corral drives no portal yet).
+//! session bus (which corral drives where the compositor offers no input protocol of its own).
 
 use std::time::Duration;
 
@@ -149,7 +149,10 @@ async fn portal(address: Option<String>) -> Capability {
         Ok(Some(how)) => Capability {
             name: "xdg-desktop-portal",
             available: true,
-            detail: format!("{PORTAL} {how} (not used by corral yet)"),
+            detail: format!(
+                "{PORTAL} {how} (used for input and screenshots where the compositor offers \
+                 neither)"
+            ),
         },
         Ok(None) => missing(
             "xdg-desktop-portal",

@@ -1,8 +1,7 @@
 //! The desktop on Wayland: input through the wlroots virtual pointer and the virtual
 //! keyboard, pixels through wlr-screencopy, windows through sway's IPC. These are what
 //! wlroots compositors (sway, Hyprland, river, labwc, Wayfire) offer a client; GNOME and KDE
-//! offer input only through the xdg-desktop-portal, which [`capabilities`] reports but this
-//! backend does not drive.
+//! offer input only through the xdg-desktop-portal, driven by `desktop::portal` instead.
 //!
 //! Wayland keeps clients apart by design: no client learns where the pointer is, what other
 //! windows exist, or whether the screen is locked. Windows come from sway's IPC; the pointer
@@ -66,6 +65,23 @@ impl WaylandDesktop {
             sway: env.swaysock.clone(),
             started: Instant::now(),
         })
+    }
+
+    /// Whether the compositor takes input from clients (the wlroots virtual pointer); GNOME
+    /// and KDE do not, and are driven through the desktop portal.
+    pub fn drives_input(&self) -> bool {
+        !self
+            .client
+            .globals_named("zwlr_virtual_pointer_manager_v1")
+            .is_empty()
+    }
+
+    /// Whether the compositor lets clients capture the screen (wlr-screencopy).
+    pub fn captures(&self) -> bool {
+        !self
+            .client
+            .globals_named("zwlr_screencopy_manager_v1")
+            .is_empty()
     }
 
     fn screen(&self) -> Result<Rect, ToolError> {

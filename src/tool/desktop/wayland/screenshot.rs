@@ -2,20 +2,37 @@
 
 use base64::Engine as _;
 
-use super::super::backend::{Desktop as _, DesktopEnv};
+use std::sync::Arc;
+
+use super::super::backend::{Desktop as _, DesktopEnv, Frame};
 use super::super::pixels::{downsample, encode_png, fit};
+use super::super::portal::{PortalDesktop, PortalHold};
 use super::WaylandDesktop;
 use crate::model::Image;
 use crate::tool::{ToolError, ToolOutput};
 
 /// A PNG of the screen or of output number `monitor` (outputs ordered left to right, then
 /// top to bottom), its long edge at most `max_edge`.
+/// A compositor without wlr-screencopy (GNOME, KDE) is captured through the desktop portal,
+/// whole.
 pub(in super::super) fn screenshot(
     env: &DesktopEnv,
     monitor: Option<usize>,
     max_edge: u32,
+    portal: &Arc<PortalHold>,
 ) -> Result<ToolOutput, ToolError> {
-    let mut desktop = WaylandDesktop::connect(env)?;
+    let desktop = WaylandDesktop::connect(env)?;
+    if !desktop.captures() && env.session_bus.is_some() {
+        if monitor.is_some() {
+            return Err(ToolError::InvalidArguments(
+                "this desktop is captured through the xdg-desktop-portal, which gives the                  whole screen only: omit monitor"
+                    .into(),
+            ));
+        }
+        let frame = PortalDesktop::connect(env, portal.clone())?.capture(None)?;
+        return shown(frame, "screen", max_edge);
+    }
+    let mut desktop = desktop;
     let (area, what) = match monitor {
         None => (None, "screen".to_owned()),
         Some(index) => {
@@ -38,6 +55,11 @@ pub(in super::super) fn screenshot(
         }
     };
     let frame = desktop.capture(area)?;
+    shown(frame, &what, max_edge)
+}
+
+/// The frame as the model gets it: fitted to `max_edge`, a PNG, and what it shows.
+fn shown(frame: Frame, what: &str, max_edge: u32) -> Result<ToolOutput, ToolError> {
     let (width, height) = (frame.width, frame.height);
     let (out_w, out_h) = fit(width, height, max_edge);
     let rgb = if (out_w, out_h) == (width, height) {
