@@ -263,6 +263,30 @@ fn confinement(report: &mut Report, s: &SandboxSupport) {
 
 async fn desktop(report: &mut Report) {
     let display = std::env::var("DISPLAY").ok().filter(|d| !d.is_empty());
+    let wayland = std::env::var("WAYLAND_DISPLAY")
+        .ok()
+        .filter(|d| !d.is_empty());
+    match &wayland {
+        // The Wayland lines below say what the compositor offers, the clipboard included.
+        Some(w) => report.line(
+            State::Ok,
+            "display",
+            format!(
+                "WAYLAND_DISPLAY={w}: the desktop tools act through Wayland{}",
+                if display.is_some() {
+                    " (DISPLAY names XWayland, which reaches X programs only)"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        None => x_display(report, display).await,
+    }
+    desktop_rest(report).await;
+}
+
+/// The display and clipboard lines of an X session.
+async fn x_display(report: &mut Report, display: Option<String>) {
     let x = match &display {
         None => Err("DISPLAY is not set".to_owned()),
         Some(display) => {
@@ -289,6 +313,10 @@ async fn desktop(report: &mut Report) {
         Ok(()) => report.line(State::Ok, "clipboard", "X11 CLIPBOARD selection"),
         Err(_) => report.line(State::Missing, "clipboard", "needs an X display"),
     }
+}
+
+/// What the desktop offers for automation, and the session bus's notifications.
+async fn desktop_rest(report: &mut Report) {
     let env: Vec<(String, String)> = std::env::vars().collect();
     for (offered, what, detail) in crate::tool::desktop_automation(&env).await {
         let state = if offered { State::Ok } else { State::Missing };

@@ -51,14 +51,16 @@ impl Tool for Screenshot {
             // `computer` coordinates are in the picture the model saw last: this one.
             let state = ctx.settings.desktop.clone();
             if desktop.wayland_display.is_some() {
-                // One output's picture on Wayland maps as the whole screen would: the
-                // output's place in the layout stays the backend's.
                 let portal = state.portal.clone();
-                let shot = blocking(ctx, move || {
+                let (shot, area) = blocking(ctx, move || {
                     screenshot(&desktop, monitor, max_edge, &portal)
                 })
                 .await?;
-                state.forget();
+                match area {
+                    // One output's picture: coordinates are in it, placed where the output is.
+                    Some(area) => state.saw(super::computer::View::of(area, max_edge)),
+                    None => state.forget(),
+                }
                 return Ok(shot);
             }
             let display = display(ctx, "screenshot")?;

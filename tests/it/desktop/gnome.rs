@@ -231,4 +231,25 @@ async fn on_gnome_the_portal_asks_once_then_clicks_and_keys_reach_the_window() {
         .filter(|e| e.file_name().to_string_lossy().ends_with(".png"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+
+    // doctor says the desktop is Wayland and the portal is there, with no X lines.
+    let mut doctor = h.corral().args(["doctor"]).env("DISPLAY", "");
+    for name in [
+        "WAYLAND_DISPLAY",
+        "XDG_RUNTIME_DIR",
+        "DBUS_SESSION_BUS_ADDRESS",
+    ] {
+        doctor = doctor.env(name, gnome.var(name));
+    }
+    let report = doctor.run().await.stdout;
+    assert!(
+        report
+            .contains("display: WAYLAND_DISPLAY=wayland-0: the desktop tools act through Wayland"),
+        "{report}"
+    );
+    assert!(
+        report.contains("org.freedesktop.portal.Desktop running (used for input"),
+        "{report}"
+    );
+    assert!(!report.contains("X11 CLIPBOARD"), "{report}");
 }

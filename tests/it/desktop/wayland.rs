@@ -364,3 +364,65 @@ async fn on_sway_pause_stops_a_running_desktop_turn_and_its_binding_is_taken_bac
         String::from_utf8_lossy(&unbind.stdout)
     );
 }
+
+#[tokio::test]
+async fn after_a_screenshot_of_one_output_coordinates_are_in_that_outputs_picture() {
+    let sway = Sway::start().await;
+    let h = Harness::new();
+    let ipc = sway.ipc();
+    let swaymsg = |command: &str| {
+        let out = Command::new("swaymsg")
+            .arg("-s")
+            .arg(&ipc)
+            .arg(command)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "swaymsg {command}: {out:?}");
+    };
+    // A second output to the right of the first, and the probe on it.
+    swaymsg("create_output");
+    swaymsg("output HEADLESS-1 position 0 0");
+    swaymsg("output HEADLESS-2 position 1280 0");
+    swaymsg("focus output HEADLESS-2");
+    let log = h.work().join("probe.log");
+    let mut probe = sway.probe("corral-second-output", &log);
+    let mapped = eventually(Duration::from_secs(20), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("mapped"))
+    })
+    .await;
+    assert!(mapped, "the probe window never showed");
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call("c0", "screenshot", r#"{"monitor": 1}"#));
+    // Near the top-left of the second output's picture: the probe's red half. Read against
+    // the whole layout instead, the point would be on the empty first output.
+    server.push(Reply::new().tool_call(
+        "c1",
+        "computer",
+        r#"{"action": "left_click", "coordinate": [100, 100], "screenshot_after": false}"#,
+    ));
+    server.push(Reply::new().text("clicked"));
+    let out = openai_run(&h, &server, "click")
+        .args(["-p", "bypass"])
+        .env("WAYLAND_DISPLAY", &sway.display)
+        .env("XDG_RUNTIME_DIR", &sway.runtime)
+        .env("SWAYSOCK", &ipc)
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let results = out.of_kind("tool_result");
+    assert!(
+        output_of(&results[0]["data"]).contains("monitor 1"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("button red 1"))
+        .await,
+        "probe log: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let _ = probe.kill();
+    let _ = probe.wait();
+}

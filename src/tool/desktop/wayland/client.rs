@@ -18,6 +18,8 @@ use wayland_protocols_wlr::virtual_pointer::v1::client::{
     zwlr_virtual_pointer_manager_v1, zwlr_virtual_pointer_v1,
 };
 
+use wayland_protocols::xdg::xdg_output::zv1::client::{zxdg_output_manager_v1, zxdg_output_v1};
+
 use super::super::backend::{DesktopEnv, Rect, failed};
 use crate::tool::ToolError;
 
@@ -41,11 +43,17 @@ pub(super) struct Output {
     pub mode: (i32, i32),
     pub scale: i32,
     pub name: String,
+    /// Its place and size in the layout as xdg-output gives them, where the compositor offers
+    /// it: wl_output's position is not the layout's on wlroots (always 0,0 there).
+    pub logical: Option<Rect>,
 }
 
 impl Output {
     /// Where the output is in the layout, in the compositor's (logical) pixels.
     pub fn area(&self) -> Rect {
+        if let Some(logical) = self.logical.filter(|l| l.width > 0 && l.height > 0) {
+            return logical;
+        }
         let scale = self.scale.max(1);
         Rect {
             x: self.x,
@@ -138,6 +146,14 @@ impl Client {
                 scale: 1,
                 ..Output::default()
             });
+        }
+        let manager = client.bind::<zxdg_output_manager_v1::ZxdgOutputManagerV1, _>(3, ());
+        if let Some(manager) = &manager {
+            for (index, output) in client.state.outputs.iter().enumerate() {
+                if let Some(proxy) = &output.proxy {
+                    manager.get_xdg_output(proxy, &qh, index);
+                }
+            }
         }
         // Outputs describe themselves in answer to the bind.
         client.sync()?;
@@ -293,6 +309,47 @@ impl Dispatch<wl_output::WlOutput, usize> for State {
             } if flags.contains(wl_output::Mode::Current) => output.mode = (width, height),
             wl_output::Event::Scale { factor } => output.scale = factor,
             wl_output::Event::Name { name } => output.name = name,
+            _ => {}
+        }
+    }
+}
+
+impl Dispatch<zxdg_output_manager_v1::ZxdgOutputManagerV1, ()> for State {
+    fn event(
+        _: &mut Self,
+        _: &zxdg_output_manager_v1::ZxdgOutputManagerV1,
+        _: zxdg_output_manager_v1::Event,
+        _: &(),
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+    }
+}
+
+impl Dispatch<zxdg_output_v1::ZxdgOutputV1, usize> for State {
+    fn event(
+        state: &mut Self,
+        _: &zxdg_output_v1::ZxdgOutputV1,
+        event: zxdg_output_v1::Event,
+        index: &usize,
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+        let Some(output) = state.outputs.get_mut(*index) else {
+            return;
+        };
+        let logical = output.logical.get_or_insert(Rect {
+            x: 0,
+            y: 0,
+            width: 0,
+            height: 0,
+        });
+        match event {
+            zxdg_output_v1::Event::LogicalPosition { x, y } => (logical.x, logical.y) = (x, y),
+            zxdg_output_v1::Event::LogicalSize { width, height } => {
+                logical.width = u32::try_from(width).unwrap_or(0);
+                logical.height = u32::try_from(height).unwrap_or(0);
+            }
             _ => {}
         }
     }

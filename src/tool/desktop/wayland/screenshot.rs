@@ -4,7 +4,7 @@ use base64::Engine as _;
 
 use std::sync::Arc;
 
-use super::super::backend::{Desktop as _, DesktopEnv, Frame};
+use super::super::backend::{Desktop as _, DesktopEnv, Frame, Rect};
 use super::super::pixels::{downsample, encode_png, fit};
 use super::super::portal::{PortalDesktop, PortalHold};
 use super::WaylandDesktop;
@@ -12,7 +12,8 @@ use crate::model::Image;
 use crate::tool::{ToolError, ToolOutput};
 
 /// A PNG of the screen or of output number `monitor` (outputs ordered left to right, then
-/// top to bottom), its long edge at most `max_edge`.
+/// top to bottom), its long edge at most `max_edge`, and the output's place in the layout
+/// when it is one output's (`None`: the whole screen).
 /// A compositor without wlr-screencopy (GNOME, KDE) is captured through the desktop portal,
 /// whole.
 pub(in super::super) fn screenshot(
@@ -20,7 +21,7 @@ pub(in super::super) fn screenshot(
     monitor: Option<usize>,
     max_edge: u32,
     portal: &Arc<PortalHold>,
-) -> Result<ToolOutput, ToolError> {
+) -> Result<(ToolOutput, Option<Rect>), ToolError> {
     let desktop = WaylandDesktop::connect(env)?;
     if !desktop.captures() && env.session_bus.is_some() {
         if monitor.is_some() {
@@ -30,7 +31,7 @@ pub(in super::super) fn screenshot(
             ));
         }
         let frame = PortalDesktop::connect(env, portal.clone())?.capture(None)?;
-        return shown(frame, "screen", max_edge);
+        return Ok((shown(frame, "screen", max_edge)?, None));
     }
     let mut desktop = desktop;
     let (area, what) = match monitor {
@@ -55,7 +56,7 @@ pub(in super::super) fn screenshot(
         }
     };
     let frame = desktop.capture(area)?;
-    shown(frame, &what, max_edge)
+    Ok((shown(frame, &what, max_edge)?, area))
 }
 
 /// The frame as the model gets it: fitted to `max_edge`, a PNG, and what it shows.
