@@ -26,7 +26,7 @@ use crate::policy::{Approval, Approver, Decision};
 use crate::session::{Session, Turn, TurnEnd, TurnOutcome};
 use rpc::{Incoming, Rpc, RpcError};
 pub(super) use setup::find_program;
-use setup::{codex_model, codex_policy, private_home};
+use setup::{codex_model, codex_policy, private_home, sandbox_helper_path};
 use turn::TurnState;
 
 /// Each handshake request; codex answers in well under a second.
@@ -39,10 +39,16 @@ const LIVENESS_TICK: Duration = Duration::from_millis(250);
 
 pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> {
     let program = find_program()?;
-    let env = match &context.home {
+    let mut env = match &context.home {
         Some(home) => private_home(home)?,
         None => Vec::new(),
     };
+    // Beside the session logs, in corral's cache directory.
+    if let Ok(agents) = crate::host::open::agents_dir()
+        && let Some(path) = sandbox_helper_path(agents.parent().unwrap_or(&agents), &program)
+    {
+        env.push(("PATH".into(), path));
+    }
     let launch = Launch {
         program,
         args: vec!["app-server".into()],

@@ -43,6 +43,76 @@ pub fn private_home(home: &Path) -> Result<Vec<(String, String)>, Error> {
     ])
 }
 
+/// PATH for codex, starting with a directory (under `dir`) that holds `codex-linux-sandbox`,
+/// a link to codex's native program. codex runs a command in its sandbox by starting itself
+/// under that name inside bubblewrap; with a system bubblewrap older than 0.9 (no
+/// `--argv0`: Debian 12's) it asks bubblewrap to run `codex-linux-sandbox` by name, which
+/// fails unless PATH has it, and then every command codex runs fails. `None` when the native
+/// program is not found (PATH is then left as it is).
+pub fn sandbox_helper_path(dir: &Path, program: &Path) -> Option<String> {
+    let native = native_program(program)?;
+    let dir = dir.join("codex-bin");
+    std::fs::create_dir_all(&dir).ok()?;
+    let link = dir.join("codex-linux-sandbox");
+    if std::fs::read_link(&link).ok().as_deref() != Some(native.as_path()) {
+        // Made aside and renamed over, so corral processes starting at once never see the
+        // link missing.
+        let aside = dir.join(format!(".codex-linux-sandbox.{}", std::process::id()));
+        let _ = std::fs::remove_file(&aside);
+        let made = std::os::unix::fs::symlink(&native, &aside)
+            .and_then(|()| std::fs::rename(&aside, &link));
+        if let Err(e) = made {
+            tracing::warn!(error = %e, "cannot link codex's sandbox helper");
+            return None;
+        }
+    }
+    let path = std::env::var("PATH")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    Some(format!("{}:{path}", dir.display()))
+}
+
+/// codex's native program: `program` itself when it is one, else the binary npm's platform
+/// package holds beside the JavaScript launcher (`@openai/codex-linux-<arch>/vendor/<triple>/
+/// bin/codex`, or `@openai/codex/vendor/<triple>/codex/codex` in older releases).
+fn native_program(program: &Path) -> Option<PathBuf> {
+    let real = std::fs::canonicalize(program).ok()?;
+    if is_elf(&real) {
+        return Some(real);
+    }
+    let node_modules = real
+        .ancestors()
+        .find(|dir| dir.file_name().is_some_and(|n| n == "node_modules"))?;
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        _ => return None,
+    };
+    let triples = [
+        format!("{}-unknown-linux-musl", std::env::consts::ARCH),
+        format!("{}-unknown-linux-gnu", std::env::consts::ARCH),
+    ];
+    let candidates = triples.iter().flat_map(|triple| {
+        [
+            node_modules.join(format!(
+                "@openai/codex-linux-{arch}/vendor/{triple}/bin/codex"
+            )),
+            node_modules.join(format!("@openai/codex/vendor/{triple}/codex/codex")),
+        ]
+    });
+    candidates.into_iter().find(|c| is_elf(c))
+}
+
+fn is_elf(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"\x7fELF"
+}
+
 /// codex's own approval policy and sandbox for a corral preset. codex asks about anything it
 /// does not know to be safe (`untrusted`) and corral's gate answers, so the preset's rules
 /// decide; only `bypass`, where nothing asks, lets codex run everything unasked.
@@ -81,6 +151,37 @@ pub fn codex_model(text: &str) -> Result<Option<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sandbox_helper_links_to_the_native_program_beside_the_launcher() {
+        let dir = tempfile::tempdir().unwrap();
+        let modules = dir.path().join("node_modules");
+        let launcher = modules.join("@openai/codex/bin/codex.js");
+        std::fs::create_dir_all(launcher.parent().unwrap()).unwrap();
+        std::fs::write(&launcher, "#!/usr/bin/env node\n").unwrap();
+        let arch = match std::env::consts::ARCH {
+            "x86_64" => "x64",
+            _ => "arm64",
+        };
+        let native = modules.join(format!(
+            "@openai/codex-linux-{arch}/vendor/{}-unknown-linux-musl/bin/codex",
+            std::env::consts::ARCH
+        ));
+        std::fs::create_dir_all(native.parent().unwrap()).unwrap();
+        std::fs::write(&native, b"\x7fELF rest").unwrap();
+        let cache = dir.path().join("cache");
+        let path = sandbox_helper_path(&cache, &launcher).unwrap();
+        let helper_dir = cache.join("codex-bin");
+        assert!(
+            path.starts_with(&format!("{}:", helper_dir.display())),
+            "{path}"
+        );
+        let link = std::fs::read_link(helper_dir.join("codex-linux-sandbox")).unwrap();
+        assert_eq!(link, native.canonicalize().unwrap());
+        // A launcher with no native program beside it changes nothing.
+        std::fs::remove_file(&native).unwrap();
+        assert_eq!(sandbox_helper_path(&cache, &launcher), None);
+    }
 
     #[test]
     fn a_model_switch_names_a_codex_model() {
