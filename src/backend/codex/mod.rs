@@ -43,9 +43,9 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         Some(home) => private_home(home)?,
         None => Vec::new(),
     };
-    // Beside the session logs, in corral's cache directory.
-    if let Ok(agents) = crate::host::open::agents_dir()
-        && let Some(path) = sandbox_helper_path(agents.parent().unwrap_or(&agents), &program)
+    // In corral's cache directory, beside the session logs.
+    if let Some(cache) = dirs::cache_dir().map(|d| d.join("corral"))
+        && let Some(path) = sandbox_helper_path(&cache, &program)
     {
         env.push(("PATH".into(), path));
     }
