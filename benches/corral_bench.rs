@@ -19,6 +19,8 @@ mod hostile;
 mod local;
 #[path = "corral_bench/mcp.rs"]
 mod mcp;
+#[path = "corral_bench/reducer.rs"]
+mod reducer;
 #[path = "corral_bench/tui.rs"]
 mod tui;
 
@@ -671,6 +673,9 @@ async fn bench_main() {
     }
     if wants("tui") {
         tui::tui(&mut rows);
+    }
+    if wants("reducer") {
+        reducer::reducer(&mut rows);
     }
     println!("corral benchmarks — {}", support::host::machine());
     println!("binary: {CORRAL}");

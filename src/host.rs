@@ -3,5 +3,6 @@
 //! `session` below holds what a session is; this layer builds and runs them.
 
 pub(crate) mod delegate;
+pub mod lifecycle;
 pub mod manager;
 pub mod open;

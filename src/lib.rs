@@ -26,6 +26,7 @@ pub fn load_mcp_config(path: &std::path::Path) -> Result<McpServers, Error> {
 }
 pub use error::Error;
 pub use event::*;
+pub use host::lifecycle;
 pub use host::manager::{SessionInfo, SessionManager, TurnMode, TurnRequest};
 pub use host::open::OpenSpec;
 /// For the fuzz targets in `fuzz/`: not part of the API.
