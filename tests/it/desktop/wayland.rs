@@ -127,6 +127,19 @@ impl Sway {
     }
 }
 
+/// Waits (up to 10 s) for the probe to log `line`.
+async fn probe_received(log: &Path, line: &str) {
+    let got = eventually(Duration::from_secs(10), || {
+        std::fs::read_to_string(log).is_ok_and(|l| l.contains(line))
+    })
+    .await;
+    assert!(
+        got,
+        "no {line:?} in the probe log: {}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
 fn socket(runtime: &Path) -> Option<String> {
     std::fs::read_dir(runtime)
         .ok()?
@@ -255,14 +268,7 @@ async fn on_sway_a_click_is_approved_on_the_marked_screen_and_a_window_rule_lets
     }
     let out = running.wait().await;
     assert_eq!(out.code, Some(0), "{out:?}");
-    assert!(
-        eventually(Duration::from_secs(10), || std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .contains("button red 1"))
-        .await,
-        "probe log: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
+    probe_received(&log, "button red 1").await;
 
     // A rule for the probe's application lets a click in it run unasked; `windows` lists it.
     std::fs::write(
@@ -296,14 +302,7 @@ async fn on_sway_a_click_is_approved_on_the_marked_screen_and_a_window_rule_lets
         "{}",
         results[1]
     );
-    assert!(
-        eventually(Duration::from_secs(10), || std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .contains("button blue 1"))
-        .await,
-        "probe log: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
+    probe_received(&log, "button blue 1").await;
     let _ = probe.kill();
     let _ = probe.wait();
 }
@@ -415,14 +414,7 @@ async fn after_a_screenshot_of_one_output_coordinates_are_in_that_outputs_pictur
         "{}",
         results[0]
     );
-    assert!(
-        eventually(Duration::from_secs(10), || std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .contains("button red 1"))
-        .await,
-        "probe log: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
+    probe_received(&log, "button red 1").await;
     let _ = probe.kill();
     let _ = probe.wait();
 }
