@@ -33,6 +33,33 @@ fn keys(server: &FakeModel, id: &str, text: &str) {
     act(server, id, json!({"action": "key", "text": text}));
 }
 
+/// The calls that failed in any session log under `dir`, for a failure's message: what the
+/// program did not receive may have been refused before it was sent.
+fn failed_calls(dir: &Path) -> String {
+    let mut found = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "jsonl") {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                for line in text.lines() {
+                    let Ok(event) = serde_json::from_str::<Value>(line) else {
+                        continue;
+                    };
+                    let result = &event["data"]["result"];
+                    if event["kind"] == "tool_result" && result["success"] == false {
+                        found.push(format!("{}: {}", result["toolCallId"], result["error"]));
+                    }
+                }
+            }
+        }
+    }
+    found.join("\n")
+}
+
 fn eval(h: &Harness, server: &FakeModel, d: &Desktop, only: &[&str]) -> Cmd {
     let mut cmd = h
         .corral()
@@ -96,8 +123,10 @@ async fn a_scripted_person_passes_the_five_desktop_tasks() {
             .unwrap();
     assert!(
         out.stdout.contains("5/5 passed"),
-        "{}\n{report:#}",
-        out.stdout
+        "{}\n{report:#}\nfailed calls: {}\nstderr: {}",
+        out.stdout,
+        failed_calls(&h.cache_dir()),
+        out.stderr
     );
     let tools: Vec<u64> = report["results"]
         .as_array()
