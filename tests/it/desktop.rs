@@ -288,6 +288,9 @@ async fn window_origin(d: &Desktop, title: &str) -> (u32, u32) {
 
 #[tokio::test]
 async fn the_screenshot_shows_what_is_on_screen_in_the_right_colours() {
+    // Its window must not come up under another test's click (an action is refused when the
+    // window under its point changed, as it should be).
+    let _screen = computer::screen().await;
     let d = desktop();
     let title = unique("corral-probe");
     let _window = KillOnDrop(
