@@ -58,19 +58,35 @@ where
     let mut answers = zbus::MessageStream::for_match_rule(rule.as_str(), conn, None)
         .await
         .map_err(|e| bus_error(method, &e))?;
-    conn.call_method(Some(PORTAL), PORTAL_PATH, Some(interface), method, body)
+    let reply = conn
+        .call_method(Some(PORTAL), PORTAL_PATH, Some(interface), method, body)
         .await
         .map_err(|e| bus_error(method, &e))?;
-    let answer = tokio::time::timeout(wait, answers.next())
-        .await
-        .map_err(|_| {
-            failed(format!(
-                "the desktop portal did not answer {method} within {} s",
-                wait.as_secs()
-            ))
-        })?
-        .ok_or_else(|| failed(format!("the session bus closed during {method}")))?
-        .map_err(|e| bus_error(method, &e))?;
+    // Anyone on the bus can send a signal on the request's path: only the answer from the
+    // portal that took the call counts (a forged one could name any file as the screenshot).
+    let portal = reply.header().sender().map(|name| name.to_string());
+    let deadline = tokio::time::Instant::now() + wait;
+    let answer = loop {
+        let next = tokio::time::timeout_at(deadline, answers.next())
+            .await
+            .map_err(|_| {
+                failed(format!(
+                    "the desktop portal did not answer {method} within {} s",
+                    wait.as_secs()
+                ))
+            })?
+            .ok_or_else(|| failed(format!("the session bus closed during {method}")))?
+            .map_err(|e| bus_error(method, &e))?;
+        let from = next.header().sender().map(|name| name.to_string());
+        if from.is_some() && from == portal {
+            break next;
+        }
+        tracing::warn!(
+            ?from,
+            ?portal,
+            "ignored a portal answer from another sender"
+        );
+    };
     let (code, results): (u32, Results) = answer
         .body()
         .deserialize()

@@ -40,10 +40,12 @@ pub(super) async fn screenshot(conn: &Connection) -> Result<Frame, ToolError> {
     let png = tokio::fs::read(&path)
         .await
         .map_err(|e| failed(format!("cannot read the portal's screenshot {path}: {e}")))?;
+    let frame = decode_png(&png)?;
+    // Removed only once it proved to be a picture: a file that is not one is left alone.
     if let Err(e) = tokio::fs::remove_file(&path).await {
         tracing::debug!(error = %e, path, "the portal's screenshot file stays");
     }
-    decode_png(&png)
+    Ok(frame)
 }
 
 /// The local path of a `file://` URI, its `%XX` escapes decoded.
@@ -112,6 +114,11 @@ mod tests {
         assert_eq!(file_path("https://example.com/x.png"), None);
         assert_eq!(file_path("file://relative"), None);
         assert_eq!(file_path("file:///bad%zz"), None);
+    }
+
+    #[test]
+    fn a_file_that_is_no_picture_is_refused_as_a_screenshot() {
+        assert!(decode_png(b"ssh-ed25519 AAAA... a key").is_err());
     }
 
     #[test]
