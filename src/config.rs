@@ -39,6 +39,9 @@
 //! [agents]                         # external agents (claude, codex, acp:…)
 //! project_settings = false         # true: they load the project's own settings and hooks
 //! acp_permission_timeout_secs = 50 # an ACP agent's question nobody answers is refused after this
+//! idle_sleep_secs = 900            # an idle agent's process is stopped, woken by the next message (0: never)
+//! stall_secs = 1800                # a turn with no event this long is interrupted (0: never)
+//! stall_grace_secs = 30            # … and ended, its session closed, if the interrupt is not heeded
 //!
 //! [server]                         # corral serve
 //! listen = "127.0.0.1:7777"
@@ -203,6 +206,14 @@ pub struct Agents {
     /// How long an ACP agent's permission request (or gated `fs/*` call) waits for a person
     /// before corral refuses it. Default: `DEFAULT_ACP_PERMISSION_TIMEOUT` (50 s).
     pub acp_permission_timeout_secs: Option<u64>,
+    /// An agent process idle this long is stopped and woken, on its own session, by the next
+    /// message (where its backend can resume: claude). `0`: never. Default 900.
+    pub idle_sleep_secs: Option<u64>,
+    /// A turn that produces no event for this long has stalled: an `error`, then an
+    /// interrupt. `0`: never. Default 1800.
+    pub stall_secs: Option<u64>,
+    /// How long a stalled turn's interrupt may take before the session is ended. Default 30.
+    pub stall_grace_secs: Option<u64>,
 }
 
 /// `delegate`'s sub-sessions.

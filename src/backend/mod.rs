@@ -134,6 +134,24 @@ pub trait Backend: Send {
         }
     }
 
+    /// Whether [`sleep`](Self::sleep) can stop the agent's process while the session is
+    /// idle and [`wake`](Self::wake) start it again on its own session. Default: no.
+    fn sleeps(&self) -> bool {
+        false
+    }
+
+    /// Stops the agent's process between turns, keeping what resumes its conversation (its
+    /// own session id). The next turn needs [`wake`](Self::wake) first.
+    fn sleep(&mut self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async { Err("this backend cannot sleep".to_string()) })
+    }
+
+    /// Starts the agent's process again after [`sleep`](Self::sleep), resuming its own
+    /// session; `Err`: why it could not.
+    fn wake(&mut self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+
     /// Stops what the backend owns (a model server, an agent process). Called once.
     fn shutdown(&mut self) -> BoxFuture<'_, ()>;
 

@@ -132,6 +132,20 @@ impl Config {
             1,
             MAX_SECS_INT,
         )?;
+        // 0 turns these off.
+        int(
+            "agents.idle_sleep_secs",
+            self.agents.idle_sleep_secs,
+            0,
+            MAX_SECS_INT,
+        )?;
+        int("agents.stall_secs", self.agents.stall_secs, 0, MAX_SECS_INT)?;
+        int(
+            "agents.stall_grace_secs",
+            self.agents.stall_grace_secs,
+            1,
+            MAX_SECS_INT,
+        )?;
         int(
             "tui.notify_after_secs",
             self.tui.notify_after_secs,
@@ -191,6 +205,9 @@ mod tests {
         ("limits", "max_error_body_bytes"),
         ("server", "max_sessions_per_owner"),
         ("agents", "acp_permission_timeout_secs"),
+        ("agents", "idle_sleep_secs"),
+        ("agents", "stall_secs"),
+        ("agents", "stall_grace_secs"),
         ("tui", "notify_after_secs"),
         ("local", "context_size"),
         ("local", "threads"),

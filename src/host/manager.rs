@@ -2,7 +2,9 @@
 //! (a turn, a cancel, an answer, close) from any surface — the server, MCP, ACP.
 //!
 //! One turn at a time per session: a second message while one runs is refused
-//! (`TurnInProgress`), never queued behind the user's back. Every session's envelopes are
+//! (`TurnInProgress`), never queued behind the user's back, unless the client opted in to
+//! queueing. When a session's agent runs, sleeps, wakes or is stopped is decided by the
+//! lifecycle reducer its task executes (`executor`). Every session's envelopes are
 //! also published on one global stream (with a global id for `Last-Event-ID` resume) so a
 //! monitor can follow all agents without polling. Dead sessions (closed, or ended by
 //! themselves) stay listed for review, the most recent [`KEEP_DEAD`] of them on every surface
@@ -17,6 +19,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 mod dormant;
+mod executor;
 mod turn_request;
 pub use turn_request::{TurnMode, TurnRequest};
 
@@ -24,7 +27,7 @@ use super::open::{self, OpenSpec};
 use crate::backend::BackendInfo;
 use crate::config::Config;
 use crate::error::Error;
-use crate::event::{Payload, SharedEvent, Status, StopReason, Timestamp, Usage};
+use crate::event::{Payload, SharedEvent, Status, Timestamp, Usage};
 use crate::policy::Decision;
 use crate::session::{AnswerError, Session, SessionMeta};
 
@@ -57,6 +60,8 @@ enum Command {
         /// This turn's own effort, if it asks for one.
         effort: Option<crate::model::Effort>,
         mode: TurnMode,
+        /// Sent while a turn ran, by a client that lets it wait or be steered in.
+        queued: bool,
     },
     SetModel {
         model: String,
@@ -75,6 +80,23 @@ enum Command {
         reply: oneshot::Sender<Result<bool, String>>,
     },
     Close,
+}
+
+impl Command {
+    fn turn(
+        text: &str,
+        images: Vec<crate::model::Image>,
+        request: TurnRequest,
+        queued: bool,
+    ) -> Command {
+        Command::Turn {
+            text: text.to_string(),
+            images,
+            effort: request.turn_effort(),
+            mode: request.mode,
+            queued,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -354,7 +376,13 @@ impl SessionManager {
             task: Mutex::new(None),
         });
         self.forward_events(&handle);
-        let task = tokio::spawn(run_session(opened, receiver, Arc::downgrade(&handle)));
+        let runtime = executor::runtime_of(opened.backend.as_ref(), &self.inner.config);
+        let task = tokio::spawn(executor::run_session(
+            opened,
+            receiver,
+            Arc::downgrade(&handle),
+            runtime,
+        ));
         *lock(&handle.task) = Some(task);
         lock(&self.inner.sessions).insert(handle.id().to_string(), handle.clone());
         Ok((handle, notes))
@@ -424,8 +452,10 @@ impl SessionManager {
         all
     }
 
-    /// Starts a turn; returns its number. While another turn runs: taken into it when the
-    /// request steers and the backend can, else refused (`TurnInProgress`).
+    /// Starts a turn; returns its number. While another turn runs: refused
+    /// (`TurnInProgress`) unless the request queues; then steered into the running turn where
+    /// the backend steers (its number), else delivered as the next turn, coalesced with
+    /// whatever else waits (that number).
     pub fn send(&self, id: &str, text: &str, request: TurnRequest) -> Result<u32, SendError> {
         self.send_with_images(id, text, Vec::new(), request)
     }
@@ -449,16 +479,23 @@ impl SessionManager {
         // even before the session's task has wound that turn down (the command waits in the
         // queue). Until then, and until the turn it sends has its result, it is refused.
         let sent = handle.sent_turn.load(Ordering::SeqCst);
-        // Asked to steer, a backend that can takes the message into the running turn (held
-        // until a safe boundary); it is part of that turn.
-        if handle.is_busy()
-            && request.steer
-            && images.is_empty()
-            && let Some(steer) = &handle.steer
-            && steer.send(text.to_string()).is_ok()
-        {
+        // A client that opted in to queueing (MCP `agent_send`, `queue: true`) has a message
+        // sent while a turn runs steered into it where the backend steers, else delivered
+        // with whatever else waits as the next turn. Images only start turns of their own.
+        if handle.is_busy() && request.queue && images.is_empty() {
+            let turn = if handle.steer.is_some() {
+                sent.max(handle.session.turn())
+            } else {
+                let next = sent.max(handle.session.turn() + 1);
+                handle.sent_turn.fetch_max(next, Ordering::SeqCst);
+                next
+            };
             lock(&handle.stats).last_activity = Timestamp::now();
-            return Ok(sent.max(handle.session.turn()));
+            handle
+                .commands
+                .send(Command::turn(text, images, request, true))
+                .map_err(|_| SendError::Dead(id.to_string()))?;
+            return Ok(turn);
         }
         let next = handle.session.turn().max(sent) + 1;
         if handle.is_busy()
@@ -481,12 +518,7 @@ impl SessionManager {
         let turn = next;
         if handle
             .commands
-            .send(Command::Turn {
-                text: text.to_string(),
-                images,
-                effort: request.turn_effort(),
-                mode: request.mode,
-            })
+            .send(Command::turn(text, images, request, false))
             .is_err()
         {
             handle.sent_turn.store(sent, Ordering::SeqCst);
@@ -656,98 +688,4 @@ fn log_notes(notes: &[u8]) {
     for line in String::from_utf8_lossy(notes).lines() {
         tracing::info!("{line}");
     }
-}
-
-/// The session's own task: turns one at a time until closed.
-async fn run_session(
-    mut opened: open::OpenedSession,
-    mut commands: mpsc::UnboundedReceiver<Command>,
-    handle: std::sync::Weak<Handle>,
-) {
-    // Opening applied the session's effort; a turn that asks for another gets it for itself.
-    let mut applied_effort = opened.effort;
-    loop {
-        // Between turns, an external agent's process dying closes the session at once; so
-        // does its event log failing.
-        let halted = opened.session.halted().clone();
-        let command = tokio::select! {
-            command = commands.recv() => command,
-            () = opened.backend.watch_idle() => break,
-            () = halted.cancelled() => break,
-        };
-        let Some(command) = command else { break };
-        let (text, images, effort, mode) = match command {
-            Command::Turn {
-                text,
-                images,
-                effort,
-                mode,
-            } => (text, images, effort.or(opened.effort), mode),
-            Command::SetModel { model, reply } => {
-                let _ = reply.send(opened.backend.set_model(&model).await);
-                continue;
-            }
-            Command::SetPolicy { policy, reply } => {
-                let _ = reply.send(opened.backend.set_policy(*policy).await);
-                continue;
-            }
-            Command::SetEffort { effort, reply } => {
-                opened.effort = effort;
-                let took =
-                    open::apply_effort(opened.backend.as_mut(), effort, &opened.session).await;
-                if took {
-                    applied_effort = effort;
-                }
-                let _ = reply.send(took);
-                continue;
-            }
-            Command::Compact { reply } => {
-                // Esc (cancel) stops a compaction as it stops a turn.
-                let token = halted.child_token();
-                if let Some(handle) = handle.upgrade() {
-                    *lock(&handle.cancel) = Some(token.clone());
-                }
-                let outcome = opened.backend.compact(token).await;
-                if let Some(handle) = handle.upgrade() {
-                    *lock(&handle.cancel) = None;
-                }
-                let _ = reply.send(outcome);
-                continue;
-            }
-            Command::Close => break,
-        };
-        // Only what the agent took counts as applied: a failed change is tried (and noted)
-        // again at the next turn that asks for it.
-        if effort != applied_effort
-            && open::apply_effort(opened.backend.as_mut(), effort, &opened.session).await
-        {
-            applied_effort = effort;
-        }
-        if let Err(note) = opened.backend.set_delegating(mode == TurnMode::Delegate) {
-            opened
-                .session
-                .emit_error(note, serde_json::json!({"code": "DELEGATE_NOT_AVAILABLE"}));
-        }
-        let token = halted.child_token();
-        if let Some(handle) = handle.upgrade() {
-            *lock(&handle.cancel) = Some(token.clone());
-        }
-        let outcome = opened
-            .backend
-            .run_turn_with_images(&text, images, token)
-            .await;
-        if let Some(handle) = handle.upgrade() {
-            *lock(&handle.cancel) = None;
-            let mut stats = lock(&handle.stats);
-            stats.usage.add(&outcome.usage);
-            stats.last_activity = Timestamp::now();
-            stats.turn_started = None;
-        }
-        if outcome.stop_reason == StopReason::Error {
-            tracing::warn!(error = ?outcome.error, "turn ended with an error");
-        }
-    }
-    let mut notes = Vec::new();
-    opened.finish(&mut notes).await;
-    log_notes(&notes);
 }

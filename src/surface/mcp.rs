@@ -280,9 +280,10 @@ impl McpServer {
         &self,
         Parameters(p): Parameters<SendParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        // Kaimon's agent_send: a message while a turn runs steers it where the agent can.
+        // Kaimon's agent_send: a message while a turn runs steers it where the agent can,
+        // else waits for the next turn.
         let request = TurnRequest {
-            steer: true,
+            queue: true,
             ..TurnRequest::default()
         };
         match self.manager.send(&p.agent_id, &p.text, request) {

@@ -527,3 +527,30 @@ pub fn tool_results(out: &Outcome) -> Vec<Value> {
         .map(|e| e["data"]["result"].clone())
         .collect()
 }
+
+/// Polls `agent_output` (full turn) over MCP until turn `turn` is done (it may not have begun
+/// yet: a queued or waking turn); MCP ids from `first_id`.
+pub async fn mcp_wait_turn(
+    running: &mut crate::support::Running,
+    agent: &str,
+    turn: u64,
+    first_id: u64,
+) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let mut id = first_id;
+    loop {
+        id += 1;
+        let args = serde_json::json!({"agent_id": agent, "which": "full_turn", "turn": turn});
+        let result = mcp_call_result(running, id, "agent_output", args).await;
+        let text = result["content"][0]["text"].as_str().unwrap_or_default();
+        let out: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+        if result["isError"] != true && out["done"] == true && out["turn"] == turn {
+            return out;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "turn {turn}: {result}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

@@ -17,7 +17,22 @@ mod confine;
 mod effort;
 mod lifecycle;
 mod planted;
+mod sleep;
 mod steering;
+
+/// `corral mcp` whose claude agents talk to `server`.
+pub(crate) async fn claude_mcp(h: &Harness, server: &FakeModel) -> crate::support::Running {
+    h.corral()
+        .arg("mcp")
+        .env("CORRAL_CLAUDE", claude_program())
+        .env("ANTHROPIC_BASE_URL", server.base_url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-dummy")
+        .env("CLAUDE_CODE_MAX_RETRIES", "0")
+        .live_stdin()
+        .timeout(Duration::from_secs(150))
+        .spawn()
+        .await
+}
 
 /// The claude program: `$CORRAL_CLAUDE`, the CI install, or `claude` on PATH. Missing is a
 /// failure, not a skip.

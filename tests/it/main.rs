@@ -23,6 +23,7 @@ mod git_attacks;
 mod hostile_faults;
 mod instructions;
 mod layers;
+mod lifecycle;
 mod log_faults;
 mod mcp;
 mod mcp_client;

@@ -84,6 +84,9 @@ async fn start_program(
         held: std::collections::VecDeque::new(),
         next_request: 0,
         cost_so_far: 0.0,
+        launch,
+        model: context.spec.model,
+        asleep: false,
     }))
 }
 
@@ -199,6 +202,12 @@ pub struct ClaudeBackend {
     /// Messages sent while a turn runs ([`Backend::steering`]).
     steer_tx: mpsc::UnboundedSender<String>,
     steer_rx: mpsc::UnboundedReceiver<String>,
+    /// How claude was started, for starting it again after [`Backend::sleep`].
+    launch: crate::sandbox::agent_process::Launch,
+    /// The model claude runs, as last switched to.
+    model: Option<String>,
+    /// The process was stopped while idle; the next turn starts it again.
+    asleep: bool,
 }
 
 impl ClaudeBackend {
@@ -258,11 +267,62 @@ impl ClaudeBackend {
         let result = self
             .await_control(json!({"subtype": "set_model", "model": model}))
             .await;
-        let mut phase = self.shared.phase();
-        if *phase == Phase::Busy {
-            *phase = Phase::Idle;
+        {
+            let mut phase = self.shared.phase();
+            if *phase == Phase::Busy {
+                *phase = Phase::Idle;
+            }
         }
-        result.map(|_| true)
+        result.map(|_| {
+            self.model = Some(model.to_string());
+            true
+        })
+    }
+
+    /// Stops claude between turns; its conversation stays in its own session files.
+    async fn put_to_sleep(&mut self) -> Result<(), String> {
+        if self.asleep {
+            return Ok(());
+        }
+        {
+            let mut phase = self.shared.phase();
+            if *phase != Phase::Idle {
+                return Err(format!("claude cannot sleep while it is {phase:?}"));
+            }
+            *phase = Phase::Closing;
+        }
+        let stdin = self.stdin.take();
+        self.shared.process.lock().await.stop(stdin).await;
+        self.held.clear();
+        self.asleep = true;
+        Ok(())
+    }
+
+    /// Starts claude again on its own session (`--resume=<id>`), with the model and effort
+    /// the session has now.
+    async fn wake_up(&mut self) -> Result<(), String> {
+        if !self.asleep {
+            return Ok(());
+        }
+        let mut launch = self.launch.clone();
+        launch.args = relaunch_args(
+            &self.launch.args,
+            self.model.as_deref(),
+            self.effort,
+            self.external_id.as_deref(),
+        );
+        tracing::debug!(args = ?launch.args, "waking claude");
+        let (process, pipes) = AgentProcess::spawn(&launch).map_err(|e| e.to_string())?;
+        *self.shared.process.lock().await = process;
+        let (tx, rx) = mpsc::unbounded_channel();
+        *self.shared.phase() = Phase::Idle;
+        tokio::spawn(read_stdout(pipes.stdout, tx, self.shared.clone()));
+        self.lines = rx;
+        self.stdin = Some(pipes.stdin);
+        // A new process counts its cost from nothing.
+        self.cost_so_far = 0.0;
+        self.asleep = false;
+        Ok(())
     }
 
     /// Changes claude's effort for the turns from now on, keeping the conversation: the
@@ -338,6 +398,36 @@ impl ClaudeBackend {
     }
 }
 
+/// The first launch's arguments with the model, effort and resumed session a woken process
+/// takes (each replaced, never added twice).
+fn relaunch_args(
+    first: &[String],
+    model: Option<&str>,
+    effort: Option<crate::model::Effort>,
+    resume: Option<&str>,
+) -> Vec<String> {
+    let mut args = Vec::with_capacity(first.len() + 3);
+    let mut rest = first.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--model" {
+            rest.next();
+        } else if !arg.starts_with("--effort=") && !arg.starts_with("--resume=") {
+            args.push(arg.clone());
+        }
+    }
+    if let Some(model) = model {
+        args.push("--model".into());
+        args.push(model.to_string());
+    }
+    if let Some(effort) = effort {
+        args.push(format!("--effort={effort}"));
+    }
+    if let Some(id) = resume {
+        args.push(format!("--resume={id}"));
+    }
+    args
+}
+
 impl Backend for ClaudeBackend {
     fn run_turn<'a>(
         &'a mut self,
@@ -360,6 +450,9 @@ impl Backend for ClaudeBackend {
 
     fn shutdown(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            if self.asleep {
+                return;
+            }
             {
                 let mut phase = self.shared.phase();
                 if *phase != Phase::Dead {
@@ -373,6 +466,18 @@ impl Backend for ClaudeBackend {
 
     fn steering(&self) -> Option<mpsc::UnboundedSender<String>> {
         Some(self.steer_tx.clone())
+    }
+
+    fn sleeps(&self) -> bool {
+        true
+    }
+
+    fn sleep(&mut self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(self.put_to_sleep())
+    }
+
+    fn wake(&mut self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(self.wake_up())
     }
 
     fn info(&self) -> BackendInfo {

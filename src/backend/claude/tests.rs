@@ -481,3 +481,37 @@ fn steering_waits_for_the_end_of_a_streamed_message_and_for_tool_results() {
     );
     assert!(state.at_safe_boundary());
 }
+
+#[test]
+fn a_woken_claude_resumes_its_session_with_the_model_and_effort_of_now() {
+    let first: Vec<String> = [
+        "-p",
+        "--model",
+        "opus",
+        "--effort=low",
+        "--resume=old",
+        "--verbose",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let args = super::relaunch_args(
+        &first,
+        Some("sonnet"),
+        Some(crate::model::Effort::High),
+        Some("abc-123"),
+    );
+    assert_eq!(
+        args,
+        [
+            "-p",
+            "--verbose",
+            "--model",
+            "sonnet",
+            "--effort=high",
+            "--resume=abc-123"
+        ]
+    );
+    let bare = super::relaunch_args(&first, None, None, None);
+    assert_eq!(bare, ["-p", "--verbose"]);
+}

@@ -38,6 +38,11 @@ struct Steering {
 
 impl ClaudeBackend {
     pub(super) async fn turn(&mut self, prompt: &str, cancel: CancellationToken) -> TurnOutcome {
+        // The executor wakes a sleeping claude before its turn; a caller that did not still
+        // gets a process.
+        if let Err(e) = self.wake_up().await {
+            return TurnOutcome::refused(format!("claude could not be started again: {e}"));
+        }
         {
             let mut phase = self.shared.phase();
             if *phase != Phase::Idle {

@@ -225,4 +225,32 @@ impl State {
     pub fn busy(&self) -> bool {
         matches!(self.turn, Turn::Running { .. })
     }
+
+    /// When a [`Event::Tick`] can next change something (a stall, the grace after its
+    /// interrupt, an idle process's sleep, a backed-off spawn); `None`: no tick is needed
+    /// until another event comes. The executor sleeps until then instead of polling.
+    pub fn next_deadline(&self) -> Option<u64> {
+        match self.turn {
+            Turn::Running {
+                last_progress,
+                interrupted: None,
+            } => self.timing.stall.map(|s| last_progress.saturating_add(s)),
+            Turn::Running {
+                interrupted: Some(at),
+                ..
+            } => matches!(self.process, Process::Up | Process::Spawning)
+                .then(|| at.saturating_add(self.timing.grace)),
+            Turn::Idle => match self.process {
+                Process::Up
+                    if self.runtime.lifecycle == Lifecycle::Persistent && self.queue.is_empty() =>
+                {
+                    self.timing
+                        .idle_sleep
+                        .map(|idle| self.idle_since.saturating_add(idle))
+                }
+                Process::Absent if !self.queue.is_empty() => Some(self.spawn_not_before),
+                _ => None,
+            },
+        }
+    }
 }

@@ -490,3 +490,55 @@ fn over_random_sequences_one_process_and_every_message_answered_exactly_once_in_
         );
     }
 }
+
+/// The executor ticks only at `next_deadline`: a tick any earlier must change nothing, or a
+/// stall, a sleep or a backed-off spawn would be missed between ticks.
+#[test]
+fn a_tick_before_the_next_deadline_changes_nothing() {
+    for seed in 1..=500u64 {
+        let runtime = if seed % 2 == 0 {
+            PERSISTENT
+        } else {
+            Runtime {
+                lifecycle: Lifecycle::PerTurn,
+                steering: Steering::None,
+                defer_spawn: true,
+                terminate_on_end: false,
+            }
+        };
+        let per_turn = runtime.lifecycle == Lifecycle::PerTurn;
+        let mut random = Random(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut world = World::default();
+        let (mut state, effects) = reduce(State::new(runtime, TIMING), Event::Opened, 0);
+        effects.iter().for_each(|e| world.apply(e, seed));
+        let mut now = 0;
+        let mut next_id = 0;
+        for _ in 0..200 {
+            let early = match state.next_deadline() {
+                Some(deadline) if deadline > now => Some(deadline - 1),
+                Some(_) => None,
+                None => Some(now + 1 + random.below(100_000)),
+            };
+            if let Some(at) = early {
+                let (ticked, effects) = reduce(state.clone(), Event::Tick, at);
+                assert!(
+                    effects.is_empty(),
+                    "seed {seed}: {effects:?} at {at} from {state:?}"
+                );
+                assert_eq!(
+                    State { now: 0, ..ticked },
+                    State {
+                        now: 0,
+                        ..state.clone()
+                    },
+                    "seed {seed}"
+                );
+            }
+            now += random.below(4_000);
+            let event = world.event(&mut random, &mut next_id, per_turn);
+            let (next, effects) = reduce(state, event, now);
+            effects.iter().for_each(|e| world.apply(e, seed));
+            state = next;
+        }
+    }
+}

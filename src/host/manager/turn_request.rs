@@ -1,6 +1,6 @@
 //! What a message asks of its turn besides the text: the mode (the WebSocket API's normal,
 //! think and delegate), an effort for this turn alone, and whether a message sent while a turn
-//! runs may steer it.
+//! runs may wait for it (or steer it).
 
 use crate::model::Effort;
 
@@ -23,9 +23,10 @@ pub struct TurnRequest {
     pub mode: TurnMode,
     /// This turn's effort; `None`: think mode's high, else the session's.
     pub effort: Option<Effort>,
-    /// While a turn runs, a backend that steers takes the message into it (claude, codex);
-    /// without this, or with a backend that cannot, the answer is TURN_IN_PROGRESS.
-    pub steer: bool,
+    /// While a turn runs, the message waits instead of being refused: a backend that steers
+    /// takes it into the running turn (claude, codex), others get it, coalesced with whatever
+    /// else waits, as the next turn. Without this the answer is TURN_IN_PROGRESS (seed 002).
+    pub queue: bool,
 }
 
 impl TurnRequest {
@@ -58,7 +59,7 @@ mod tests {
         let low = TurnRequest {
             mode: TurnMode::Think,
             effort: Some(Effort::Low),
-            steer: false,
+            queue: false,
         };
         assert_eq!(low.turn_effort(), Some(Effort::Low));
         assert_eq!(TurnRequest::default().turn_effort(), None);

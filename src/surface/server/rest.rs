@@ -350,10 +350,11 @@ struct MessageBody {
     mode: TurnMode,
     /// This turn's effort (think mode's default is high).
     effort: Option<Effort>,
-    /// Take the message into a running turn where the backend can (claude, codex), instead
-    /// of TURN_IN_PROGRESS.
-    #[serde(default)]
-    steer: bool,
+    /// While a turn runs, let the message wait instead of TURN_IN_PROGRESS: steered into the
+    /// running turn where the backend can (claude, codex), else the next turn, coalesced with
+    /// whatever else waits. `steer` is the name it had before.
+    #[serde(default, alias = "steer")]
+    queue: bool,
 }
 
 async fn send_message(
@@ -384,7 +385,7 @@ async fn send_message(
             TurnRequest {
                 mode: body.mode,
                 effort: body.effort,
-                steer: body.steer,
+                queue: body.queue,
             },
         )
         .map_err(send_error)?;

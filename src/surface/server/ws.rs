@@ -369,15 +369,20 @@ fn user_message(state: &Shared, id: &str, payload: &Value) -> Option<Out> {
     let fields = (
         optional::<TurnMode>(payload, "mode", "mode must be normal, think or delegate"),
         optional::<Effort>(payload, "effort", "effort must be low, medium or high"),
+        optional::<bool>(payload, "queue", "queue must be true or false"),
+        // The name `queue` had before.
         optional::<bool>(payload, "steer", "steer must be true or false"),
     );
     let request = match fields {
-        (Ok(mode), Ok(effort), Ok(steer)) => TurnRequest {
+        (Ok(mode), Ok(effort), Ok(queue), Ok(steer)) => TurnRequest {
             mode: mode.unwrap_or_default(),
             effort,
-            steer: steer.unwrap_or(false),
+            queue: queue.or(steer).unwrap_or(false),
         },
-        (Err(refused), _, _) | (_, Err(refused), _) | (_, _, Err(refused)) => return Some(refused),
+        (Err(refused), _, _, _)
+        | (_, Err(refused), _, _)
+        | (_, _, Err(refused), _)
+        | (_, _, _, Err(refused)) => return Some(refused),
     };
     match state.manager.send(id, text, request) {
         Ok(_) => None,

@@ -2,8 +2,6 @@
 //! tools withheld unless the opener passed `disallowed_tools: []`), and claude's TodoWrite
 //! checklist shown as corral's `plan`.
 
-use std::time::Duration;
-
 use super::*;
 use crate::common::{mcp_call, mcp_initialize};
 
@@ -13,17 +11,7 @@ async fn offered_to_claude(disallowed: Option<Value>) -> Vec<String> {
     let h = Harness::new();
     let server = FakeModel::start().await;
     server.push(Reply::new().text("OK"));
-    let mut running = h
-        .corral()
-        .arg("mcp")
-        .env("CORRAL_CLAUDE", claude_program())
-        .env("ANTHROPIC_BASE_URL", server.base_url())
-        .env("ANTHROPIC_API_KEY", "sk-ant-dummy")
-        .env("CLAUDE_CODE_MAX_RETRIES", "0")
-        .live_stdin()
-        .timeout(Duration::from_secs(120))
-        .spawn()
-        .await;
+    let mut running = claude_mcp(&h, &server).await;
     mcp_initialize(&mut running).await;
     let mut open = json!({"cwd": h.work(), "model": "claude:fake-model"});
     if let Some(list) = disallowed {

@@ -1,8 +1,6 @@
 //! Steering: a message sent (over MCP) while a claude turn runs is taken into that turn,
 //! written to claude at a safe boundary, and answered before the turn ends.
 
-use std::time::Duration;
-
 use super::*;
 use crate::common::steer_mid_turn;
 use crate::support::{FakeModel, Harness};
@@ -11,17 +9,7 @@ use crate::support::{FakeModel, Harness};
 async fn a_message_sent_mid_turn_is_steered_into_it_and_answered_before_it_ends() {
     let h = Harness::new();
     let server = FakeModel::start().await;
-    let mut running = h
-        .corral()
-        .arg("mcp")
-        .env("CORRAL_CLAUDE", claude_program())
-        .env("ANTHROPIC_BASE_URL", server.base_url())
-        .env("ANTHROPIC_API_KEY", "sk-ant-dummy")
-        .env("CLAUDE_CODE_MAX_RETRIES", "0")
-        .live_stdin()
-        .timeout(Duration::from_secs(120))
-        .spawn()
-        .await;
+    let mut running = claude_mcp(&h, &server).await;
     steer_mid_turn(&h, &mut running, &server, "claude:fake-model", || {
         !message_requests(&server).is_empty()
     })
