@@ -103,6 +103,10 @@ impl Progress {
             Payload::TurnStarted(_) => *self = Progress::default(),
             _ => {}
         }
+        self.boundary()
+    }
+
+    fn boundary(&self) -> Boundary {
         Boundary {
             block_open: self.block_open,
             tool_outstanding: !self.outstanding.is_empty(),
@@ -244,12 +248,7 @@ impl Exec {
     /// progress (the question has its own timeout).
     fn tick(&mut self) {
         if self.state.busy() && !self.session.pending_permissions().is_empty() {
-            let boundary = Boundary {
-                block_open: self.progress.block_open,
-                tool_outstanding: !self.progress.outstanding.is_empty(),
-                busy: false,
-            };
-            self.feed(Event::Progress(boundary));
+            self.feed(Event::Progress(self.progress.boundary()));
         }
         self.feed(Event::Tick);
     }
@@ -486,11 +485,7 @@ async fn run_turn(
                 {
                     exec.message(text, Extra { images, effort, mode }, queued);
                 }
-                Some(Command::Close) => {
-                    exec.closing = true;
-                    exec.feed(Event::Close);
-                    exec.pending.push_back(Effect::Terminate);
-                }
+                Some(Command::Close) => close(exec),
                 Some(command) => exec.deferred.push_back(command),
                 None => exec.closing = true,
             },
