@@ -39,6 +39,9 @@ pub struct Connection {
     pub tools: Vec<ListedTool>,
 }
 
+/// How long a server whose stdin was closed may take to exit before it is signalled.
+const EXIT_GRACE: Duration = Duration::from_secs(1);
+
 impl Connection {
     /// Whether the server is gone: its process exited or its transport closed.
     pub fn is_gone(&mut self) -> bool {
@@ -57,12 +60,17 @@ impl Connection {
         }
     }
 
+    /// The MCP stdio shutdown: stdin is closed, the server gets [`EXIT_GRACE`] to read what
+    /// was sent last (a call's `notifications/cancelled`) and exit by itself, and only then
+    /// is it signalled. Signalled at once, a server on a loaded machine died before it read
+    /// the cancellation already in its pipe.
     pub async fn stop(mut self) {
         let _ = self
             .service
             .close_with_timeout(Duration::from_millis(500))
             .await;
         if let Some(process) = self.process.as_mut() {
+            let _ = process.wait_exit(EXIT_GRACE).await;
             process.stop(None).await;
         }
     }
