@@ -161,8 +161,8 @@ pub fn launch(context: &ExternalContext, program: PathBuf) -> Launch {
         args.push("user".into());
     }
     if let Some(model) = &context.spec.model {
-        args.push("--model".into());
-        args.push(model.clone());
+        // The `=` form: a model name can never be read as another flag.
+        args.push(format!("--model={model}"));
     }
     if let Some(effort) = context.effort {
         // The `=` form, like `--resume=`: a value never reads as another flag.

@@ -406,18 +406,19 @@ fn relaunch_args(
     effort: Option<crate::model::Effort>,
     resume: Option<&str>,
 ) -> Vec<String> {
-    let mut args = Vec::with_capacity(first.len() + 3);
-    let mut rest = first.iter();
-    while let Some(arg) = rest.next() {
-        if arg == "--model" {
-            rest.next();
-        } else if !arg.starts_with("--effort=") && !arg.starts_with("--resume=") {
-            args.push(arg.clone());
-        }
-    }
+    let mut args: Vec<String> = first
+        .iter()
+        .filter(|arg| {
+            !["--model=", "--effort=", "--resume="]
+                .iter()
+                .any(|f| arg.starts_with(f))
+        })
+        .cloned()
+        .collect();
+    // Each in the `=` form: a model name switched to by a client can never be read as
+    // another flag of claude's.
     if let Some(model) = model {
-        args.push("--model".into());
-        args.push(model.to_string());
+        args.push(format!("--model={model}"));
     }
     if let Some(effort) = effort {
         args.push(format!("--effort={effort}"));

@@ -486,8 +486,7 @@ fn steering_waits_for_the_end_of_a_streamed_message_and_for_tool_results() {
 fn a_woken_claude_resumes_its_session_with_the_model_and_effort_of_now() {
     let first: Vec<String> = [
         "-p",
-        "--model",
-        "opus",
+        "--model=opus",
         "--effort=low",
         "--resume=old",
         "--verbose",
@@ -506,12 +505,22 @@ fn a_woken_claude_resumes_its_session_with_the_model_and_effort_of_now() {
         [
             "-p",
             "--verbose",
-            "--model",
-            "sonnet",
+            "--model=sonnet",
             "--effort=high",
             "--resume=abc-123"
         ]
     );
     let bare = super::relaunch_args(&first, None, None, None);
     assert_eq!(bare, ["-p", "--verbose"]);
+    // A model a client switched to that looks like a flag stays a model name.
+    let hostile = super::relaunch_args(&first, Some("--dangerously-skip-permissions"), None, None);
+    assert_eq!(
+        hostile,
+        ["-p", "--verbose", "--model=--dangerously-skip-permissions"]
+    );
+    assert!(
+        !hostile
+            .iter()
+            .any(|a| a == "--dangerously-skip-permissions")
+    );
 }

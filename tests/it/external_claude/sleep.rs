@@ -70,6 +70,10 @@ async fn an_idle_claude_sleeps_and_the_next_message_wakes_it_on_its_own_conversa
     assert_eq!(second["text"], "SECOND ANSWER", "{second}");
     let requests = message_requests(&server);
     assert_eq!(requests.len(), 2, "{requests:?}");
+    // Started and woken on the session's model (`--model=`, never a flag of its own).
+    for request in &requests {
+        assert_eq!(request["model"], "fake-model", "{request}");
+    }
     let conversation = requests[1]["messages"].to_string();
     assert!(
         conversation.contains("remember the word") && conversation.contains("FIRST ANSWER"),
