@@ -30,6 +30,9 @@ pub struct ExternalContext {
     pub resume: Option<String>,
     /// A private HOME/config dir for the agent (hermetic mode), else `None`.
     pub home: Option<PathBuf>,
+    /// The session's private temp dir, removed with the session: an agent that sandboxes its
+    /// own commands gets a directory in it as `TMPDIR` instead of the shared `/tmp`.
+    pub tmpdir: PathBuf,
     /// `<log_dir>/<session>.stderr.log`.
     pub stderr_log: Option<PathBuf>,
     /// Saves the agent's own session id in the session's metadata, for resuming.

@@ -403,6 +403,7 @@ async fn set_model_goes_over_the_wire_and_a_bad_line_is_an_error_event() {
         approver,
         resume: None,
         home: None,
+        tmpdir: std::env::temp_dir(),
         stderr_log: None,
         record_external_id: Box::new(move |id: &str| sink.lock().unwrap().push(id.to_string())),
         project_settings: false,

@@ -26,7 +26,7 @@ use crate::policy::{Approval, Approver, Decision};
 use crate::session::{Session, Turn, TurnEnd, TurnOutcome};
 use rpc::{Incoming, Rpc, RpcError};
 pub(super) use setup::find_program;
-use setup::{codex_model, codex_policy, private_home, sandbox_helper_path};
+use setup::{codex_model, codex_policy, private_home, private_tmp, sandbox_helper_path};
 use turn::TurnState;
 
 /// Each handshake request; codex answers in well under a second.
@@ -49,6 +49,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
     {
         env.push(("PATH".into(), path));
     }
+    env.push(("TMPDIR".into(), private_tmp(&context.tmpdir)?));
     let launch = Launch {
         program,
         args: vec!["app-server".into()],
@@ -142,10 +143,23 @@ impl CodexBackend {
             .await?;
         self.rpc.notify("initialized", None)?;
         let (approval, sandbox) = codex_policy(&context.policy);
+        // codex's workspace-write lets its commands write all of `/tmp` (and leaves the mount
+        // points it makes there, `/tmp/.git` among them, when it is killed mid-command).
+        // corral's own tools get the root and a private TMPDIR; so does codex.
+        let mut config = json!({"sandbox_workspace_write": {"exclude_slash_tmp": true}});
+        if !context.project_settings {
+            // codex trusts the directory a thread starts in (and saves that), and a trusted
+            // project's `.codex/config.toml` brings MCP servers and hooks that run outside
+            // corral's sandbox. Marked untrusted for this thread, the project's config is not
+            // read; nothing is saved.
+            config["projects"] = json!({
+                context.root.display().to_string(): {"trust_level": "untrusted"}});
+        }
         let mut params = json!({
             "cwd": context.root.display().to_string(),
             "approvalPolicy": approval,
             "sandbox": sandbox,
+            "config": config,
         });
         if let Some(model) = &context.spec.model {
             params["model"] = Value::String(model.clone());
@@ -153,14 +167,6 @@ impl CodexBackend {
         if let Some(system) = &context.system {
             // Added to codex's own instructions, as the developer's.
             params["developerInstructions"] = Value::String(system.clone());
-        }
-        if !context.project_settings {
-            // codex trusts the directory a thread starts in (and saves that), and a trusted
-            // project's `.codex/config.toml` brings MCP servers and hooks that run outside
-            // corral's sandbox. Marked untrusted for this thread, the project's config is not
-            // read; nothing is saved.
-            params["config"] = json!({"projects": {
-                context.root.display().to_string(): {"trust_level": "untrusted"}}});
         }
         let method = match &context.resume {
             Some(thread_id) => {

@@ -1,6 +1,7 @@
 //! What a codex session starts from: the program, its private home, the approval policy and
 //! sandbox a corral preset amounts to, and the model a switch names.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
@@ -41,6 +42,22 @@ pub fn private_home(home: &Path) -> Result<Vec<(String, String)>, Error> {
         ("HOME".into(), home.display().to_string()),
         ("CODEX_HOME".into(), codex_home.display().to_string()),
     ])
+}
+
+/// codex's `TMPDIR`: `tmp` in the session's temp dir, made private. Not the temp dir itself,
+/// which holds the private HOME: a writable root there would let codex's commands rewrite
+/// codex's own config.
+pub fn private_tmp(session_tmp: &Path) -> Result<String, Error> {
+    let dir = session_tmp.join("tmp");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .or_else(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists if dir.is_dir() && !dir.is_symlink() => Ok(()),
+            _ => Err(e),
+        })
+        .map_err(|e| Error::Runtime(format!("cannot create {}: {e}", dir.display())))?;
+    Ok(dir.display().to_string())
 }
 
 /// PATH for codex, starting with a directory (under `dir`) that holds `codex-linux-sandbox`,

@@ -78,6 +78,7 @@ pub(super) async fn start(
         approver,
         resume: meta.external_id.clone(),
         home,
+        tmpdir: tmpdir.path().to_path_buf(),
         stderr_log: log_dir.map(|d| d.join(format!("{}.stderr.log", session.id()))),
         record_external_id,
         project_settings: settings.project_settings,

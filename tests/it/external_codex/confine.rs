@@ -143,3 +143,58 @@ async fn a_command_whose_working_directory_is_outside_the_root_is_refused() {
     let error = result["error"].as_str().unwrap_or_default();
     assert!(error.contains("outside the session root"), "{error}");
 }
+
+/// codex's own sandbox makes every writable root a mount (with `.git`, `.codex` and `.agents`
+/// mounted read-only beneath it, made as empty mount points when missing and left behind
+/// when codex is killed mid-command). `/tmp` used to be one: its commands could write all of
+/// `/tmp`, and a killed codex left `/tmp/.git`, which then made every directory under `/tmp`
+/// look like part of a repository. Its roots are now the session root and a private TMPDIR,
+/// as for corral's own tools.
+#[tokio::test]
+async fn codex_writes_the_root_and_a_private_tmpdir_and_makes_nothing_in_tmp() {
+    let program = codex_program();
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    let cmd = "echo in > \"$TMPDIR/scratch.txt\" && cat \"$TMPDIR/scratch.txt\" && \
+               echo \"TMP=$TMPDIR\" && cat /proc/self/mountinfo";
+    server.push(Reply::new().tool_call(
+        "call_tmp",
+        "exec_command",
+        &json!({"cmd": cmd}).to_string(),
+    ));
+    server.push(Reply::new().text("ALL_DONE"));
+    let out = codex_run(&h, &server, &program)
+        .args(["-p", "auto", "--allow", "shell", "use the temp dir"])
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let output = call_output(&server, 1, "call_tmp").replace("\\n", "\n");
+    let tmpdir = output
+        .lines()
+        .find_map(|l| l.strip_prefix("TMP="))
+        .unwrap_or_else(|| panic!("no TMPDIR in {output}"));
+    assert!(tmpdir.starts_with("/tmp/corral-tmp-"), "{output}");
+    assert!(output.contains("\nin\n"), "{output}");
+    // mountinfo: `id parent dev root mountpoint options …`.
+    let mounts: Vec<(&str, &str)> = output
+        .lines()
+        .filter_map(|l| {
+            let fields: Vec<&str> = l.split(' ').collect();
+            (fields.len() > 5 && fields[0].parse::<u32>().is_ok()).then(|| (fields[4], fields[5]))
+        })
+        .collect();
+    let writable = |path: &str| {
+        mounts
+            .iter()
+            .any(|(point, options)| *point == path && options.starts_with("rw"))
+    };
+    let root = h.work().canonicalize().unwrap();
+    assert!(writable(root.to_str().unwrap()), "{output}");
+    assert!(writable(tmpdir), "{output}");
+    assert!(
+        !mounts
+            .iter()
+            .any(|(point, _)| *point == "/tmp" || point.starts_with("/tmp/.")),
+        "codex mounted /tmp: {output}"
+    );
+}
