@@ -5,6 +5,7 @@
 //! path the call names stays beneath the session root.
 
 pub mod confine;
+pub mod voucher;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -554,3 +554,22 @@ pub async fn mcp_wait_turn(
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// The `/proc/<pid>` directories of the processes working in `root` (their cwd) whose command
+/// line contains `needle`, with that command line (arguments joined by spaces).
+pub fn procs_in(root: &std::path::Path, needle: &str) -> Vec<(std::path::PathBuf, String)> {
+    let root = root.canonicalize().unwrap();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let dir = entry.path();
+        let Ok(cmdline) = std::fs::read(dir.join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) && std::fs::read_link(dir.join("cwd")).is_ok_and(|c| c == root)
+        {
+            found.push((dir, cmdline));
+        }
+    }
+    found
+}

@@ -22,16 +22,39 @@ mod steering;
 
 /// `corral mcp` whose claude agents talk to `server`.
 pub(crate) async fn claude_mcp(h: &Harness, server: &FakeModel) -> crate::support::Running {
+    claude_mcp_keyed(h, server, "sk-ant-dummy").await
+}
+
+/// [`claude_mcp`] with `ANTHROPIC_API_KEY` set to `key`.
+pub(crate) async fn claude_mcp_keyed(
+    h: &Harness,
+    server: &FakeModel,
+    key: &str,
+) -> crate::support::Running {
     h.corral()
         .arg("mcp")
         .env("CORRAL_CLAUDE", claude_program())
         .env("ANTHROPIC_BASE_URL", server.base_url())
-        .env("ANTHROPIC_API_KEY", "sk-ant-dummy")
+        .env("ANTHROPIC_API_KEY", key)
         .env("CLAUDE_CODE_MAX_RETRIES", "0")
         .live_stdin()
         .timeout(Duration::from_secs(150))
         .spawn()
         .await
+}
+
+/// Initializes the MCP server and opens a `claude:fake-model` session under `bypass` in the
+/// harness's work directory; its agent id.
+pub(crate) async fn open_claude(running: &mut crate::support::Running, h: &Harness) -> String {
+    mcp_initialize(running).await;
+    let opened = mcp_call(
+        running,
+        1,
+        "agent_open",
+        json!({"cwd": h.work(), "model": "claude:fake-model", "permission": "bypass"}),
+    )
+    .await;
+    opened["agent_id"].as_str().unwrap().to_owned()
 }
 
 /// The claude program: `$CORRAL_CLAUDE`, the CI install, or `claude` on PATH. Missing is a

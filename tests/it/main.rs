@@ -53,6 +53,7 @@ mod support;
 mod terminal;
 mod top;
 mod tui;
+mod vouchers;
 mod web_page;
 mod worktree;
 mod ws_faults;

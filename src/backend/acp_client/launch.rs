@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use crate::backend::agent_process::Launch;
 use crate::backend::external::ExternalContext;
+use crate::backend::external::voucher::VoucherError;
+use crate::backend::external::voucher::agents::{self, AgentKey};
 use crate::error::Error;
 use crate::model::ExternalSpec;
 use crate::policy::Policy;
@@ -38,6 +40,18 @@ pub(super) fn launch_for(context: &ExternalContext) -> Result<Launch, Error> {
         kind: "acp",
         display_name: None,
     })
+}
+
+/// The key an agent gets, as a voucher: claude-agent-acp reads claude's `ANTHROPIC_*`,
+/// gemini `GEMINI_API_KEY`. opencode and `acp:cmd=` agents read keys corral cannot map to one
+/// upstream (opencode has a provider per key), so they keep the environment as it is.
+pub(super) async fn agent_key(context: &ExternalContext) -> Result<AgentKey, VoucherError> {
+    let session = context.session.id();
+    match context.spec.agent.as_deref() {
+        Some("claude") => agents::claude(session).await,
+        Some("gemini") => agents::gemini(session).await,
+        _ => Ok(AgentKey::default()),
+    }
 }
 
 /// The program and arguments an ACP spec's agent runs as.

@@ -57,10 +57,17 @@ pub(crate) struct AcpBackend {
     system: Option<String>,
     /// The effort last applied, and the agent's own value from before, to return to.
     effort: effort::Applied,
+    /// The agent's key, as a voucher (claude-agent-acp, gemini); revoked with the backend.
+    _voucher: Option<crate::backend::external::voucher::Voucher>,
 }
 
 pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> {
-    let launch = launch::launch_for(&context)?;
+    let mut launch = launch::launch_for(&context)?;
+    let key = launch::agent_key(&context)
+        .await
+        .map_err(|e| Error::Runtime(e.to_string()))?;
+    launch.env_remove.extend(key.remove);
+    launch.env.extend(key.env);
     let agent_name = launch::agent_name(&context.spec);
     let (mut process, pipes) =
         AgentProcess::spawn(&launch).map_err(|e| Error::Runtime(e.to_string()))?;
@@ -121,6 +128,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         dead: false,
         system: context.system.clone(),
         effort: effort::Applied::default(),
+        _voucher: key.voucher,
     };
     if let Some(model) = &context.spec.model
         && let Err(e) = backend.switch(model).await

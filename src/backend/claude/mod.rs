@@ -59,7 +59,12 @@ async fn start_program(
     context: ExternalContext,
     program: std::path::PathBuf,
 ) -> Result<Box<dyn Backend>, Error> {
-    let launch = launch::launch(&context, program);
+    let key = crate::backend::external::voucher::agents::claude(context.session.id())
+        .await
+        .map_err(|e| Error::Runtime(e.to_string()))?;
+    let mut launch = launch::launch(&context, program);
+    launch.env_remove.extend(key.remove);
+    launch.env.extend(key.env);
     tracing::debug!(args = ?launch.args, "starting claude");
     let (process, pipes) =
         AgentProcess::spawn(&launch).map_err(|e| Error::Runtime(e.to_string()))?;
@@ -87,6 +92,7 @@ async fn start_program(
         launch,
         model: context.spec.model,
         asleep: false,
+        _voucher: key.voucher,
     }))
 }
 
@@ -208,6 +214,8 @@ pub struct ClaudeBackend {
     model: Option<String>,
     /// The process was stopped while idle; the next turn starts it again.
     asleep: bool,
+    /// claude's key, as a voucher; revoked when the session's backend goes.
+    _voucher: Option<crate::backend::external::voucher::Voucher>,
 }
 
 impl ClaudeBackend {

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::agent_process::{AgentProcess, Launch};
-use super::external::ExternalContext;
+use super::external::{ExternalContext, voucher};
 use super::{Backend, BackendInfo, BoxFuture};
 use crate::error::Error;
 use crate::event::{ContentBlock, Payload, StopReason, Usage, UserTextData};
@@ -26,7 +26,9 @@ use crate::policy::{Approval, Approver, Decision};
 use crate::session::{Session, Turn, TurnEnd, TurnOutcome};
 use rpc::{Incoming, Rpc, RpcError};
 pub(super) use setup::find_program;
-use setup::{codex_model, codex_policy, private_home, private_tmp, sandbox_helper_path};
+use setup::{
+    codex_home, codex_model, codex_policy, private_home, private_tmp, sandbox_helper_path,
+};
 use turn::TurnState;
 
 /// Each handshake request; codex answers in well under a second.
@@ -43,6 +45,10 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         Some(home) => private_home(home)?,
         None => Vec::new(),
     };
+    let codex_home = codex_home(context.home.as_deref());
+    let key = voucher::agents::codex(context.session.id(), &codex_home)
+        .await
+        .map_err(|e| Error::Runtime(e.to_string()))?;
     // In corral's cache directory, beside the session logs.
     if let Some(cache) = dirs::cache_dir().map(|d| d.join("corral"))
         && let Some(path) = sandbox_helper_path(&cache, &program)
@@ -50,12 +56,16 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         env.push(("PATH".into(), path));
     }
     env.push(("TMPDIR".into(), private_tmp(&context.tmpdir)?));
+    env.extend(key.env);
+    // `-c` overrides go before the subcommand: codex reads them as its own options.
+    let mut args = key.args;
+    args.push("app-server".into());
     let launch = Launch {
         program,
-        args: vec!["app-server".into()],
+        args,
         cwd: context.root.clone(),
         env,
-        env_remove: Vec::new(),
+        env_remove: key.remove,
         env_clear: false,
         stderr_log: context.stderr_log.clone(),
         kind: "codex",
@@ -77,6 +87,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         effort: None,
         sent_effort: None,
         thread_total: Usage::default(),
+        _voucher: key.voucher,
     };
     match backend.handshake(&context).await {
         Ok(thread_id) => {
@@ -117,6 +128,8 @@ struct CodexBackend {
     /// Messages sent while a turn runs, passed on with `turn/steer` ([`Backend::steering`]).
     steer_tx: mpsc::UnboundedSender<String>,
     steer_rx: mpsc::UnboundedReceiver<String>,
+    /// codex's key, as a voucher; revoked when the session's backend goes.
+    _voucher: Option<voucher::Voucher>,
 }
 
 /// How driving a turn ended.

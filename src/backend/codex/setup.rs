@@ -24,15 +24,10 @@ pub fn find_program() -> Result<PathBuf, Error> {
 /// `CODEX_HOME`. The user's model-provider config is copied in, since without it codex could
 /// not reach a model at all; logins are not.
 pub fn private_home(home: &Path) -> Result<Vec<(String, String)>, Error> {
+    let user_config = Some(codex_home(None).join("config.toml")).filter(|p| p.is_file());
     let codex_home = home.join(".codex");
     std::fs::create_dir_all(&codex_home)
         .map_err(|e| Error::Runtime(format!("cannot create {}: {e}", codex_home.display())))?;
-    let user_config = std::env::var_os("CODEX_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".codex")))
-        .map(|dir| dir.join("config.toml"))
-        .filter(|p| p.is_file());
     if let Some(config) = user_config
         && let Err(e) = std::fs::copy(&config, codex_home.join("config.toml"))
     {
@@ -42,6 +37,19 @@ pub fn private_home(home: &Path) -> Result<Vec<(String, String)>, Error> {
         ("HOME".into(), home.display().to_string()),
         ("CODEX_HOME".into(), codex_home.display().to_string()),
     ])
+}
+
+/// The directory codex reads its `config.toml` from: the private HOME's copy, else
+/// `CODEX_HOME`, else `~/.codex`.
+pub fn codex_home(private: Option<&Path>) -> PathBuf {
+    if let Some(home) = private {
+        return home.join(".codex");
+    }
+    std::env::var_os("CODEX_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".codex")))
+        .unwrap_or_default()
 }
 
 /// codex's `TMPDIR`: `tmp` in the session's temp dir, made private. Not the temp dir itself,

@@ -411,3 +411,47 @@ async fn gemini_starts_no_mcp_server_planted_in_the_project() {
 async fn gemini_starts_the_projects_mcp_server_with_the_opt_in() {
     assert!(gemini_in_planted_project(true).await);
 }
+
+/// Vouchers (issue 23): gemini gets a voucher and the proxy's URL, never the key; the
+/// upstream gets the key as `x-goog-api-key`.
+#[tokio::test]
+async fn gemini_runs_on_a_voucher_and_never_sees_the_key() {
+    let h = Harness::new();
+    let real = format!("AIza-REAL-{:016x}", fastrand::u64(..));
+    let server = FakeModel::start().await;
+    // Long enough for the test to read gemini's environment while it waits on the model.
+    server.push(
+        Reply::new()
+            .stall(Duration::from_secs(3))
+            .text("HELLO THROUGH THE PROXY"),
+    );
+    let running = gemini_run(&h, &server, "say hello")
+        .env("GEMINI_API_KEY", &real)
+        .spawn()
+        .await;
+    let environ = || -> Option<String> {
+        let (dir, _) = procs_in(&h.work(), "--acp").into_iter().next()?;
+        let environ = std::fs::read(dir.join("environ")).ok()?;
+        Some(String::from_utf8_lossy(&environ).replace('\0', "\n"))
+    };
+    wait_until("gemini never started", || environ().is_some()).await;
+    let environ = environ().unwrap();
+    assert!(
+        !environ.contains(&real),
+        "the real key is in gemini's environ"
+    );
+    assert!(
+        environ.contains("GEMINI_API_KEY=corral-voucher-"),
+        "no voucher in gemini's environ"
+    );
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("HELLO THROUGH THE PROXY"), "{out:?}");
+    let turn = server
+        .requests()
+        .into_iter()
+        .find(|r| is_turn_request(&r.path, &r.body))
+        .expect("gemini sent no turn");
+    assert_eq!(turn.header("x-goog-api-key"), Some(real.as_str()));
+    assert!(!out.stdout.contains(&real) && !out.stderr.contains(&real));
+}

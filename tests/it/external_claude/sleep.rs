@@ -9,21 +9,10 @@ use super::*;
 /// The claude processes working in `root` (the session's root is their cwd), with their
 /// command lines.
 fn claudes_in(root: &Path) -> Vec<String> {
-    let root = root.canonicalize().unwrap();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let dir = entry.path();
-        let Ok(cmdline) = std::fs::read(dir.join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains("stream-json")
-            && std::fs::read_link(dir.join("cwd")).is_ok_and(|cwd| cwd == root)
-        {
-            found.push(cmdline);
-        }
-    }
-    found
+    procs_in(root, "stream-json")
+        .into_iter()
+        .map(|(_, cmdline)| cmdline)
+        .collect()
 }
 
 #[tokio::test]
@@ -34,15 +23,7 @@ async fn an_idle_claude_sleeps_and_the_next_message_wakes_it_on_its_own_conversa
     server.push(Reply::new().text("FIRST ANSWER"));
     server.push(Reply::new().text("SECOND ANSWER"));
     let mut running = claude_mcp(&h, &server).await;
-    mcp_initialize(&mut running).await;
-    let opened = mcp_call(
-        &mut running,
-        1,
-        "agent_open",
-        json!({"cwd": h.work(), "model": "claude:fake-model", "permission": "bypass"}),
-    )
-    .await;
-    let agent = opened["agent_id"].as_str().unwrap().to_owned();
+    let agent = open_claude(&mut running, &h).await;
     let send = |text: &str| json!({"agent_id": agent, "text": text});
     mcp_call(&mut running, 2, "agent_send", send("remember the word")).await;
     let first = mcp_wait_turn(&mut running, &agent, 1, 100).await;

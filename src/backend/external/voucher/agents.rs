@@ -1,0 +1,268 @@
+//! Where each agent program takes its key and API URL from, and what it is launched with
+//! instead: claude reads `ANTHROPIC_*` variables, codex the provider its `config.toml` names.
+
+use std::path::Path;
+
+use super::{Api, Proxy, Voucher, VoucherError};
+
+/// Variables that hold model API keys: none reaches claude or codex. Each gets a voucher in
+/// the one variable its own configuration reads, or nothing (a login of its own).
+pub const KEY_VARS: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+];
+
+/// What an agent is started with in place of a key.
+#[derive(Debug, Default)]
+pub struct AgentKey {
+    /// Held for the session's life; dropped, the voucher is revoked.
+    pub voucher: Option<Voucher>,
+    /// Set in the agent's environment (the voucher, the proxy's URL).
+    pub env: Vec<(String, String)>,
+    /// Removed from the agent's environment: every key variable not set above.
+    pub remove: Vec<String>,
+    /// Extra arguments before the agent's own (codex's `-c` overrides).
+    pub args: Vec<String>,
+}
+
+impl AgentKey {
+    /// No voucher: the key variables are still kept from the agent.
+    fn without_voucher(also: Option<&str>) -> AgentKey {
+        let mut remove: Vec<String> = KEY_VARS.iter().map(|v| (*v).to_string()).collect();
+        remove.extend(also.map(str::to_string));
+        AgentKey {
+            remove,
+            ..AgentKey::default()
+        }
+    }
+
+    fn set(&mut self, name: &str, value: &str) {
+        self.remove.retain(|v| v != name);
+        self.env.push((name.to_string(), value.to_string()));
+    }
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// claude: `ANTHROPIC_API_KEY` (sent as `x-api-key`), else `ANTHROPIC_AUTH_TOKEN` (a bearer
+/// token), to `ANTHROPIC_BASE_URL` or Anthropic's API. Neither set: claude uses its own
+/// login, and no voucher is needed.
+pub async fn claude(session: &str) -> Result<AgentKey, VoucherError> {
+    let mut key = AgentKey::without_voucher(None);
+    let (name, real, bearer) = match (var("ANTHROPIC_API_KEY"), var("ANTHROPIC_AUTH_TOKEN")) {
+        (Some(real), _) => ("ANTHROPIC_API_KEY", real, false),
+        (None, Some(real)) => ("ANTHROPIC_AUTH_TOKEN", real, true),
+        (None, None) => return Ok(key),
+    };
+    let upstream = var("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".into());
+    let voucher =
+        Proxy::shared()
+            .await?
+            .mint(Api::Anthropic { bearer }, &upstream, real, session)?;
+    key.set(name, voucher.token());
+    key.set("ANTHROPIC_BASE_URL", voucher.base_url());
+    key.voucher = Some(voucher);
+    Ok(key)
+}
+
+/// gemini: `GEMINI_API_KEY`, else `GOOGLE_API_KEY`, to `GOOGLE_GEMINI_BASE_URL` or Google's
+/// API (sent upstream as `x-goog-api-key`). Neither set: gemini's own login (or Vertex AI's
+/// credentials, which are not a key).
+pub async fn gemini(session: &str) -> Result<AgentKey, VoucherError> {
+    let mut key = AgentKey::without_voucher(None);
+    let Some(real) = var("GEMINI_API_KEY").or_else(|| var("GOOGLE_API_KEY")) else {
+        return Ok(key);
+    };
+    let upstream = var("GOOGLE_GEMINI_BASE_URL")
+        .unwrap_or_else(|| "https://generativelanguage.googleapis.com".into());
+    let voucher = Proxy::shared()
+        .await?
+        .mint(Api::Gemini, &upstream, real, session)?;
+    key.set("GEMINI_API_KEY", voucher.token());
+    key.set("GOOGLE_GEMINI_BASE_URL", voucher.base_url());
+    key.voucher = Some(voucher);
+    Ok(key)
+}
+
+/// The provider codex's `config.toml` selects, as far as keys go.
+#[derive(Debug, PartialEq)]
+struct CodexProvider {
+    /// Its name in `[model_providers.<name>]`; `None`: the built-in OpenAI provider.
+    name: Option<String>,
+    base_url: Option<String>,
+    env_key: Option<String>,
+}
+
+fn codex_provider(config: &str) -> CodexProvider {
+    let table: toml::Table = config.parse().unwrap_or_default();
+    let name = table
+        .get("model_provider")
+        .and_then(|v| v.as_str())
+        .unwrap_or("openai");
+    let custom = table
+        .get("model_providers")
+        .and_then(|p| p.get(name))
+        .and_then(|p| p.as_table());
+    let field = |key: &str| {
+        custom
+            .and_then(|p| p.get(key))
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    match custom {
+        Some(_) => CodexProvider {
+            name: Some(name.to_string()),
+            base_url: field("base_url"),
+            env_key: field("env_key"),
+        },
+        None => CodexProvider {
+            name: None,
+            base_url: None,
+            env_key: Some("OPENAI_API_KEY".into()),
+        },
+    }
+}
+
+/// A name usable in a dotted `-c` key as it is.
+fn bare_key(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// codex: the provider its config selects. A custom provider's `env_key` variable gets the
+/// voucher and its `base_url` the proxy (`-c model_providers.<name>.base_url=…`); the built-in
+/// OpenAI provider (`OPENAI_API_KEY`, `OPENAI_BASE_URL`) is replaced by an equal one pointed
+/// at the proxy. A provider with no key variable, or whose variable is unset, needs no
+/// voucher: codex then uses its own login.
+pub async fn codex(session: &str, codex_home: &Path) -> Result<AgentKey, VoucherError> {
+    let config = std::fs::read_to_string(codex_home.join("config.toml")).unwrap_or_default();
+    let provider = codex_provider(&config);
+    let mut key = AgentKey::without_voucher(provider.env_key.as_deref());
+    let Some(env_key) = provider.env_key.as_deref() else {
+        return Ok(key);
+    };
+    let Some(real) = var(env_key) else {
+        return Ok(key);
+    };
+    let proxy = Proxy::shared().await?;
+    match &provider.name {
+        Some(name) => {
+            let (Some(upstream), true) = (&provider.base_url, bare_key(name)) else {
+                tracing::warn!(provider = %name, "codex's provider has no usable base_url or name: no voucher, codex gets no key");
+                return Ok(key);
+            };
+            let voucher = proxy.mint(Api::OpenAi, upstream, real, session)?;
+            key.args = vec![
+                "-c".into(),
+                format!(
+                    "model_providers.{name}.base_url={}",
+                    toml_string(voucher.base_url())
+                ),
+            ];
+            key.set(env_key, voucher.token());
+            key.voucher = Some(voucher);
+        }
+        None => {
+            let upstream =
+                var("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into());
+            let voucher = proxy.mint(Api::OpenAi, &upstream, real, session)?;
+            let base = toml_string(voucher.base_url());
+            key.args = [
+                "model_provider=\"corral-openai\"".to_string(),
+                "model_providers.corral-openai.name=\"OpenAI (through corral)\"".to_string(),
+                format!("model_providers.corral-openai.base_url={base}"),
+                "model_providers.corral-openai.env_key=\"OPENAI_API_KEY\"".to_string(),
+                "model_providers.corral-openai.wire_api=\"responses\"".to_string(),
+            ]
+            .into_iter()
+            .flat_map(|value| ["-c".to_string(), value])
+            .collect();
+            key.set("OPENAI_API_KEY", voucher.token());
+            key.remove.push("OPENAI_BASE_URL".into());
+            key.voucher = Some(voucher);
+        }
+    }
+    Ok(key)
+}
+
+/// A TOML basic string.
+fn toml_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codex_provider_is_read_from_its_config() {
+        let custom = "model_provider = \"fake\"\n[model_providers.fake]\nbase_url = \"http://127.0.0.1:9/v1\"\nenv_key = \"FAKE_API_KEY\"\n";
+        assert_eq!(
+            codex_provider(custom),
+            CodexProvider {
+                name: Some("fake".into()),
+                base_url: Some("http://127.0.0.1:9/v1".into()),
+                env_key: Some("FAKE_API_KEY".into()),
+            }
+        );
+        for builtin in ["", "model = \"gpt-5\"\n", "not toml at all [[["] {
+            assert_eq!(
+                codex_provider(builtin),
+                CodexProvider {
+                    name: None,
+                    base_url: None,
+                    env_key: Some("OPENAI_API_KEY".into()),
+                }
+            );
+        }
+        let keyless = "model_provider = \"ollama\"\n[model_providers.ollama]\nbase_url = \"http://127.0.0.1:11434/v1\"\n";
+        assert_eq!(codex_provider(keyless).env_key, None);
+    }
+
+    #[test]
+    fn a_value_is_one_toml_string() {
+        assert_eq!(
+            toml_string("http://127.0.0.1:1/v1"),
+            "\"http://127.0.0.1:1/v1\""
+        );
+        let hostile = "a\"\nb\\";
+        let parsed: toml::Table = format!("x = {}", toml_string(hostile)).parse().unwrap();
+        assert_eq!(parsed["x"].as_str(), Some(hostile));
+    }
+
+    #[test]
+    fn only_bare_provider_names_go_in_a_dotted_key() {
+        assert!(bare_key("fake") && bare_key("my-provider_2"));
+        for bad in ["", "a.b", "a b", "a\"b", "x=1"] {
+            assert!(!bare_key(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn without_a_voucher_no_key_variable_reaches_the_agent() {
+        let key = AgentKey::without_voucher(Some("FAKE_API_KEY"));
+        for var in KEY_VARS.iter().chain(&["FAKE_API_KEY"]) {
+            assert!(key.remove.iter().any(|v| v == var), "{var}");
+        }
+        let mut key = key;
+        key.set("OPENAI_API_KEY", "corral-voucher-x");
+        assert!(!key.remove.iter().any(|v| v == "OPENAI_API_KEY"));
+    }
+}
