@@ -30,6 +30,9 @@ pub(super) async fn serve(registry: Arc<Registry>) -> Result<SocketAddr, Voucher
         .connect_timeout(CONNECT_TIMEOUT)
         .read_timeout(IDLE_TIMEOUT)
         .tcp_nodelay(true)
+        // A redirect goes back to the agent as it came: followed here, it would carry the
+        // real key (in `x-api-key`, which reqwest keeps across hosts) wherever it pointed.
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| VoucherError::Client(e.to_string()))?;
     let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))

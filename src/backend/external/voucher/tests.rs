@@ -195,6 +195,44 @@ async fn only_the_upstreams_api_paths_are_forwarded() {
     assert_eq!(post(&models, &[("authorization", &bearer)]).await.0, 201);
 }
 
+/// An upstream that redirects elsewhere: the redirect reaches the client, the key does not
+/// follow it.
+#[tokio::test]
+async fn a_redirect_is_passed_back_not_followed_with_the_key() {
+    let (elsewhere, seen) = upstream().await;
+    let target = format!("{elsewhere}/v1/messages");
+    let app = axum::Router::new().fallback(move || {
+        let target = target.clone();
+        async move { axum::response::Redirect::temporary(&target) }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let proxy = Proxy::start().await.unwrap();
+    let voucher = proxy
+        .mint(
+            Api::Anthropic { bearer: false },
+            &format!("http://{addr}"),
+            "sk-real".into(),
+            "s",
+        )
+        .unwrap();
+    let response = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(format!("{}/v1/messages", voucher.base_url()))
+        .header("x-api-key", voucher.token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 307);
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "the proxy followed the redirect"
+    );
+}
+
 #[test]
 fn a_voucher_needs_an_http_upstream() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
