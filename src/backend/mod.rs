@@ -152,6 +152,14 @@ pub trait Backend: Send {
         Box::pin(async { Ok(()) })
     }
 
+    /// Whether the agent's process died unasked since the last call (mid-turn or between
+    /// turns) and can be started again with [`wake`](Self::wake). A backend that restarts
+    /// has reported the death and left the session idle; one that cannot (the default) has
+    /// closed the session itself.
+    fn take_crash(&mut self) -> BoxFuture<'_, bool> {
+        Box::pin(async { false })
+    }
+
     /// Stops what the backend owns (a model server, an agent process). Called once.
     fn shutdown(&mut self) -> BoxFuture<'_, ()>;
 

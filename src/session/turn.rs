@@ -126,6 +126,13 @@ impl Turn {
             .await
     }
 
+    /// Ends a turn whose agent process died, leaving the session idle: the agent is started
+    /// again (on its own session) by the next message. The backend has reported the death.
+    pub async fn died(self, report: String, usage: Usage, text: String) -> TurnOutcome {
+        self.end(TurnEnd::ErrorReported(report), usage, text, After::Idle)
+            .await
+    }
+
     async fn end(mut self, end: TurnEnd, usage: Usage, text: String, after: After) -> TurnOutcome {
         if let TurnEnd::Error(message) = &end {
             self.session

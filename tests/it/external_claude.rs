@@ -31,9 +31,19 @@ pub(crate) async fn claude_mcp_keyed(
     server: &FakeModel,
     key: &str,
 ) -> crate::support::Running {
+    claude_mcp_with(h, server, key, &claude_program()).await
+}
+
+/// [`claude_mcp_keyed`] running `program` as claude (a wrapper around it).
+pub(crate) async fn claude_mcp_with(
+    h: &Harness,
+    server: &FakeModel,
+    key: &str,
+    program: &Path,
+) -> crate::support::Running {
     h.corral()
         .arg("mcp")
-        .env("CORRAL_CLAUDE", claude_program())
+        .env("CORRAL_CLAUDE", program)
         .env("ANTHROPIC_BASE_URL", server.base_url())
         .env("ANTHROPIC_API_KEY", key)
         .env("CLAUDE_CODE_MAX_RETRIES", "0")

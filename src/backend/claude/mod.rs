@@ -70,6 +70,7 @@ async fn start_program(
         AgentProcess::spawn(&launch).map_err(|e| Error::Runtime(e.to_string()))?;
     let shared = Arc::new(Shared {
         phase: Mutex::new(Phase::Idle),
+        died: tokio::sync::Notify::new(),
         process: tokio::sync::Mutex::new(process),
         session: context.session.clone(),
     });
@@ -111,6 +112,8 @@ enum Phase {
 
 struct Shared {
     phase: Mutex<Phase>,
+    /// Told when claude dies between turns.
+    died: tokio::sync::Notify,
     process: tokio::sync::Mutex<AgentProcess>,
     session: Arc<Session>,
 }
@@ -179,9 +182,10 @@ async fn read_stdout(stdout: ChildStdout, tx: mpsc::UnboundedSender<Line>, share
     };
     match phase {
         Phase::Idle => {
-            // Between turns nobody would notice: the session goes dead now.
+            // Between turns: reported now; the session's executor restarts claude when the
+            // next message needs it ([`Backend::take_crash`]).
             shared.report_crash().await;
-            shared.session.close();
+            shared.died.notify_one();
         }
         Phase::Busy => {
             let _ = tx.send(Line::Eof);
@@ -306,6 +310,19 @@ impl ClaudeBackend {
         Ok(())
     }
 
+    /// A claude that died unasked: what is left of it is reaped and it counts as asleep, so
+    /// the next turn starts it on its own session. Whether it had died.
+    async fn reap_crashed(&mut self) -> bool {
+        if self.asleep || *self.shared.phase() != Phase::Dead {
+            return false;
+        }
+        let stdin = self.stdin.take();
+        self.shared.process.lock().await.stop(stdin).await;
+        self.held.clear();
+        self.asleep = true;
+        true
+    }
+
     /// Starts claude again on its own session (`--resume=<id>`), with the model and effort
     /// the session has now.
     async fn wake_up(&mut self) -> Result<(), String> {
@@ -382,11 +399,7 @@ impl ClaudeBackend {
                 Ok(line) => line.unwrap_or(Line::Eof),
             };
             match line {
-                Line::Eof => {
-                    let report = self.shared.report_crash().await;
-                    self.session().close();
-                    return Err(report);
-                }
+                Line::Eof => return Err(self.shared.report_crash().await),
                 Line::Json(value) if value["type"] == "control_response" => {
                     let response = &value["response"];
                     if response["request_id"].as_str() != Some(id.as_str()) {
@@ -479,6 +492,22 @@ impl Backend for ClaudeBackend {
 
     fn sleeps(&self) -> bool {
         true
+    }
+
+    fn watch_idle(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            loop {
+                let died = self.shared.died.notified();
+                if *self.shared.phase() == Phase::Dead && !self.asleep {
+                    return;
+                }
+                died.await;
+            }
+        })
+    }
+
+    fn take_crash(&mut self) -> BoxFuture<'_, bool> {
+        Box::pin(self.reap_crashed())
     }
 
     fn sleep(&mut self) -> BoxFuture<'_, Result<(), String>> {

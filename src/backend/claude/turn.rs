@@ -38,8 +38,10 @@ struct Steering {
 
 impl ClaudeBackend {
     pub(super) async fn turn(&mut self, prompt: &str, cancel: CancellationToken) -> TurnOutcome {
-        // The executor wakes a sleeping claude before its turn; a caller that did not still
-        // gets a process.
+        // The executor wakes a sleeping (or crashed) claude before its turn, counting the
+        // crashes; a caller that did not (`corral run`, where the person decides) still gets a
+        // process.
+        self.reap_crashed().await;
         if let Err(e) = self.wake_up().await {
             return TurnOutcome::refused(format!("claude could not be started again: {e}"));
         }
@@ -67,7 +69,8 @@ impl ClaudeBackend {
                 outcome
             }
             // `report_crash` has said how claude died.
-            Err(Died(report)) => turn.crashed(report, Usage::default(), String::new()).await,
+            // The session stays: the next message starts claude again.
+            Err(Died(report)) => turn.died(report, Usage::default(), String::new()).await,
         }
     }
 

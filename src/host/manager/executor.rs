@@ -351,9 +351,16 @@ pub(super) async fn run_session(
                 None => break,
             },
             Some(event) = exec.events.recv() => exec.see(&event),
-            // Between turns, an external agent's process dying closes the session at once;
-            // so does its event log failing.
-            () = opened.backend.watch_idle() => break,
+            // Between turns, an external agent's process died: one that can be started again
+            // is, when the next message needs it (with backoff, within the restart limit);
+            // another has closed the session. So does an event log failing.
+            () = opened.backend.watch_idle() => {
+                if opened.backend.take_crash().await {
+                    exec.feed(Event::Exited);
+                } else {
+                    break;
+                }
+            }
             () = halted.cancelled() => break,
             () = tokio::time::sleep_until(deadline) => exec.tick(),
         }
@@ -469,34 +476,42 @@ async fn run_turn(
         stats.last_mode = mode;
         stats.turn_started = Some(Instant::now());
     }
-    let turn = opened.backend.run_turn_with_images(&text, images, token);
-    tokio::pin!(turn);
-    let outcome = loop {
-        let deadline = exec.deadline();
-        tokio::select! {
-            biased;
-            outcome = &mut turn => break Some(outcome),
-            Some(event) = exec.events.recv() => exec.see(&event),
-            command = exec.commands.recv() => match command {
-                // Queued messages reach the reducer now (to be steered in or wait); anything
-                // else waits for the turn to end, and so does everything after it.
-                Some(Command::Turn { text, images, effort, mode, queued })
-                    if exec.deferred.is_empty() =>
-                {
-                    exec.message(text, Extra { images, effort, mode }, queued);
-                }
-                Some(Command::Close) => close(exec),
-                Some(command) => exec.deferred.push_back(command),
-                None => exec.closing = true,
-            },
-            () = tokio::time::sleep_until(deadline) => exec.tick(),
-        }
-        if exec.abandon {
-            break None;
+    // The turn borrows the backend until it is over (or dropped, abandoned).
+    let outcome = {
+        let turn = opened.backend.run_turn_with_images(&text, images, token);
+        tokio::pin!(turn);
+        loop {
+            let deadline = exec.deadline();
+            tokio::select! {
+                biased;
+                outcome = &mut turn => break Some(outcome),
+                Some(event) = exec.events.recv() => exec.see(&event),
+                command = exec.commands.recv() => match command {
+                    // Queued messages reach the reducer now (to be steered in or wait); anything
+                    // else waits for the turn to end, and so does everything after it.
+                    Some(Command::Turn { text, images, effort, mode, queued })
+                        if exec.deferred.is_empty() =>
+                    {
+                        exec.message(text, Extra { images, effort, mode }, queued);
+                    }
+                    Some(Command::Close) => close(exec),
+                    Some(command) => exec.deferred.push_back(command),
+                    None => exec.closing = true,
+                },
+                () = tokio::time::sleep_until(deadline) => exec.tick(),
+            }
+            if exec.abandon {
+                break None;
+            }
         }
     };
     exec.token = None;
     set_cancel(&exec.handle, None);
+    // A process that died in the turn: the reducer counts the crash (and restarts or gives
+    // up) before the turn's end, which would count as a turn that went well.
+    if outcome.is_some() && opened.backend.take_crash().await {
+        exec.feed(Event::Exited);
+    }
     if let Some(outcome) = &outcome {
         if let Some(handle) = exec.handle.upgrade() {
             let mut stats = lock(&handle.stats);
