@@ -2,7 +2,7 @@
 //!
 //!     cargo bench --bench corral_bench            # everything
 //!     cargo bench --bench corral_bench -- stream  # one section:
-//!                                                 # stream|startup|loop|memory|search|resume|hostile|local|mcp|tui
+//!                                                 # stream|startup|loop|memory|search|resume|hostile|local|mcp|tui|reducer|wake
 //!
 //! Each figure is measured in this run against the fake model server on 127.0.0.1 (the same
 //! one the tests use), with the release-built `corral` binary; the `local` section runs the
@@ -23,6 +23,8 @@ mod mcp;
 mod reducer;
 #[path = "corral_bench/tui.rs"]
 mod tui;
+#[path = "corral_bench/wake.rs"]
+mod wake;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -676,6 +678,9 @@ async fn bench_main() {
     }
     if wants("reducer") {
         reducer::reducer(&mut rows);
+    }
+    if wants("wake") {
+        wake::wake(&mut rows).await;
     }
     println!("corral benchmarks — {}", support::host::machine());
     println!("binary: {CORRAL}");
