@@ -44,7 +44,8 @@ impl Gnome {
             env: Vec::new(),
             run,
         };
-        let ready = eventually(Duration::from_secs(90), || {
+        // Minutes, not seconds: the whole suite runs beside it, and start.sh retries a backend.
+        let ready = eventually(Duration::from_secs(300), || {
             gnome.run.path().join("ready").exists()
         })
         .await;
