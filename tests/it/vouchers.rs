@@ -133,6 +133,27 @@ async fn claude_runs_on_a_voucher_that_dies_with_its_session() {
     .await;
     assert_eq!(post(&messages, &voucher).await, 401);
     assert_eq!(server.requests().len(), asked);
+
+    // corral made itself undumpable for the keys' sake; its own tools still start in their
+    // sandbox (the helper is a fresh exec) and are held to it.
+    let outside = tempfile::tempdir().unwrap();
+    let local = FakeModel::start().await;
+    let command = format!(
+        "echo in > inside.txt; echo out > {}/escaped.txt",
+        outside.path().display()
+    );
+    let args = json!({ "command": command }).to_string();
+    local.push(Reply::new().tool_call("c1", "shell", &args));
+    local.push(Reply::new().text("done"));
+    let open = json!({"cwd": h.work(), "model": "llamacpp:fake-model",
+                      "base_url": local.openai_base(), "permission": "bypass"});
+    let native = mcp_call(&mut running, 400, "agent_open", open).await;
+    let native = native["agent_id"].as_str().unwrap().to_owned();
+    let send = json!({"agent_id": native, "text": "go"});
+    mcp_call(&mut running, 401, "agent_send", send).await;
+    mcp_wait_turn(&mut running, &native, 1, 500).await;
+    assert!(h.work().join("inside.txt").exists());
+    assert!(!outside.path().join("escaped.txt").exists());
     running.close_stdin();
     let out = running.wait().await;
     assert_eq!(out.code, Some(0), "{out:?}");

@@ -92,7 +92,6 @@ fn one_segment_under(path: &str, under: &str) -> bool {
 }
 
 /// What a voucher stands for.
-#[derive(Debug)]
 struct Grant {
     api: Api,
     upstream: reqwest::Url,
@@ -100,10 +99,29 @@ struct Grant {
     session: String,
 }
 
+/// Never the key: a `?grant` in a log line must not print it.
+impl std::fmt::Debug for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grant")
+            .field("api", &self.api)
+            .field("upstream", &self.upstream.origin().ascii_serialization())
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The live vouchers, shared by the proxy and every [`Voucher`].
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Registry {
     grants: Mutex<HashMap<String, Arc<Grant>>>,
+}
+
+/// Only how many: the tokens are secrets too.
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let live = self.grants.lock().map_or(0, |g| g.len());
+        write!(f, "Registry({live} live vouchers)")
+    }
 }
 
 impl Registry {
@@ -131,17 +149,24 @@ pub enum VoucherError {
     Client(String),
     #[error("no random bytes for a voucher: {0}")]
     Random(String),
-    #[error("{0} is not a URL an API can be reached at (http or https)")]
-    Upstream(String),
+    #[error("the upstream is not a URL an API can be reached at (http or https with a host)")]
+    Upstream,
 }
 
 /// One minted voucher: its token and the proxy URL the agent uses instead of the upstream's.
 /// Dropping it revokes the token.
-#[derive(Debug)]
 pub struct Voucher {
     token: String,
     base_url: String,
     registry: Arc<Registry>,
+}
+
+impl std::fmt::Debug for Voucher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Voucher")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Voucher {
@@ -179,10 +204,22 @@ impl Proxy {
         Ok(Arc::new(Proxy { addr, registry }))
     }
 
-    /// The proxy every session of this process shares.
+    /// The proxy every session of this process shares. Starting it also makes this process
+    /// undumpable: it holds the real keys (in its environment and in memory), and the agents it
+    /// runs are the same user, so without this one could read `/proc/<corral>/environ` or
+    /// attach to it. A program an agent starts is dumpable again (exec resets it), so nothing
+    /// of theirs changes.
     pub async fn shared() -> Result<Arc<Proxy>, VoucherError> {
         static SHARED: OnceCell<Arc<Proxy>> = OnceCell::const_new();
-        SHARED.get_or_try_init(Proxy::start).await.cloned()
+        SHARED
+            .get_or_try_init(|| async {
+                if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+                    tracing::warn!(error = %e, "cannot make corral undumpable: agents of the same user could read the keys in its environment");
+                }
+                Proxy::start().await
+            })
+            .await
+            .cloned()
     }
 
     #[cfg(test)]
@@ -201,7 +238,7 @@ impl Proxy {
         let upstream = reqwest::Url::parse(upstream)
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
-            .ok_or_else(|| VoucherError::Upstream(upstream.to_string()))?;
+            .ok_or(VoucherError::Upstream)?;
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).map_err(|e| VoucherError::Random(e.to_string()))?;
         let token: String = std::iter::once("corral-voucher-".to_string())

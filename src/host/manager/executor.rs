@@ -508,8 +508,14 @@ async fn run_turn(
     exec.token = None;
     set_cancel(&exec.handle, None);
     // A process that died in the turn: the reducer counts the crash (and restarts or gives
-    // up) before the turn's end, which would count as a turn that went well.
-    if outcome.is_some() && opened.backend.take_crash().await {
+    // up) before the turn's end, which would count as a turn that went well. One that died
+    // just after a turn that ended well is counted after it.
+    let crashed = outcome.is_some() && opened.backend.take_crash().await;
+    let died_in_turn = crashed
+        && outcome
+            .as_ref()
+            .is_some_and(|o| o.stop_reason == StopReason::Error);
+    if died_in_turn {
         exec.feed(Event::Exited);
     }
     if let Some(outcome) = &outcome {
@@ -524,4 +530,7 @@ async fn run_turn(
         }
     }
     exec.feed(Event::TurnEnded);
+    if crashed && !died_in_turn {
+        exec.feed(Event::Exited);
+    }
 }

@@ -91,41 +91,61 @@ pub async fn gemini(session: &str) -> Result<AgentKey, VoucherError> {
 
 /// The provider codex's `config.toml` selects, as far as keys go.
 #[derive(Debug, PartialEq)]
-struct CodexProvider {
-    /// Its name in `[model_providers.<name>]`; `None`: the built-in OpenAI provider.
-    name: Option<String>,
-    base_url: Option<String>,
-    env_key: Option<String>,
+enum CodexProvider {
+    /// The built-in OpenAI provider (`OPENAI_API_KEY`, `OPENAI_BASE_URL`).
+    OpenAi,
+    /// `[model_providers.<name>]`.
+    Custom {
+        name: String,
+        base_url: Option<String>,
+        env_key: Option<String>,
+    },
+    /// Another built-in (`oss`, `ollama`, `lmstudio`: local servers with no key) or a name
+    /// codex would not find: nothing to vouch for.
+    Other,
 }
 
-fn codex_provider(config: &str) -> CodexProvider {
+/// codex's built-in providers; a `[model_providers.<name>]` table of the same name is ignored
+/// by codex, so it is here too.
+const CODEX_BUILT_INS: &[&str] = &["openai", "oss", "ollama", "lmstudio", "ollama-chat"];
+
+/// What codex will use: the active profile's `model_provider`, else the top-level one, else
+/// OpenAI. Returns the active profile's name too (its `model_provider` wins over a top-level
+/// override).
+fn codex_provider(config: &str) -> (CodexProvider, Option<String>) {
     let table: toml::Table = config.parse().unwrap_or_default();
-    let name = table
-        .get("model_provider")
+    let profile = table
+        .get("profile")
         .and_then(|v| v.as_str())
+        .map(str::to_string);
+    let from_profile = profile.as_deref().and_then(|p| {
+        table
+            .get("profiles")?
+            .get(p)?
+            .get("model_provider")?
+            .as_str()
+    });
+    let name = from_profile
+        .or_else(|| table.get("model_provider").and_then(|v| v.as_str()))
         .unwrap_or("openai");
     let custom = table
         .get("model_providers")
         .and_then(|p| p.get(name))
         .and_then(|p| p.as_table());
-    let field = |key: &str| {
-        custom
-            .and_then(|p| p.get(key))
-            .and_then(|v| v.as_str())
-            .map(str::to_string)
+    let provider = match (name, custom) {
+        ("openai", _) => CodexProvider::OpenAi,
+        (name, _) if CODEX_BUILT_INS.contains(&name) => CodexProvider::Other,
+        (name, Some(custom)) => {
+            let field = |key: &str| custom.get(key).and_then(|v| v.as_str()).map(str::to_string);
+            CodexProvider::Custom {
+                name: name.to_string(),
+                base_url: field("base_url"),
+                env_key: field("env_key"),
+            }
+        }
+        (_, None) => CodexProvider::Other,
     };
-    match custom {
-        Some(_) => CodexProvider {
-            name: Some(name.to_string()),
-            base_url: field("base_url"),
-            env_key: field("env_key"),
-        },
-        None => CodexProvider {
-            name: None,
-            base_url: None,
-            env_key: Some("OPENAI_API_KEY".into()),
-        },
-    }
+    (provider, profile)
 }
 
 /// A name usable in a dotted `-c` key as it is.
@@ -136,29 +156,36 @@ fn bare_key(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// codex: the provider its config selects. A custom provider's `env_key` variable gets the
-/// voucher and its `base_url` the proxy (`-c model_providers.<name>.base_url=…`); the built-in
-/// OpenAI provider (`OPENAI_API_KEY`, `OPENAI_BASE_URL`) is replaced by an equal one pointed
-/// at the proxy. A provider with no key variable, or whose variable is unset, needs no
-/// voucher: codex then uses its own login.
+/// codex: the provider its config selects (its active profile's, else the top-level one).
+/// A custom provider's `env_key` variable gets the voucher and its `base_url` the proxy
+/// (`-c model_providers.<name>.base_url=…`); the built-in OpenAI provider (`OPENAI_API_KEY`,
+/// `OPENAI_BASE_URL`) is replaced by an equal one pointed at the proxy. A provider with no key
+/// variable, one whose variable is unset, or a local built-in needs no voucher: codex gets no
+/// key at all.
 pub async fn codex(session: &str, codex_home: &Path) -> Result<AgentKey, VoucherError> {
     let config = std::fs::read_to_string(codex_home.join("config.toml")).unwrap_or_default();
-    let provider = codex_provider(&config);
-    let mut key = AgentKey::without_voucher(provider.env_key.as_deref());
-    let Some(env_key) = provider.env_key.as_deref() else {
-        return Ok(key);
-    };
-    let Some(real) = var(env_key) else {
-        return Ok(key);
-    };
-    let proxy = Proxy::shared().await?;
-    match &provider.name {
-        Some(name) => {
-            let (Some(upstream), true) = (&provider.base_url, bare_key(name)) else {
-                tracing::warn!(provider = %name, "codex's provider has no usable base_url or name: no voucher, codex gets no key");
+    let (provider, profile) = codex_provider(&config);
+    match provider {
+        CodexProvider::Other => Ok(AgentKey::without_voucher(None)),
+        CodexProvider::Custom {
+            name,
+            base_url,
+            env_key,
+        } => {
+            let mut key = AgentKey::without_voucher(env_key.as_deref());
+            let (Some(env_key), Some(upstream)) = (env_key, base_url) else {
                 return Ok(key);
             };
-            let voucher = proxy.mint(Api::OpenAi, upstream, real, session)?;
+            let Some(real) = var(&env_key) else {
+                return Ok(key);
+            };
+            if !bare_key(&name) {
+                tracing::warn!(provider = %name, "codex's provider name cannot be overridden: no voucher, codex gets no key");
+                return Ok(key);
+            }
+            let voucher = Proxy::shared()
+                .await?
+                .mint(Api::OpenAi, &upstream, real, session)?;
             key.args = vec![
                 "-c".into(),
                 format!(
@@ -166,30 +193,46 @@ pub async fn codex(session: &str, codex_home: &Path) -> Result<AgentKey, Voucher
                     toml_string(voucher.base_url())
                 ),
             ];
-            key.set(env_key, voucher.token());
+            key.set(&env_key, voucher.token());
             key.voucher = Some(voucher);
+            Ok(key)
         }
-        None => {
+        CodexProvider::OpenAi => {
+            let mut key = AgentKey::without_voucher(None);
+            key.remove.push("OPENAI_BASE_URL".into());
+            let Some(real) = var("OPENAI_API_KEY") else {
+                return Ok(key);
+            };
+            // The active profile names the provider over a top-level override: it is
+            // overridden too.
+            let mut selects = vec!["model_provider".to_string()];
+            match profile.as_deref() {
+                Some(p) if bare_key(p) => selects.push(format!("profiles.{p}.model_provider")),
+                Some(_) => return Ok(key),
+                None => {}
+            }
             let upstream =
                 var("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into());
-            let voucher = proxy.mint(Api::OpenAi, &upstream, real, session)?;
+            let voucher = Proxy::shared()
+                .await?
+                .mint(Api::OpenAi, &upstream, real, session)?;
             let base = toml_string(voucher.base_url());
-            key.args = [
-                "model_provider=\"corral-openai\"".to_string(),
-                "model_providers.corral-openai.name=\"OpenAI (through corral)\"".to_string(),
-                format!("model_providers.corral-openai.base_url={base}"),
-                "model_providers.corral-openai.env_key=\"OPENAI_API_KEY\"".to_string(),
-                "model_providers.corral-openai.wire_api=\"responses\"".to_string(),
-            ]
-            .into_iter()
-            .flat_map(|value| ["-c".to_string(), value])
-            .collect();
+            key.args = selects
+                .into_iter()
+                .map(|select| format!("{select}=\"corral-openai\""))
+                .chain([
+                    "model_providers.corral-openai.name=\"OpenAI (through corral)\"".to_string(),
+                    format!("model_providers.corral-openai.base_url={base}"),
+                    "model_providers.corral-openai.env_key=\"OPENAI_API_KEY\"".to_string(),
+                    "model_providers.corral-openai.wire_api=\"responses\"".to_string(),
+                ])
+                .flat_map(|value| ["-c".to_string(), value])
+                .collect();
             key.set("OPENAI_API_KEY", voucher.token());
-            key.remove.push("OPENAI_BASE_URL".into());
             key.voucher = Some(voucher);
+            Ok(key)
         }
     }
-    Ok(key)
 }
 
 /// A TOML basic string.
@@ -212,28 +255,45 @@ mod tests {
     use super::*;
 
     #[test]
-    fn codex_provider_is_read_from_its_config() {
+    fn codex_provider_is_read_as_codex_reads_it() {
         let custom = "model_provider = \"fake\"\n[model_providers.fake]\nbase_url = \"http://127.0.0.1:9/v1\"\nenv_key = \"FAKE_API_KEY\"\n";
-        assert_eq!(
-            codex_provider(custom),
-            CodexProvider {
-                name: Some("fake".into()),
-                base_url: Some("http://127.0.0.1:9/v1".into()),
-                env_key: Some("FAKE_API_KEY".into()),
-            }
-        );
+        let fake = CodexProvider::Custom {
+            name: "fake".into(),
+            base_url: Some("http://127.0.0.1:9/v1".into()),
+            env_key: Some("FAKE_API_KEY".into()),
+        };
+        assert_eq!(codex_provider(custom), (fake, None));
         for builtin in ["", "model = \"gpt-5\"\n", "not toml at all [[["] {
-            assert_eq!(
-                codex_provider(builtin),
-                CodexProvider {
-                    name: None,
-                    base_url: None,
-                    env_key: Some("OPENAI_API_KEY".into()),
-                }
-            );
+            assert_eq!(codex_provider(builtin), (CodexProvider::OpenAi, None));
         }
-        let keyless = "model_provider = \"ollama\"\n[model_providers.ollama]\nbase_url = \"http://127.0.0.1:11434/v1\"\n";
-        assert_eq!(codex_provider(keyless).env_key, None);
+        // The active profile's provider wins over the top-level one.
+        let profiled = format!(
+            "profile = \"work\"\n{custom}[profiles.work]\nmodel_provider = \"azure\"\n\
+             [model_providers.azure]\nbase_url = \"https://x/openai\"\nenv_key = \"AZURE_KEY\"\n"
+        );
+        let (provider, profile) = codex_provider(&profiled);
+        assert_eq!(profile.as_deref(), Some("work"));
+        assert!(
+            matches!(&provider, CodexProvider::Custom { name, env_key, .. }
+                if name == "azure" && env_key.as_deref() == Some("AZURE_KEY")),
+            "{provider:?}"
+        );
+        // Local built-ins are not OpenAI, and a table cannot take a built-in's name.
+        for local in ["oss", "ollama", "lmstudio"] {
+            let config = format!("model_provider = \"{local}\"\n");
+            assert_eq!(codex_provider(&config).0, CodexProvider::Other, "{local}");
+        }
+        let shadow = "model_provider = \"openai\"\n[model_providers.openai]\nbase_url = \"http://evil/v1\"\n";
+        assert_eq!(codex_provider(shadow).0, CodexProvider::OpenAi);
+        assert_eq!(
+            codex_provider("model_provider = \"nowhere\"\n").0,
+            CodexProvider::Other
+        );
+        let keyless = "model_provider = \"local\"\n[model_providers.local]\nbase_url = \"http://127.0.0.1:11434/v1\"\n";
+        assert!(matches!(
+            codex_provider(keyless).0,
+            CodexProvider::Custom { env_key: None, .. }
+        ));
     }
 
     #[test]

@@ -233,6 +233,34 @@ async fn a_redirect_is_passed_back_not_followed_with_the_key() {
     );
 }
 
+/// The agents corral runs are the same user: once corral holds keys for them it cannot be
+/// read through `/proc/<pid>/environ` or attached to.
+#[tokio::test]
+async fn the_shared_proxy_makes_the_process_undumpable() {
+    Proxy::shared().await.unwrap();
+    assert!(!nix::sys::prctl::get_dumpable().unwrap());
+}
+
+#[tokio::test]
+async fn debug_output_never_shows_a_key_or_a_token() {
+    let proxy = Proxy::start().await.unwrap();
+    let voucher = proxy
+        .mint(
+            Api::OpenAi,
+            "http://u:pw@127.0.0.1:9/v1",
+            "sk-secret".into(),
+            "s",
+        )
+        .unwrap();
+    let shown = format!(
+        "{voucher:?} {proxy:?} {:?}",
+        proxy.registry.get(voucher.token())
+    );
+    for secret in ["sk-secret", voucher.token(), "pw"] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+}
+
 #[test]
 fn a_voucher_needs_an_http_upstream() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
