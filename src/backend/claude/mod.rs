@@ -94,6 +94,7 @@ async fn start_program(
         model: context.spec.model,
         asleep: false,
         _voucher: key.voucher,
+        crash_untold: false,
     }))
 }
 
@@ -220,6 +221,9 @@ pub struct ClaudeBackend {
     asleep: bool,
     /// claude's key, as a voucher; revoked when the session's backend goes.
     _voucher: Option<crate::backend::external::voucher::Voucher>,
+    /// A crash a turn found and restarted from itself, not yet reported by
+    /// [`Backend::take_crash`].
+    crash_untold: bool,
 }
 
 impl ClaudeBackend {
@@ -507,7 +511,10 @@ impl Backend for ClaudeBackend {
     }
 
     fn take_crash(&mut self) -> BoxFuture<'_, bool> {
-        Box::pin(self.reap_crashed())
+        Box::pin(async move {
+            let reaped_now = self.reap_crashed().await;
+            std::mem::take(&mut self.crash_untold) || reaped_now
+        })
     }
 
     fn sleep(&mut self) -> BoxFuture<'_, Result<(), String>> {

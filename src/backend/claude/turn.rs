@@ -41,7 +41,10 @@ impl ClaudeBackend {
         // The executor wakes a sleeping (or crashed) claude before its turn, counting the
         // crashes; a caller that did not (`corral run`, where the person decides) still gets a
         // process.
-        self.reap_crashed().await;
+        if self.reap_crashed().await {
+            // Still a crash to count: the executor hears of it after this turn.
+            self.crash_untold = true;
+        }
         if let Err(e) = self.wake_up().await {
             return TurnOutcome::refused(format!("claude could not be started again: {e}"));
         }

@@ -13,8 +13,12 @@ use serde_json::json;
 
 use super::{Api, Registry, VoucherError};
 
-/// The largest request body passed on: a long conversation with images, well below memory.
-const MAX_BODY_BYTES: usize = 64 << 20;
+/// The largest request body passed on: a long conversation with images (Anthropic's own
+/// limit is 32 MB).
+const MAX_BODY_BYTES: usize = 32 << 20;
+/// Requests whose bodies are held at once; more wait. With [`MAX_BODY_BYTES`], what an agent
+/// holding a voucher can make corral buffer is bounded (512 MiB), however many it sends.
+const MAX_IN_FLIGHT: usize = 16;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Silence allowed between two chunks of an answer: a model may think for minutes.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
@@ -22,6 +26,7 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 struct ProxyState {
     registry: Arc<Registry>,
     http: reqwest::Client,
+    in_flight: tokio::sync::Semaphore,
 }
 
 /// Listens on an ephemeral loopback port and serves on the current runtime.
@@ -41,7 +46,11 @@ pub(super) async fn serve(registry: Arc<Registry>) -> Result<SocketAddr, Voucher
     let addr = listener.local_addr().map_err(VoucherError::Listen)?;
     let app = axum::Router::new()
         .fallback(forward)
-        .with_state(Arc::new(ProxyState { registry, http }));
+        .with_state(Arc::new(ProxyState {
+            registry,
+            http,
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
+        }));
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::warn!(error = %e, "the credential proxy stopped");
@@ -106,8 +115,21 @@ async fn relay(state: &ProxyState, request: Request) -> Result<Response, Refusal
     }
     let mut target = grant.upstream.clone();
     target.set_path(path);
-    target.set_query(parts.uri.query());
+    // The upstream's own parameters (Azure's `api-version`) stay, the request's follow.
+    let query = [grant.upstream.query(), parts.uri.query()]
+        .into_iter()
+        .flatten()
+        .filter(|q| !q.is_empty())
+        .collect::<Vec<_>>()
+        .join("&");
+    target.set_query((!query.is_empty()).then_some(query.as_str()));
     drop_key_param(&mut target);
+    // Held until the upstream has the request (the answer streams without it).
+    let _slot = state
+        .in_flight
+        .acquire()
+        .await
+        .map_err(|_| refuse(StatusCode::SERVICE_UNAVAILABLE, "the proxy is stopping"))?;
     let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
         .map_err(|_| refuse(StatusCode::PAYLOAD_TOO_LARGE, "request body too large"))?;

@@ -261,6 +261,49 @@ async fn debug_output_never_shows_a_key_or_a_token() {
     }
 }
 
+/// An upstream whose base URL carries parameters keeps them; the request's follow.
+#[tokio::test]
+async fn the_upstreams_own_query_parameters_stay() {
+    let (base, seen) = upstream().await;
+    let proxy = Proxy::start().await.unwrap();
+    let voucher = proxy
+        .mint(
+            Api::OpenAi,
+            &format!("{base}/openai?api-version=2025-01-01"),
+            "k".into(),
+            "s",
+        )
+        .unwrap();
+    let bearer = format!("Bearer {}", voucher.token());
+    let url = format!("{}/chat/completions?stream=1", voucher.base_url());
+    assert_eq!(post(&url, &[("authorization", &bearer)]).await.0, 201);
+    let url = format!("{}/responses", voucher.base_url());
+    assert_eq!(post(&url, &[("authorization", &bearer)]).await.0, 201);
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        seen[0].0,
+        "/openai/chat/completions?api-version=2025-01-01&stream=1"
+    );
+    assert_eq!(seen[1].0, "/openai/responses?api-version=2025-01-01");
+}
+
+/// A body over the limit is refused before anything goes upstream.
+#[tokio::test]
+async fn an_oversized_body_is_refused() {
+    let (base, seen) = upstream().await;
+    let proxy = Proxy::start().await.unwrap();
+    let voucher = proxy.mint(Api::OpenAi, &base, "k".into(), "s").unwrap();
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/responses", voucher.base_url()))
+        .header("authorization", format!("Bearer {}", voucher.token()))
+        .body(vec![b'x'; (32 << 20) + 1])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 413);
+    assert!(seen.lock().unwrap().is_empty());
+}
+
 #[test]
 fn a_voucher_needs_an_http_upstream() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
