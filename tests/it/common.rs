@@ -573,3 +573,24 @@ pub fn procs_in(root: &std::path::Path, needle: &str) -> Vec<(std::path::PathBuf
     }
     found
 }
+
+/// `agent_status` of one agent on a running `corral mcp`.
+pub async fn mcp_status(running: &mut crate::support::Running, id: u64, agent: &str) -> Value {
+    mcp_call(
+        running,
+        id,
+        "agent_status",
+        serde_json::json!({"agent_id": agent}),
+    )
+    .await
+}
+
+/// The messages of the `AGENT_LIFECYCLE` errors (stalls, restarts, giving up) in an event
+/// log's text.
+pub fn lifecycle_errors(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["kind"] == "error" && e["data"]["data"]["code"] == "AGENT_LIFECYCLE")
+        .filter_map(|e| e["data"]["message"].as_str().map(str::to_owned))
+        .collect()
+}

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{mcp_call, mcp_initialize, mcp_wait_turn, wait_until};
+use crate::common::{
+    lifecycle_errors, mcp_call, mcp_initialize, mcp_status, mcp_wait_turn, wait_until,
+};
 use crate::support::{FakeModel, Harness, Reply, Running};
 
 async fn mcp(h: &Harness) -> Running {
@@ -84,13 +86,7 @@ async fn messages_sent_mid_turn_by_agent_send_wait_and_are_coalesced_into_the_ne
     let requests = model.chat_requests();
     assert_eq!(requests.len(), 2, "one turn for both waiting messages");
     assert_eq!(last_user_text(&requests[1]), "second\n\nthird");
-    let status = mcp_call(
-        &mut running,
-        300,
-        "agent_status",
-        json!({"agent_id": agent}),
-    )
-    .await;
+    let status = mcp_status(&mut running, 300, &agent).await;
     assert_eq!(status["turn"], 2, "{status}");
     assert_eq!(status["status"], "idle", "{status}");
     running.close_stdin();
@@ -126,30 +122,18 @@ async fn a_turn_without_progress_is_interrupted_and_the_session_goes_on() {
         started.elapsed() < Duration::from_secs(30),
         "the stalled turn ran on: {first}"
     );
-    let status = mcp_call(
-        &mut running,
-        200,
-        "agent_status",
-        json!({"agent_id": agent}),
-    )
-    .await;
+    let status = mcp_status(&mut running, 200, &agent).await;
     assert_eq!(status["status"], "idle", "{status}");
     let log = std::fs::read_to_string(status["event_log"].as_str().unwrap()).unwrap();
     let events: Vec<Value> = log
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let stalled = events
-        .iter()
-        .find(|e| e["kind"] == "error" && e["data"]["data"]["code"] == "AGENT_LIFECYCLE")
+    let lifecycle = lifecycle_errors(&log);
+    let stalled = lifecycle
+        .first()
         .unwrap_or_else(|| panic!("no stall error: {log}"));
-    assert!(
-        stalled["data"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("made no progress"),
-        "{stalled}"
-    );
+    assert!(stalled.contains("made no progress"), "{stalled}");
     let result = events.iter().find(|e| e["kind"] == "result").unwrap();
     assert_eq!(result["data"]["stopReason"], "cancelled", "{result}");
     // The session is usable: the next message runs.
@@ -209,13 +193,7 @@ async fn a_turn_waiting_for_a_persons_answer_is_not_stalled() {
     .await;
     let turn = mcp_wait_turn(&mut running, &agent, 1, 700).await;
     assert_eq!(turn["text"], "DONE", "{turn}");
-    let status = mcp_call(
-        &mut running,
-        900,
-        "agent_status",
-        json!({"agent_id": agent}),
-    )
-    .await;
+    let status = mcp_status(&mut running, 900, &agent).await;
     let log = std::fs::read_to_string(status["event_log"].as_str().unwrap()).unwrap();
     assert!(!log.contains("AGENT_LIFECYCLE"), "{log}");
     assert!(log.contains("asked-and-ran"), "{log}");

@@ -207,7 +207,7 @@ async fn a_claude_that_keeps_dying_is_given_up_on_after_three_restarts() {
     mcp_call(&mut running, 2, "agent_send", send("first")).await;
     let first = mcp_wait_turn(&mut running, &agent, 1, 100).await;
     assert_eq!(first["text"], "first done", "{first}");
-    let status = mcp_call(&mut running, 3, "agent_status", json!({"agent_id": agent})).await;
+    let status = mcp_status(&mut running, 3, &agent).await;
     let log_path = status["event_log"].as_str().unwrap().to_owned();
     std::fs::write(&broken, "").unwrap();
     kill_claude(&pid_file);
@@ -232,12 +232,7 @@ async fn a_claude_that_keeps_dying_is_given_up_on_after_three_restarts() {
         log().contains("gave up after 3 restarts")
     })
     .await;
-    let lifecycle: Vec<String> = log()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|e| e["kind"] == "error" && e["data"]["data"]["code"] == "AGENT_LIFECYCLE")
-        .filter_map(|e| e["data"]["message"].as_str().map(str::to_owned))
-        .collect();
+    let lifecycle = lifecycle_errors(&log());
     let restarts = lifecycle
         .iter()
         .filter(|m| m.contains("started again when needed"))

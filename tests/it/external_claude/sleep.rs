@@ -34,13 +34,7 @@ async fn an_idle_claude_sleeps_and_the_next_message_wakes_it_on_its_own_conversa
         claudes_in(&h.work()).is_empty()
     })
     .await;
-    let status = mcp_call(
-        &mut running,
-        200,
-        "agent_status",
-        json!({"agent_id": agent}),
-    )
-    .await;
+    let status = mcp_status(&mut running, 200, &agent).await;
     assert_eq!(status["status"], "idle", "{status}");
     // The next message wakes it, resumed on the conversation it had.
     assert_eq!(
