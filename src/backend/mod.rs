@@ -15,18 +15,86 @@ mod codex;
 pub mod external;
 mod jsonrpc;
 pub mod native;
+pub mod per_turn;
 
-/// The agent CLIs corral drives over their own protocols (ACP agents are `acp_probe`'s),
-/// found the way their backends find them: each name with its program, or how to install it.
-pub(crate) fn agent_clis() -> Vec<(&'static str, Result<std::path::PathBuf, String>)> {
-    vec![
-        (
+/// An agent runtime as `corral doctor` lists it.
+pub(crate) struct AgentCli {
+    pub name: &'static str,
+    /// The program, or how to install it.
+    pub found: Result<std::path::PathBuf, String>,
+    /// Its lifecycle and steering mode, and where its key comes from.
+    pub how: String,
+}
+
+/// Every runtime corral drives itself (ACP agents are `acp_probe`'s), found the way its
+/// backend finds it.
+pub(crate) fn agent_clis() -> Vec<AgentCli> {
+    use per_turn::runtimes;
+    let persistent = |name: &'static str, found: Result<std::path::PathBuf, String>| {
+        let (lifecycle, steering) = runtimes::PERSISTENT_RUNTIMES
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .map(|(_, lifecycle, steering)| (lifecycle.describe(), steering.name()))
+            .unwrap_or_default();
+        AgentCli {
+            name,
+            found,
+            how: format!("{lifecycle}, steering {steering}; {}", key_source(name)),
+        }
+    };
+    let mut clis = vec![
+        persistent(
             "claude",
             crate::sandbox::programs::find_installed(claude::launch::PROGRAM)
                 .map_err(|e| e.to_string()),
         ),
-        ("codex", codex::find_program().map_err(|e| e.to_string())),
-    ]
+        persistent("codex", codex::find_program().map_err(|e| e.to_string())),
+    ];
+    for runtime in runtimes::PER_TURN_RUNTIMES {
+        let found = crate::sandbox::programs::find_installed(runtime.program).map_err(|e| {
+            match runtime.not_on_registries {
+                Some(why) => format!("{e} ({why})"),
+                None => e.to_string(),
+            }
+        });
+        clis.push(AgentCli {
+            name: runtime.name,
+            found,
+            how: format!(
+                "{}, steering {}; {}",
+                runtime.lifecycle.describe(),
+                runtime.steering.name(),
+                key_source(runtime.name)
+            ),
+        });
+    }
+    clis
+}
+
+/// Where a runtime's model key comes from, as far as the environment tells.
+fn key_source(name: &str) -> String {
+    let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.trim().is_empty());
+    let first = |vars: &[&'static str]| vars.iter().copied().find(|v| set(v));
+    let vouched = |var: &str| format!("key from {var}, given to it as a voucher");
+    match name {
+        "claude" => first(&["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"])
+            .map_or_else(|| "its own login".to_string(), vouched),
+        "codex" => "the provider its config.toml selects (a voucher for its key)".to_string(),
+        "gemini" => first(&["GEMINI_API_KEY", "GOOGLE_API_KEY"])
+            .map_or_else(|| "its own login".to_string(), vouched),
+        "qwen" => first(&["OPENAI_API_KEY"]).map_or_else(
+            || "its own settings (no OPENAI_API_KEY)".to_string(),
+            vouched,
+        ),
+        "copilot" if set("COPILOT_PROVIDER_BASE_URL") => {
+            first(&["COPILOT_PROVIDER_BEARER_TOKEN", "COPILOT_PROVIDER_API_KEY"])
+                .map_or_else(|| "its own provider, with no key".to_string(), vouched)
+        }
+        "copilot" => "its GitHub login (set COPILOT_PROVIDER_BASE_URL for a provider of your own)"
+            .to_string(),
+        "opencode" => "the providers in its own config".to_string(),
+        _ => "its own login".to_string(),
+    }
 }
 
 use std::future::Future;
@@ -174,5 +242,6 @@ pub async fn start_external(
         crate::model::ExternalKind::Claude => claude::start(context).await,
         crate::model::ExternalKind::Acp => acp_client::start(context).await,
         crate::model::ExternalKind::Codex => codex::start(context).await,
+        _ => per_turn::start(context).await,
     }
 }

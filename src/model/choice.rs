@@ -1,7 +1,8 @@
 //! What runs a session's turns, parsed once where the text comes in (a flag, a request, the
 //! config, a session's metadata): a model corral talks to itself, or an external agent
 //! program (`claude[:<model>]`, `acp:<agent>[:<model>]`, `acp:cmd=<command line>`,
-//! `codex[:<model>]`). Everything after the edge carries the [`ModelChoice`], never the text.
+//! `codex[:<model>]`, and the per-turn runtimes `gemini[:<model>]`, `qwen[:<model>]`,
+//! `copilot[:<model>]`, `opencode[:<model>]`, `cursor[:<model>]`, `antigravity`). Everything after the edge carries the [`ModelChoice`], never the text.
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,6 +20,13 @@ pub enum ExternalKind {
     Claude,
     Acp,
     Codex,
+    /// A process per turn (`backend::per_turn`); `acp:gemini` and `acp:opencode` stay ACP.
+    Gemini,
+    Qwen,
+    Copilot,
+    Opencode,
+    Cursor,
+    Antigravity,
 }
 
 impl ExternalKind {
@@ -28,11 +36,37 @@ impl ExternalKind {
             ExternalKind::Claude => "claude",
             ExternalKind::Acp => "acp",
             ExternalKind::Codex => "codex",
+            ExternalKind::Gemini => "gemini",
+            ExternalKind::Qwen => "qwen",
+            ExternalKind::Copilot => "copilot",
+            ExternalKind::Opencode => "opencode",
+            ExternalKind::Cursor => "cursor",
+            ExternalKind::Antigravity => "antigravity",
         }
     }
 
+    pub const ALL: [ExternalKind; 9] = [
+        ExternalKind::Claude,
+        ExternalKind::Acp,
+        ExternalKind::Codex,
+        ExternalKind::Gemini,
+        ExternalKind::Qwen,
+        ExternalKind::Copilot,
+        ExternalKind::Opencode,
+        ExternalKind::Cursor,
+        ExternalKind::Antigravity,
+    ];
+
+    /// Runs a process per turn (`backend::per_turn`).
+    pub fn per_turn(self) -> bool {
+        !matches!(
+            self,
+            ExternalKind::Claude | ExternalKind::Acp | ExternalKind::Codex
+        )
+    }
+
     fn from_head(head: &str) -> Option<ExternalKind> {
-        [ExternalKind::Claude, ExternalKind::Acp, ExternalKind::Codex]
+        ExternalKind::ALL
             .into_iter()
             .find(|kind| kind.name() == head)
     }
@@ -112,42 +146,49 @@ impl FromStr for ExternalSpec {
         let (head, rest) = text.split_once(':').unwrap_or((text, ""));
         let model = |s: &str| (!s.is_empty()).then(|| s.to_string());
         match ExternalKind::from_head(head) {
-            Some(kind @ (ExternalKind::Claude | ExternalKind::Codex)) => Ok(ExternalSpec {
+            Some(ExternalKind::Antigravity) if !rest.is_empty() => Err(
+                "antigravity takes no model: it uses the one chosen in Antigravity itself".into(),
+            ),
+            Some(ExternalKind::Acp) => acp(rest),
+            Some(kind) => Ok(ExternalSpec {
                 kind,
                 agent: None,
                 model: model(rest),
             }),
-            Some(ExternalKind::Acp) => {
-                if let Some(command) = rest.strip_prefix("cmd=") {
-                    if command.trim().is_empty() {
-                        return Err("acp:cmd= needs a command line".into());
-                    }
-                    return Ok(ExternalSpec {
-                        kind: ExternalKind::Acp,
-                        agent: Some(format!("cmd={command}")),
-                        model: None,
-                    });
-                }
-                let (agent, model_name) = rest.split_once(':').unwrap_or((rest, ""));
-                match agent {
-                    "opencode" | "gemini" | "claude" => Ok(ExternalSpec {
-                        kind: ExternalKind::Acp,
-                        agent: Some(agent.to_string()),
-                        model: model(model_name),
-                    }),
-                    "" => Err(
-                        "acp: needs an agent: acp:opencode, acp:gemini, acp:claude or \
-                               acp:cmd=<command line>"
-                            .into(),
-                    ),
-                    other => Err(format!(
-                        "unknown ACP agent {other:?}: use opencode, gemini, claude or \
-                         cmd=<command line>"
-                    )),
-                }
-            }
             None => Err(format!("{head:?} is not an external agent")),
         }
+    }
+}
+
+/// `acp:<agent>[:<model>]` or `acp:cmd=<command line>`, after `acp:`.
+fn acp(rest: &str) -> Result<ExternalSpec, String> {
+    let model = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    if let Some(command) = rest.strip_prefix("cmd=") {
+        if command.trim().is_empty() {
+            return Err("acp:cmd= needs a command line".into());
+        }
+        return Ok(ExternalSpec {
+            kind: ExternalKind::Acp,
+            agent: Some(format!("cmd={command}")),
+            model: None,
+        });
+    }
+    let (agent, model_name) = rest.split_once(':').unwrap_or((rest, ""));
+    match agent {
+        "opencode" | "gemini" | "claude" => Ok(ExternalSpec {
+            kind: ExternalKind::Acp,
+            agent: Some(agent.to_string()),
+            model: model(model_name),
+        }),
+        "" => Err(
+            "acp: needs an agent: acp:opencode, acp:gemini, acp:claude or \
+                       acp:cmd=<command line>"
+                .into(),
+        ),
+        other => Err(format!(
+            "unknown ACP agent {other:?}: use opencode, gemini, claude or \
+                 cmd=<command line>"
+        )),
     }
 }
 
@@ -166,6 +207,13 @@ mod tests {
             "acp:gemini:gemini-2.5-flash",
             "acp:claude",
             "acp:cmd=corral acp -m openai:x",
+            "gemini",
+            "gemini:gemini-2.5-flash",
+            "qwen:qwen3-coder-plus",
+            "copilot:gpt-5",
+            "opencode:ollama/qwen2.5:14b",
+            "cursor",
+            "antigravity",
         ] {
             let spec: ExternalSpec = text.parse().unwrap();
             assert_eq!(spec.to_string(), text);
@@ -188,6 +236,20 @@ mod tests {
         ));
         assert!(matches!("claude".parse(), Ok(ModelChoice::External(_))));
         assert!(matches!("codex".parse(), Ok(ModelChoice::External(_))));
+        // The per-turn runtimes' names are agents too: Ollama's old `qwen:<size>` models need
+        // their provider written out.
+        assert!(matches!(
+            "qwen:7b".parse(),
+            Ok(ModelChoice::External(ExternalSpec {
+                kind: ExternalKind::Qwen,
+                ..
+            }))
+        ));
+        assert!(matches!(
+            "ollama:qwen:7b".parse(),
+            Ok(ModelChoice::Native(ModelSpec { model, .. })) if model == "qwen:7b"
+        ));
+        assert!("antigravity:x".parse::<ExternalSpec>().is_err());
     }
 
     #[test]

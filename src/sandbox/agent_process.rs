@@ -292,7 +292,7 @@ async fn keep_stderr(
 
 /// Reads one line (without its newline) into `line`, keeping at most `max` bytes of it and
 /// skipping the rest. `Ok(false)`: end of stream with nothing read.
-async fn read_capped_line<R: tokio::io::AsyncBufRead + Unpin>(
+pub async fn read_capped_line<R: tokio::io::AsyncBufRead + Unpin>(
     reader: &mut R,
     line: &mut Vec<u8>,
     max: usize,

@@ -30,6 +30,8 @@ pub enum Source {
     Npm,
     /// llama.cpp; `scripts/setup` installs its server under `$XDG_DATA_HOME/corral`.
     LlamaCpp,
+    /// Only from its vendor's own site: on PATH or nowhere.
+    Vendor,
 }
 
 impl Source {
@@ -38,6 +40,7 @@ impl Source {
         let dir = match self {
             Source::Npm => PathBuf::from(var("HOME")?).join(AGENT_CLIS),
             Source::LlamaCpp => data_dir(var)?.join(LLAMA_SERVER_BIN),
+            Source::Vendor => return None,
         };
         Some(dir.join(name)).filter(|candidate| is_executable(candidate))
     }
@@ -46,6 +49,7 @@ impl Source {
         match self {
             Source::Npm => "~/.cache/corral-ci/agent-clis/node_modules/.bin",
             Source::LlamaCpp => "$XDG_DATA_HOME/corral/llama-server/bin",
+            Source::Vendor => "any other place corral looks",
         }
     }
 
@@ -58,6 +62,7 @@ impl Source {
                 "{package} (its llama-server), or run scripts/setup (it installs one), or set \
                  local.server_command in the config"
             ),
+            Source::Vendor => package.to_string(),
         }
     }
 
@@ -65,6 +70,7 @@ impl Source {
         match self {
             Source::Npm => format!("npm package {package}"),
             Source::LlamaCpp => format!("package {package}"),
+            Source::Vendor => package.to_string(),
         }
     }
 }

@@ -28,6 +28,7 @@ mod log_faults;
 mod mcp;
 mod mcp_client;
 mod mcp_servers_cli;
+mod per_turn;
 mod plan;
 mod process_attacks;
 mod prompt_images;

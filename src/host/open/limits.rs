@@ -44,12 +44,12 @@ fn refuse_backend(name: &str) -> Error {
 }
 
 /// The name `[server] user_backends` lists an external backend by: `claude`, `codex`,
-/// `acp:<agent>` (the model after it does not matter), `acp:cmd=<command line>`.
+/// `acp:<agent>` (the model after it does not matter), `acp:cmd=<command line>`, and a
+/// per-turn runtime by its name (`gemini`, `opencode`, …).
 pub fn backend_name(spec: &ExternalSpec) -> String {
     match spec.kind {
-        ExternalKind::Claude => "claude".to_string(),
-        ExternalKind::Codex => "codex".to_string(),
         ExternalKind::Acp => format!("acp:{}", spec.agent.as_deref().unwrap_or_default()),
+        other => other.name().to_string(),
     }
 }
 

@@ -1,5 +1,6 @@
-//! The agent CLIs corral drives directly (`-m claude`, `-m codex`), one line each: the version
-//! the installed program prints for `--version`, or `missing` with how to install it.
+//! The agent runtimes corral drives directly (`-m claude`, `-m codex`, `-m gemini`, …), one
+//! line each: the version the installed program prints for `--version`, or `missing` with how
+//! to install it; then its lifecycle, steering mode and where its key comes from.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -12,23 +13,25 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(super) async fn agent_clis(report: &mut Report) {
     let clis = crate::backend::agent_clis();
-    let versions = clis.iter().map(|(_, found)| async move {
-        match found {
+    let versions = clis.iter().map(|cli| async move {
+        match &cli.found {
             Ok(program) => Some(version(program).await),
             Err(_) => None,
         }
     });
     let versions = futures_util::future::join_all(versions).await;
-    for ((name, found), version) in clis.into_iter().zip(versions) {
+    for (cli, version) in clis.into_iter().zip(versions) {
+        let name = cli.name;
         let what = format!("agent cli {name} (-m {name})");
-        match (found, version) {
+        match (cli.found, version) {
             (Ok(program), Some(Ok(version))) => report.line(
                 State::Ok,
                 &what,
                 format!(
-                    "{} ({})",
+                    "{} ({}); {}",
                     escape_line(&version),
-                    escape_line(&program.display().to_string())
+                    escape_line(&program.display().to_string()),
+                    cli.how
                 ),
             ),
             (Ok(program), outcome) => {
@@ -46,7 +49,11 @@ pub(super) async fn agent_clis(report: &mut Report) {
                     ),
                 );
             }
-            (Err(how), _) => report.line(State::Missing, &what, escape_line(&how)),
+            (Err(install), _) => report.line(
+                State::Missing,
+                &what,
+                format!("{}; {}", escape_line(&install), cli.how),
+            ),
         }
     }
 }

@@ -75,13 +75,30 @@ async fn installed_models_running_servers_agent_clis_and_mcp_versions_are_listed
             && ollama.contains("calls tools: fake-model"),
         "{ollama}"
     );
-    for cli in ["claude", "codex"] {
+    // Every runtime, found or not, with its lifecycle and steering mode.
+    for (cli, how) in [
+        ("claude", "persistent, steering gated"),
+        ("codex", "persistent, steering direct"),
+        ("gemini", "per-turn, defer-spawn, steering none"),
+        ("qwen", "per-turn, defer-spawn, steering none"),
+        ("copilot", "per-turn, defer-spawn, steering none"),
+        (
+            "opencode",
+            "per-turn, defer-spawn, terminate-on-end, steering none",
+        ),
+        ("cursor", "per-turn, defer-spawn, steering none"),
+        ("antigravity", "per-turn, defer-spawn, steering none"),
+    ] {
         let found = line(&out.stdout, &format!("agent cli {cli} (-m {cli}):"));
         assert!(
             found.starts_with("ok ") || found.contains("is not installed"),
             "{found}"
         );
+        assert!(found.contains(how), "{found}");
     }
+    // What no package registry has says where it comes from instead.
+    let cursor = line(&out.stdout, "agent cli cursor (-m cursor):");
+    assert!(cursor.contains("https://cursor.com/install"), "{cursor}");
     let scripted = line(&out.stdout, "MCP server scripted:");
     assert!(
         scripted.starts_with("ok ") && scripted.contains("scripted 1 — "),

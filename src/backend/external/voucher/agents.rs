@@ -13,6 +13,9 @@ pub const KEY_VARS: &[&str] = &[
     "OPENAI_API_KEY",
     "GEMINI_API_KEY",
     "GOOGLE_API_KEY",
+    "COPILOT_PROVIDER_API_KEY",
+    "COPILOT_PROVIDER_BEARER_TOKEN",
+    "COPILOT_PROVIDER_API_KEY_COMMAND",
 ];
 
 /// What an agent is started with in place of a key.
@@ -85,6 +88,57 @@ pub async fn gemini(session: &str) -> Result<AgentKey, VoucherError> {
         .mint(Api::Gemini, &upstream, real, session)?;
     key.set("GEMINI_API_KEY", voucher.token());
     key.set("GOOGLE_GEMINI_BASE_URL", voucher.base_url());
+    key.voucher = Some(voucher);
+    Ok(key)
+}
+
+/// An agent that reads an OpenAI-compatible key from `key_var` and its base URL from
+/// `url_var` (qwen-code: `OPENAI_API_KEY`, `OPENAI_BASE_URL`). No key: nothing to vouch for.
+pub async fn openai_compatible(
+    session: &str,
+    key_var: &str,
+    url_var: &str,
+    default_url: Option<&str>,
+) -> Result<AgentKey, VoucherError> {
+    let mut key = AgentKey::without_voucher(None);
+    let Some(real) = var(key_var) else {
+        return Ok(key);
+    };
+    let upstream = var(url_var)
+        .or_else(|| default_url.map(str::to_string))
+        .unwrap_or_else(|| "https://api.openai.com/v1".into());
+    let voucher = Proxy::shared()
+        .await?
+        .mint(Api::OpenAi, &upstream, real, session)?;
+    key.set(key_var, voucher.token());
+    key.set(url_var, voucher.base_url());
+    key.voucher = Some(voucher);
+    Ok(key)
+}
+
+/// copilot with a provider of its own (BYOK: `COPILOT_PROVIDER_BASE_URL` with
+/// `COPILOT_PROVIDER_API_KEY` or `…_BEARER_TOKEN`; `COPILOT_PROVIDER_TYPE` says which API).
+/// Without one, copilot uses its GitHub login, which is not a model key.
+pub async fn copilot(session: &str) -> Result<AgentKey, VoucherError> {
+    let mut key = AgentKey::without_voucher(None);
+    let Some(upstream) = var("COPILOT_PROVIDER_BASE_URL") else {
+        return Ok(key);
+    };
+    let (name, real, bearer) = match (
+        var("COPILOT_PROVIDER_BEARER_TOKEN"),
+        var("COPILOT_PROVIDER_API_KEY"),
+    ) {
+        (Some(real), _) => ("COPILOT_PROVIDER_BEARER_TOKEN", real, true),
+        (None, Some(real)) => ("COPILOT_PROVIDER_API_KEY", real, false),
+        (None, None) => return Ok(key),
+    };
+    let api = match var("COPILOT_PROVIDER_TYPE").as_deref() {
+        Some("anthropic") => Api::Anthropic { bearer },
+        _ => Api::OpenAi,
+    };
+    let voucher = Proxy::shared().await?.mint(api, &upstream, real, session)?;
+    key.set(name, voucher.token());
+    key.set("COPILOT_PROVIDER_BASE_URL", voucher.base_url());
     key.voucher = Some(voucher);
     Ok(key)
 }

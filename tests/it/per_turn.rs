@@ -1,0 +1,55 @@
+//! Per-turn runtimes (`gemini:`, `qwen:`, `copilot:`, `opencode:`, `cursor:`, `antigravity`):
+//! a process per turn, the conversation resumed by the runtime's own session id. The real
+//! programs (from npm) run against the fake model server; cursor-agent and antigravity, which
+//! no package registry has, are scripted stand-ins that speak their formats.
+
+mod gemini;
+mod others;
+mod standins;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::support::{Cmd, Harness, Outcome};
+
+/// Real agents take seconds to start on two shared cores.
+const AGENT_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// PATH with the installed agent programs first; fails the test when `program` is missing.
+fn path_with(program: &str) -> String {
+    let home = std::env::var_os("HOME").expect("HOME");
+    let bin = PathBuf::from(home).join(".cache/corral-ci/agent-clis/node_modules/.bin");
+    assert!(
+        bin.join(program).is_file(),
+        "{program} is not installed in {}: run scripts/install-agent-clis",
+        bin.display()
+    );
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    format!("{}:{path}", bin.display())
+}
+
+/// The results' stop reasons, in order.
+fn stop_reasons(out: &Outcome) -> Vec<String> {
+    out.of_kind("result")
+        .iter()
+        .map(|r| {
+            r["data"]["stopReason"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+/// Processes whose command line has `needle` and whose cwd is the work dir, corral itself
+/// aside: what a turn left.
+fn left_in(h: &Harness, needle: &str) -> Vec<String> {
+    crate::common::procs_in(&h.work(), needle)
+        .into_iter()
+        .map(|(_, line)| line)
+        .filter(|line| {
+            let program = line.split(' ').next().unwrap_or_default();
+            !program.ends_with("/corral")
+        })
+        .collect()
+}

@@ -1,0 +1,174 @@
+//! cursor-agent and antigravity, which no package registry has, as scripted stand-ins that
+//! speak their formats: the command line corral builds, resume, tool calls, crashes, garbage.
+
+use serde_json::Value;
+
+use super::*;
+use crate::common::*;
+
+fn standin(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/it/per_turn/{name}"))
+}
+
+fn argv_log(h: &Harness) -> Vec<Vec<String>> {
+    std::fs::read_to_string(h.home_dir().join("standin.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn cursor(h: &Harness, args: &[&str]) -> Cmd {
+    let mut cmd = h
+        .corral()
+        .env("CORRAL_CURSOR", standin("cursor_agent.py"))
+        .env("STANDIN_LOG", h.home_dir().join("standin.log"))
+        .args(["run", "--json", "-m", "cursor:stand-in"])
+        .timeout(AGENT_TIMEOUT);
+    for arg in args {
+        cmd = cmd.arg(arg);
+    }
+    cmd
+}
+
+#[tokio::test]
+async fn cursor_turns_resume_by_session_id_and_its_tool_calls_are_events() {
+    let h = Harness::new();
+    let mut running = cursor(&h, &["-i", "USE_TOOL please"])
+        .live_stdin()
+        .spawn()
+        .await;
+    running.wait_for_event(0, |e| e["kind"] == "result").await;
+    running.send_line("--force-looking second turn").await;
+    running.close_stdin();
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_well_formed(&out);
+    assert_eq!(
+        stop_reasons(&out),
+        ["end_turn", "end_turn"],
+        "{:#?}",
+        out.events()
+    );
+    let argv = argv_log(&h);
+    assert_eq!(argv.len(), 2);
+    let first_id = argv[0].iter().all(|a| !a.starts_with("--resume"));
+    assert!(first_id, "{argv:?}");
+    // The second process resumed the id the first one gave.
+    let texts = authoritative(&out, "assistant_text");
+    assert!(texts[0].ends_with("resumed=None"), "{texts:?}");
+    let resumed = argv[1]
+        .iter()
+        .find_map(|a| a.strip_prefix("--resume="))
+        .unwrap();
+    assert!(resumed.starts_with("cur-"), "{argv:?}");
+    assert_eq!(texts[1], format!("Hello resumed={resumed}"));
+    for line in &argv {
+        assert!(line.contains(&"--model=stand-in".to_string()), "{line:?}");
+        // The default preset never lets cursor run its commands unasked.
+        assert!(!line.contains(&"--force".to_string()), "{line:?}");
+        // The prompt is after `--`: a prompt that looks like a flag is still the prompt.
+        let dashes = line.iter().position(|a| a == "--").unwrap();
+        assert_eq!(dashes, line.len() - 2, "{line:?}");
+    }
+    assert!(argv[1].last().unwrap().starts_with("--force-looking"));
+    // The first prompt carried the notifications section, the second did not need it.
+    assert!(argv[0].last().unwrap().contains("## Message Notifications"));
+    assert!(!argv[1].last().unwrap().contains("## Message Notifications"));
+    let used = out.of_kind("tool_use");
+    assert_eq!(used.len(), 1, "{used:?}");
+    assert_eq!(used[0]["data"]["call"]["kind"], "execute");
+    assert_eq!(used[0]["data"]["call"]["title"], "echo from-cursor");
+    let result = &out.of_kind("tool_result")[0];
+    assert_eq!(result["data"]["update"]["status"], "completed", "{result}");
+    assert!(result.to_string().contains("from-cursor"), "{result}");
+}
+
+#[tokio::test]
+async fn a_cursor_that_dies_mid_turn_is_an_error_with_its_stderr_and_the_session_goes_on() {
+    let h = Harness::new();
+    let mut running = cursor(&h, &["-i", "CRASH now"]).live_stdin().spawn().await;
+    running.wait_for_event(0, |e| e["kind"] == "result").await;
+    running.send_line("GARBAGE then answer").await;
+    running.close_stdin();
+    let out = running.wait().await;
+    assert_eq!(
+        stop_reasons(&out),
+        ["error", "end_turn"],
+        "{:#?}",
+        out.events()
+    );
+    let errors: Vec<String> = out
+        .of_kind("error")
+        .iter()
+        .map(|e| {
+            e["data"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("exit status: 3") && e.contains("something broke")),
+        "{errors:?}"
+    );
+    // Garbage is reported (a 20 MB line is cut, not held whole) and the turn still ends.
+    let garbage: Vec<&String> = errors
+        .iter()
+        .filter(|e| e.contains("not a JSON object"))
+        .collect();
+    assert_eq!(garbage.len(), 2, "{errors:?}");
+    assert!(garbage.iter().all(|e| e.len() < 1000));
+    // The crashed turn still gave a session id, which the next one resumed.
+    let argv = argv_log(&h);
+    assert!(
+        argv[1].iter().any(|a| a.starts_with("--resume=cur-")),
+        "{argv:?}"
+    );
+}
+
+#[tokio::test]
+async fn antigravity_takes_its_prompt_on_stdin_and_answers_in_plain_text() {
+    let h = Harness::new();
+    let log = h.home_dir().join("standin.log");
+    let mut running = h
+        .corral()
+        .env("CORRAL_ANTIGRAVITY", standin("antigravity.py"))
+        .env("STANDIN_LOG", &log)
+        .args(["run", "--json", "-m", "antigravity", "-i", "hello there"])
+        .live_stdin()
+        .timeout(AGENT_TIMEOUT)
+        .spawn()
+        .await;
+    running.wait_for_event(0, |e| e["kind"] == "result").await;
+    running.send_line("FAIL please").await;
+    running.close_stdin();
+    let out = running.wait().await;
+    assert_eq!(
+        stop_reasons(&out),
+        ["end_turn", "error"],
+        "{:#?}",
+        out.events()
+    );
+    let texts = authoritative(&out, "assistant_text");
+    assert!(
+        texts[0].starts_with("ANTIGRAVITY line one\nsaw "),
+        "{texts:?}"
+    );
+    let errors: Vec<Value> = out.of_kind("error");
+    assert!(
+        errors.iter().any(|e| e.to_string().contains("no model")),
+        "{errors:?}"
+    );
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        seen.lines()
+            .next()
+            .unwrap()
+            .contains("## Message Notifications"),
+        "{seen}"
+    );
+    assert!(seen.contains("hello there"), "{seen}");
+}
