@@ -681,6 +681,7 @@ async fn bench_main() {
     }
     if wants("wake") {
         wake::wake(&mut rows).await;
+        wake::per_turn_wake(&mut rows).await;
     }
     println!("corral benchmarks — {}", support::host::machine());
     println!("binary: {CORRAL}");

@@ -1,6 +1,7 @@
 //! Wake latency (issue 23): from a message to the model request it causes, for a claude that
 //! the session manager put to sleep (its process stopped, started again on `--resume`) against
-//! one whose process is already up (a session's first message). Real claude, the fake model
+//! one whose process is already up (a session's first message), and for a per-turn runtime
+//! (qwen-code, a new process on `--resume` for every message). Real programs, the fake model
 //! server, `corral mcp` as the client drives it.
 
 use std::path::{Path, PathBuf};
@@ -167,5 +168,89 @@ pub async fn wake(rows: &mut Vec<Row>) {
         name: "wake: claude already up, message → model request",
         figure: range(&up),
         goal: "the baseline the wake is measured against",
+    });
+}
+
+/// The qwen scripts/install-agent-clis installs.
+fn qwen() -> Option<PathBuf> {
+    let path = PathBuf::from(std::env::var_os("HOME")?)
+        .join(".cache/corral-ci/agent-clis/node_modules/.bin/qwen");
+    path.exists().then_some(path)
+}
+
+/// A per-turn runtime: every message starts a qwen process that resumes the conversation.
+pub async fn per_turn_wake(rows: &mut Vec<Row>) {
+    let name = "wake: per-turn qwen, message → model request";
+    let goal = "a per-turn runtime's process start is the whole wake";
+    let Some(qwen) = qwen() else {
+        rows.push(Row {
+            name,
+            figure: "not measured: qwen is not installed (scripts/install-agent-clis)".into(),
+            goal,
+        });
+        return;
+    };
+    let h = Harness::new();
+    let settings = h.home_dir().join(".qwen");
+    std::fs::create_dir_all(&settings).unwrap();
+    // No memory side calls: each turn is one model request.
+    std::fs::write(
+        settings.join("settings.json"),
+        r#"{"security":{"auth":{"selectedType":"openai"}},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"disableAutoUpdate":true},"memory":{"enableManagedAutoMemory":false,"enableManagedAutoDream":false}}"#,
+    )
+    .unwrap();
+    let server = FakeModel::start().await;
+    for _ in 0..=RUNS {
+        server.push(Reply::new().text("ok"));
+    }
+    let path = format!(
+        "{}:{}",
+        qwen.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut running = h
+        .corral()
+        .arg("mcp")
+        .env("PATH", path)
+        .env("OPENAI_API_KEY", "bench-key")
+        .env("OPENAI_BASE_URL", server.openai_base())
+        .live_stdin()
+        .timeout(Duration::from_secs(600))
+        .spawn()
+        .await;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "corral-bench", "version": "0"}}});
+    running.send_line(&init.to_string()).await;
+    running.wait_for_event(0, |m| m["id"] == 0).await;
+    running
+        .send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    let opened = call(
+        &mut running,
+        1,
+        "agent_open",
+        json!({"cwd": h.work(), "model": "qwen:fake-model", "permission": "bypass"}),
+    )
+    .await;
+    let agent = opened["agent_id"].as_str().unwrap().to_owned();
+    // The first message starts the conversation; the timed ones resume it.
+    timed_message(&mut running, &server, &agent, 2, 1).await;
+    let mut resumed = Vec::new();
+    for turn in 0..RUNS {
+        let id = 10 + 10 * turn as u64;
+        resumed.push(timed_message(&mut running, &server, &agent, id, 2 + turn as u64).await);
+    }
+    running.close_stdin();
+    let _ = running.wait().await;
+    let min = resumed.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = resumed.iter().copied().fold(0.0, f64::max);
+    rows.push(Row {
+        name,
+        figure: format!(
+            "{:.0} ms median ({min:.0}–{max:.0}, {RUNS} runs)",
+            median(resumed)
+        ),
+        goal,
     });
 }

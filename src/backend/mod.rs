@@ -16,6 +16,7 @@ pub mod external;
 mod jsonrpc;
 pub mod native;
 pub mod per_turn;
+mod pi;
 
 /// An agent runtime as `corral doctor` lists it.
 pub(crate) struct AgentCli {
@@ -49,6 +50,10 @@ pub(crate) fn agent_clis() -> Vec<AgentCli> {
                 .map_err(|e| e.to_string()),
         ),
         persistent("codex", codex::find_program().map_err(|e| e.to_string())),
+        persistent(
+            "pi",
+            crate::sandbox::programs::find_installed(runtimes::PI).map_err(|e| e.to_string()),
+        ),
     ];
     for runtime in runtimes::PER_TURN_RUNTIMES {
         let found = crate::sandbox::programs::find_installed(runtime.program).map_err(|e| {
@@ -92,7 +97,7 @@ fn key_source(name: &str) -> String {
         }
         "copilot" => "its GitHub login (set COPILOT_PROVIDER_BASE_URL for a provider of your own)"
             .to_string(),
-        "opencode" => "the providers in its own config".to_string(),
+        "opencode" | "pi" => "the providers in its own config".to_string(),
         _ => "its own login".to_string(),
     }
 }
@@ -242,6 +247,7 @@ pub async fn start_external(
         crate::model::ExternalKind::Claude => claude::start(context).await,
         crate::model::ExternalKind::Acp => acp_client::start(context).await,
         crate::model::ExternalKind::Codex => codex::start(context).await,
+        crate::model::ExternalKind::Pi => pi::start(context).await,
         _ => per_turn::start(context).await,
     }
 }

@@ -27,6 +27,8 @@ pub enum ExternalKind {
     Opencode,
     Cursor,
     Antigravity,
+    /// pi in its RPC mode: persistent, like claude.
+    Pi,
 }
 
 impl ExternalKind {
@@ -42,10 +44,11 @@ impl ExternalKind {
             ExternalKind::Opencode => "opencode",
             ExternalKind::Cursor => "cursor",
             ExternalKind::Antigravity => "antigravity",
+            ExternalKind::Pi => "pi",
         }
     }
 
-    pub const ALL: [ExternalKind; 9] = [
+    pub const ALL: [ExternalKind; 10] = [
         ExternalKind::Claude,
         ExternalKind::Acp,
         ExternalKind::Codex,
@@ -55,13 +58,14 @@ impl ExternalKind {
         ExternalKind::Opencode,
         ExternalKind::Cursor,
         ExternalKind::Antigravity,
+        ExternalKind::Pi,
     ];
 
     /// Runs a process per turn (`backend::per_turn`).
     pub fn per_turn(self) -> bool {
         !matches!(
             self,
-            ExternalKind::Claude | ExternalKind::Acp | ExternalKind::Codex
+            ExternalKind::Claude | ExternalKind::Acp | ExternalKind::Codex | ExternalKind::Pi
         )
     }
 
@@ -214,6 +218,7 @@ mod tests {
             "opencode:ollama/qwen2.5:14b",
             "cursor",
             "antigravity",
+            "pi:fake/fake-model",
         ] {
             let spec: ExternalSpec = text.parse().unwrap();
             assert_eq!(spec.to_string(), text);

@@ -5,6 +5,7 @@
 
 mod gemini;
 mod others;
+mod pi;
 mod standins;
 
 use std::path::PathBuf;

@@ -16,9 +16,9 @@
 //! and they become the next turn. The agent is told so in a generated "## Message
 //! Notifications" section ([`notifications`]).
 
-mod emit;
+pub(super) mod emit;
 pub mod notifications;
-mod parse;
+pub(super) mod parse;
 pub mod runtimes;
 
 use std::path::PathBuf;
@@ -102,7 +102,7 @@ async fn agent_key(
 }
 
 /// What of the preset the runtime is not held to, said once when the session starts.
-fn advisory(policy: &Policy, unasked: Unasked, agent: &str) -> Option<String> {
+pub(super) fn advisory(policy: &Policy, unasked: Unasked, agent: &str) -> Option<String> {
     let mut free = Vec::new();
     if unasked.edits {
         free.push("edits");

@@ -50,21 +50,27 @@ pub fn line(format: Format, text: &str) -> Vec<Step> {
     if trimmed.is_empty() {
         return Vec::new();
     }
-    let value: Value = match serde_json::from_str(trimmed) {
-        Ok(value @ Value::Object(_)) => value,
+    match serde_json::from_str(trimmed) {
+        Ok(value @ Value::Object(_)) => object(format, &value),
         _ => {
             let shown: String = trimmed.chars().take(300).collect();
-            return vec![Step::Error(format!(
+            vec![Step::Error(format!(
                 "the agent wrote a line that is not a JSON object: {shown}"
-            ))];
+            ))]
         }
-    };
+    }
+}
+
+/// The steps of one JSON object the runtime wrote.
+pub fn object(format: Format, value: &Value) -> Vec<Step> {
+    let value = value.clone();
     match format {
         Format::ClaudeStream => claude_like(&value, false),
         Format::CursorStream => claude_like(&value, true),
         Format::GeminiStream => gemini(&value),
         Format::OpencodeJson => opencode(&value),
         Format::CopilotJson => copilot(&value),
+        Format::PiRpc => pi(&value),
         Format::PlainText => Vec::new(),
     }
 }
@@ -403,6 +409,74 @@ fn copilot(value: &Value) -> Vec<Step> {
             });
             steps
         }
+        _ => Vec::new(),
+    }
+}
+
+/// pi's RPC mode events (`pi --mode rpc`, its docs/rpc.md). Responses to commands are the
+/// backend's, not steps.
+fn pi(value: &Value) -> Vec<Step> {
+    match value["type"].as_str().unwrap_or_default() {
+        "message_update" => {
+            let event = &value["assistantMessageEvent"];
+            match event["type"].as_str().unwrap_or_default() {
+                "text_delta" => vec![Step::Text {
+                    text: text_of(event, "delta"),
+                    delta: true,
+                }],
+                "thinking_delta" => vec![Step::Thinking(text_of(event, "delta"))],
+                _ => Vec::new(),
+            }
+        }
+        "tool_execution_start" => vec![Step::ToolCall {
+            id: text_of(value, "toolCallId"),
+            name: text_of(value, "toolName"),
+            input: value["args"].clone(),
+        }],
+        "tool_execution_end" => {
+            let shown = output_text(&value["result"]["content"]);
+            vec![Step::ToolResult {
+                id: text_of(value, "toolCallId"),
+                output: if value["isError"] == true {
+                    Err(shown)
+                } else {
+                    Ok(shown)
+                },
+            }]
+        }
+        "agent_end" => {
+            let mut usage = Usage::default();
+            let mut error = None;
+            for message in value["messages"].as_array().into_iter().flatten() {
+                if message["role"] != "assistant" {
+                    continue;
+                }
+                let used = &message["usage"];
+                usage.add(&Usage {
+                    input_tokens: count(used, "input"),
+                    output_tokens: count(used, "output"),
+                    cache_read_tokens: count(used, "cacheRead"),
+                    cache_creation_tokens: count(used, "cacheWrite"),
+                    cost_usd: used["cost"]["total"].as_f64().unwrap_or_default(),
+                });
+                error = (message["stopReason"] == "error").then(|| {
+                    message["errorMessage"]
+                        .as_str()
+                        .unwrap_or("pi's model request failed")
+                        .to_string()
+                });
+            }
+            vec![Step::End { error, usage }]
+        }
+        "extension_error" => vec![Step::Error(format!(
+            "a pi extension failed: {}",
+            value["error"].as_str().unwrap_or_default()
+        ))],
+        "response" if value["success"] == false => vec![Step::Error(format!(
+            "pi refused {}: {}",
+            value["command"].as_str().unwrap_or("a command"),
+            value["error"].as_str().unwrap_or_default()
+        ))],
         _ => Vec::new(),
     }
 }

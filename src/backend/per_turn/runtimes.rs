@@ -55,6 +55,8 @@ pub enum Format {
     CopilotJson,
     /// Plain text lines: the answer itself.
     PlainText,
+    /// pi's RPC mode (persistent): `message_update`, `tool_execution_*`, `agent_end`.
+    PiRpc,
 }
 
 /// How the prompt reaches a per-turn process.
@@ -85,7 +87,7 @@ pub struct Runtime {
     pub not_on_registries: Option<&'static str>,
 }
 
-const PERSISTENT: Lifecycle = Lifecycle {
+pub const PERSISTENT: Lifecycle = Lifecycle {
     kind: LifecycleKind::Persistent,
     defer_spawn: false,
     terminate_on_end: false,
@@ -191,6 +193,7 @@ pub const PER_TURN_RUNTIMES: &[Runtime] = &[
 pub const PERSISTENT_RUNTIMES: &[(&str, Lifecycle, Steering)] = &[
     ("claude", PERSISTENT, Steering::Gated),
     ("codex", PERSISTENT, Steering::Direct),
+    ("pi", PERSISTENT, Steering::Direct),
     ("acp", PERSISTENT, Steering::None),
 ];
 
@@ -220,6 +223,9 @@ impl Steering {
         }
     }
 }
+
+/// pi, kept alive in its RPC mode (`backend::pi`).
+pub const PI: Program = npm("pi", "@mariozechner/pi-coding-agent", "CORRAL_PI");
 
 pub fn per_turn(name: &str) -> Option<&'static Runtime> {
     PER_TURN_RUNTIMES.iter().find(|r| r.name == name)

@@ -1,0 +1,117 @@
+//! `pi[:provider/model]`: pi in its RPC mode, one process for the session's turns, against
+//! the fake server's OpenAI route (a custom provider in pi's models.json).
+
+use serde_json::json;
+
+use super::*;
+use crate::common::*;
+use crate::support::{FakeModel, Reply};
+
+fn pi(h: &Harness, server: &FakeModel, args: &[&str]) -> Cmd {
+    let agent = h.home_dir().join(".pi/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(
+        agent.join("models.json"),
+        json!({"providers": {"fake": {
+            "baseUrl": server.openai_base(), "api": "openai-completions", "apiKey": "dummy",
+            "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
+            "models": [{"id": "fake-model"}]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let mut cmd = h
+        .corral()
+        .env("PATH", path_with("pi"))
+        .args(["run", "--json", "-m", "pi:fake/fake-model"])
+        .timeout(AGENT_TIMEOUT);
+    for arg in args {
+        cmd = cmd.arg(arg);
+    }
+    cmd
+}
+
+/// pi's processes in the work dir (pi names itself `pi`).
+fn pi_processes(h: &Harness) -> Vec<String> {
+    crate::common::procs_in(&h.work(), "pi")
+        .into_iter()
+        .filter(|(_, line)| line.trim_matches([' ', '\0']) == "pi")
+        .map(|(dir, _)| dir.display().to_string())
+        .collect()
+}
+
+fn tools_offered(server: &FakeModel) -> Vec<String> {
+    server
+        .chat_requests()
+        .first()
+        .and_then(|b| b["tools"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn pi_keeps_one_process_for_the_sessions_turns_and_offers_no_shell_by_default() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().text("first answer"));
+    server.push(Reply::new().text("second answer"));
+    let mut running = pi(&h, &server, &["-i", "remember PLUM"])
+        .live_stdin()
+        .spawn()
+        .await;
+    running.wait_for_event(0, |e| e["kind"] == "result").await;
+    let between = pi_processes(&h);
+    assert_eq!(between.len(), 1, "{between:?}");
+    running.send_line("what was it").await;
+    running.wait_for_event(1, |e| e["kind"] == "result").await;
+    // Still the same process.
+    assert_eq!(pi_processes(&h), between);
+    running.close_stdin();
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_well_formed(&out);
+    assert_eq!(
+        stop_reasons(&out),
+        ["end_turn", "end_turn"],
+        "{:#?}",
+        out.events()
+    );
+    assert_eq!(
+        authoritative(&out, "assistant_text"),
+        ["first answer", "second answer"]
+    );
+    let last = server.chat_requests().last().unwrap().to_string();
+    assert!(
+        last.contains("remember PLUM") && last.contains("what was it"),
+        "{last}"
+    );
+    assert!(last.contains("Message Notifications"), "{last}");
+    let offered = tools_offered(&server);
+    assert!(offered.iter().any(|t| t == "read"), "{offered:?}");
+    for absent in ["bash", "edit", "write"] {
+        assert!(
+            !offered.iter().any(|t| t == absent),
+            "{absent}: {offered:?}"
+        );
+    }
+    // The session's end ends pi.
+    assert_eq!(pi_processes(&h), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn under_bypass_pi_runs_the_command() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    server.push(Reply::new().tool_call("c1", "bash", r#"{"command":"touch made"}"#));
+    server.push(Reply::new().text("done"));
+    let out = pi(&h, &server, &["-p", "bypass", "make a file"])
+        .run()
+        .await;
+    assert_eq!(stop_reasons(&out), ["end_turn"], "{:#?}", out.events());
+    assert!(h.work().join("made").exists(), "{:#?}", out.events());
+    let used = out.of_kind("tool_use");
+    assert_eq!(used[0]["data"]["call"]["kind"], "execute", "{used:?}");
+    let result = &out.of_kind("tool_result")[0];
+    assert_eq!(result["data"]["update"]["status"], "completed", "{result}");
+}
