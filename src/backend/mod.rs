@@ -54,6 +54,10 @@ pub(crate) fn agent_clis() -> Vec<AgentCli> {
             "pi",
             crate::sandbox::programs::find_installed(runtimes::PI).map_err(|e| e.to_string()),
         ),
+        persistent(
+            "kimi",
+            crate::sandbox::programs::find_installed(runtimes::KIMI).map_err(|e| e.to_string()),
+        ),
     ];
     for runtime in runtimes::PER_TURN_RUNTIMES {
         let found = crate::sandbox::programs::find_installed(runtime.program).map_err(|e| {
@@ -87,6 +91,9 @@ fn key_source(name: &str) -> String {
         "codex" => "the provider its config.toml selects (a voucher for its key)".to_string(),
         "gemini" => first(&["GEMINI_API_KEY", "GOOGLE_API_KEY"])
             .map_or_else(|| "its own login".to_string(), vouched),
+        "kimi" => {
+            first(&["KIMI_API_KEY"]).map_or_else(|| "its own login or config".to_string(), vouched)
+        }
         "qwen" => first(&["OPENAI_API_KEY"]).map_or_else(
             || "its own settings (no OPENAI_API_KEY)".to_string(),
             vouched,
@@ -248,6 +255,16 @@ pub async fn start_external(
         crate::model::ExternalKind::Acp => acp_client::start(context).await,
         crate::model::ExternalKind::Codex => codex::start(context).await,
         crate::model::ExternalKind::Pi => pi::start(context).await,
+        crate::model::ExternalKind::Kimi => {
+            // Kimi CLI speaks ACP (`kimi acp`): the ACP client drives it.
+            let mut context = context;
+            context.spec = crate::model::ExternalSpec {
+                kind: crate::model::ExternalKind::Acp,
+                agent: Some("kimi".into()),
+                model: context.spec.model,
+            };
+            acp_client::start(context).await
+        }
         _ => per_turn::start(context).await,
     }
 }

@@ -29,6 +29,8 @@ pub enum ExternalKind {
     Antigravity,
     /// pi in its RPC mode: persistent, like claude.
     Pi,
+    /// Kimi CLI over ACP (`kimi acp`): `acp:kimi` by another name.
+    Kimi,
 }
 
 impl ExternalKind {
@@ -45,10 +47,11 @@ impl ExternalKind {
             ExternalKind::Cursor => "cursor",
             ExternalKind::Antigravity => "antigravity",
             ExternalKind::Pi => "pi",
+            ExternalKind::Kimi => "kimi",
         }
     }
 
-    pub const ALL: [ExternalKind; 10] = [
+    pub const ALL: [ExternalKind; 11] = [
         ExternalKind::Claude,
         ExternalKind::Acp,
         ExternalKind::Codex,
@@ -59,13 +62,18 @@ impl ExternalKind {
         ExternalKind::Cursor,
         ExternalKind::Antigravity,
         ExternalKind::Pi,
+        ExternalKind::Kimi,
     ];
 
     /// Runs a process per turn (`backend::per_turn`).
     pub fn per_turn(self) -> bool {
         !matches!(
             self,
-            ExternalKind::Claude | ExternalKind::Acp | ExternalKind::Codex | ExternalKind::Pi
+            ExternalKind::Claude
+                | ExternalKind::Acp
+                | ExternalKind::Codex
+                | ExternalKind::Pi
+                | ExternalKind::Kimi
         )
     }
 
@@ -179,18 +187,18 @@ fn acp(rest: &str) -> Result<ExternalSpec, String> {
     }
     let (agent, model_name) = rest.split_once(':').unwrap_or((rest, ""));
     match agent {
-        "opencode" | "gemini" | "claude" => Ok(ExternalSpec {
+        "opencode" | "gemini" | "claude" | "kimi" => Ok(ExternalSpec {
             kind: ExternalKind::Acp,
             agent: Some(agent.to_string()),
             model: model(model_name),
         }),
         "" => Err(
-            "acp: needs an agent: acp:opencode, acp:gemini, acp:claude or \
+            "acp: needs an agent: acp:opencode, acp:gemini, acp:claude, acp:kimi or \
                        acp:cmd=<command line>"
                 .into(),
         ),
         other => Err(format!(
-            "unknown ACP agent {other:?}: use opencode, gemini, claude or \
+            "unknown ACP agent {other:?}: use opencode, gemini, claude, kimi or \
                  cmd=<command line>"
         )),
     }
@@ -219,6 +227,8 @@ mod tests {
             "cursor",
             "antigravity",
             "pi:fake/fake-model",
+            "kimi:kimi-k2",
+            "acp:kimi",
         ] {
             let spec: ExternalSpec = text.parse().unwrap();
             assert_eq!(spec.to_string(), text);

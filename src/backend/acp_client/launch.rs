@@ -50,6 +50,15 @@ pub(super) async fn agent_key(context: &ExternalContext) -> Result<AgentKey, Vou
     match context.spec.agent.as_deref() {
         Some("claude") => agents::claude(session).await,
         Some("gemini") => agents::gemini(session).await,
+        Some("kimi") => {
+            agents::openai_compatible(
+                session,
+                "KIMI_API_KEY",
+                "KIMI_BASE_URL",
+                Some("https://api.moonshot.ai/v1"),
+            )
+            .await
+        }
         _ => Ok(AgentKey::default()),
     }
 }
@@ -66,6 +75,11 @@ pub(super) fn command_for(agent: Option<&str>) -> Result<(PathBuf, Vec<String>),
         Some("claude") => (
             find_program("claude-agent-acp", "@agentclientprotocol/claude-agent-acp")?,
             Vec::new(),
+        ),
+        Some("kimi") => (
+            programs::find_installed(crate::backend::per_turn::runtimes::KIMI)
+                .map_err(|e| Error::Usage(e.to_string()))?,
+            vec!["acp".into()],
         ),
         Some(command) if command.starts_with("cmd=") => {
             let line = command.trim_start_matches("cmd=");
@@ -85,7 +99,7 @@ pub(super) fn command_for(agent: Option<&str>) -> Result<(PathBuf, Vec<String>),
         }
         other => {
             return Err(usage(format!(
-                "acp: unknown agent {:?}: use opencode, gemini, claude or cmd=<command line>",
+                "acp: unknown agent {:?}: use opencode, gemini, claude, kimi or cmd=<command line>",
                 other.unwrap_or_default()
             )));
         }

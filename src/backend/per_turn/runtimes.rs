@@ -194,6 +194,8 @@ pub const PERSISTENT_RUNTIMES: &[(&str, Lifecycle, Steering)] = &[
     ("claude", PERSISTENT, Steering::Gated),
     ("codex", PERSISTENT, Steering::Direct),
     ("pi", PERSISTENT, Steering::Direct),
+    // Over ACP, which has no steering.
+    ("kimi", PERSISTENT, Steering::None),
     ("acp", PERSISTENT, Steering::None),
 ];
 
@@ -226,6 +228,16 @@ impl Steering {
 
 /// pi, kept alive in its RPC mode (`backend::pi`).
 pub const PI: Program = npm("pi", "@mariozechner/pi-coding-agent", "CORRAL_PI");
+
+/// Kimi CLI, driven over its ACP mode (`kimi acp`). It needs Python 3.12 or newer, which
+/// Debian 12 (this project's CI) does not have, so it cannot be installed here.
+pub const KIMI: Program = Program {
+    name: "kimi",
+    package: "kimi-cli from PyPI (`uv tool install kimi-cli` or `pipx install kimi-cli`; it \
+              needs Python >= 3.12)",
+    override_var: Some("CORRAL_KIMI"),
+    source: Source::Vendor,
+};
 
 pub fn per_turn(name: &str) -> Option<&'static Runtime> {
     PER_TURN_RUNTIMES.iter().find(|r| r.name == name)

@@ -80,6 +80,7 @@ async fn installed_models_running_servers_agent_clis_and_mcp_versions_are_listed
         ("claude", "persistent, steering gated"),
         ("codex", "persistent, steering direct"),
         ("pi", "persistent, steering direct"),
+        ("kimi", "persistent, steering none"),
         ("gemini", "per-turn, defer-spawn, steering none"),
         ("qwen", "per-turn, defer-spawn, steering none"),
         ("copilot", "per-turn, defer-spawn, steering none"),

@@ -172,3 +172,50 @@ async fn antigravity_takes_its_prompt_on_stdin_and_answers_in_plain_text() {
     );
     assert!(seen.contains("hello there"), "{seen}");
 }
+
+/// Kimi CLI needs Python 3.12, which Debian 12 lacks: a stand-in that checks corral runs
+/// `kimi acp` and then speaks ACP as the scripted ACP agent does.
+#[tokio::test]
+async fn kimi_runs_as_kimi_acp_on_a_voucher_with_its_model_chosen() {
+    let h = Harness::new();
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/external_acp/scripted_agent.py");
+    let log = h.home_dir().join("kimi.log");
+    let wrapper = h.home_dir().join("kimi");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ \"$*\" = acp ] || {{ echo \"kimi stand-in: got $*\" >&2; exit 9; }}\n\
+             echo \"$KIMI_API_KEY $KIMI_BASE_URL\" > {}\nexec python3 {}\n",
+            log.display(),
+            script.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = h
+        .corral()
+        .env("CORRAL_KIMI", &wrapper)
+        .env("KIMI_API_KEY", "real-kimi-key")
+        .env("KIMI_BASE_URL", "http://127.0.0.1:9/v1")
+        .args(["run", "--json", "-m", "kimi:large", "say hello from kimi"])
+        .timeout(AGENT_TIMEOUT)
+        .run()
+        .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(stop_reasons(&out), ["end_turn"], "{:#?}", out.events());
+    assert!(out.stdout.contains("hello from kimi"), "{out:?}");
+    // The model was chosen through ACP's config option.
+    let chosen = std::fs::read_to_string(h.work().join("set_config_option.log")).unwrap();
+    assert_eq!(chosen.trim(), "large");
+    // kimi held a voucher for corral's proxy, never the key.
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert!(!seen.contains("real-kimi-key"), "{seen}");
+    assert!(seen.starts_with("corral-voucher-"), "{seen}");
+    assert!(seen.contains(" http://127.0.0.1:"), "{seen}");
+    assert!(!seen.contains(":9/v1"), "{seen}");
+}
