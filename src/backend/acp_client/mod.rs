@@ -15,6 +15,7 @@ mod callbacks;
 mod effort;
 mod launch;
 pub(crate) mod probe;
+mod restart;
 mod rpc;
 mod tool_events;
 mod turn;
@@ -59,6 +60,13 @@ pub(crate) struct AcpBackend {
     effort: effort::Applied,
     /// The agent's key, as a voucher (claude-agent-acp, gemini); revoked with the backend.
     _voucher: Option<crate::backend::external::voucher::Voucher>,
+    /// What starting the agent again after a crash takes.
+    relaunch: restart::Relaunch,
+    can_load: bool,
+    /// The process died and is started again (on `session/load`) before the next turn.
+    crashed: bool,
+    /// A crash the manager has not been told of ([`Backend::take_crash`]).
+    crash_untold: bool,
 }
 
 pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> {
@@ -69,30 +77,19 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
     launch.env_remove.extend(key.remove);
     launch.env.extend(key.env);
     let agent_name = launch::agent_name(&context.spec);
-    let (mut process, pipes) =
-        AgentProcess::spawn(&launch).map_err(|e| Error::Runtime(e.to_string()))?;
-    let (rpc, mut incoming) = Rpc::start(pipes.stdin, pipes.stdout);
-    let handshake = handshake(&context, &rpc, &mut incoming).await;
-    let ready = match handshake {
-        Ok(ready) => ready,
-        Err(e) => {
-            let report = match e {
-                RpcError::Closed => format!(": {}", process.crash_report().await),
-                RpcError::Remote {
-                    code: AUTH_REQUIRED,
-                    ..
-                } => format!(
-                    "; {agent_name} wants to be logged in: log in with its own command line \
-                     once, or give it an API key in its environment"
-                ),
-                RpcError::Remote { .. } => String::new(),
-            };
-            process.stop(None).await;
-            return Err(Error::Runtime(format!(
-                "{agent_name} did not start an ACP session: {e}{report}"
-            )));
-        }
+    let relaunch = restart::Relaunch {
+        launch,
+        root: context.root.clone(),
+        meta: launch::session_meta(&context),
+        approver: context.approver.clone(),
+        missing_reads_empty: context.spec.agent.as_deref() == Some("gemini"),
+        request_timeout: context.acp_permission_timeout,
+        agent_name: agent_name.clone(),
     };
+    let connected = restart::connect(&relaunch, &context.session, context.resume.as_deref())
+        .await
+        .map_err(Error::Runtime)?;
+    let ready = connected.ready;
     (context.record_external_id)(&ready.session_id);
     if let Some(warning) =
         launch::advisory(&context.policy, context.spec.agent.as_deref(), &agent_name)
@@ -101,26 +98,11 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
             .session
             .emit_error(warning, json!({"agent": agent_name, "advisory": true}));
     }
-    let tools = crate::tool::ToolRegistry::builtin()
-        .map_err(|e| Error::Runtime(format!("corral's tools: {e}")))?;
-    let mut shared = Shared::new(
-        rpc,
-        context.approver.clone(),
-        context.root.clone(),
-        tool_events::Calls::new(context.session.clone()),
-        tools,
-    );
-    shared.missing_reads_empty = context.spec.agent.as_deref() == Some("gemini");
-    shared.request_timeout = context.acp_permission_timeout;
-    let shared = Arc::new(shared);
-    shared.set_config_options(&ready.config_options);
-    let (updates_tx, updates) = mpsc::unbounded_channel();
-    tokio::spawn(callbacks::dispatch(shared.clone(), incoming, updates_tx));
     let mut backend = AcpBackend {
         session: context.session.clone(),
-        shared,
-        process,
-        updates,
+        shared: connected.shared,
+        process: connected.process,
+        updates: connected.updates,
         session_id: ready.session_id,
         agent_name,
         queues_prompts: ready.queues_prompts,
@@ -129,6 +111,10 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         system: context.system.clone(),
         effort: effort::Applied::default(),
         _voucher: key.voucher,
+        relaunch,
+        can_load: ready.can_load,
+        crashed: false,
+        crash_untold: false,
     };
     if let Some(model) = &context.spec.model
         && let Err(e) = backend.switch(model).await
@@ -141,6 +127,8 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
 
 struct Ready {
     session_id: String,
+    /// The agent can `session/load`: after a crash it is started again on its session.
+    can_load: bool,
     config_options: Value,
     /// The legacy `models` block (gemini): `{availableModels, currentModelId}`.
     models: Value,
@@ -199,19 +187,21 @@ async fn call(
 }
 
 async fn handshake(
-    context: &ExternalContext,
+    session: &Session,
+    relaunch: &restart::Relaunch,
+    resume: Option<&str>,
     rpc: &Rpc,
     incoming: &mut mpsc::UnboundedReceiver<Incoming>,
 ) -> Result<Ready, RpcError> {
     let init = call(rpc, incoming, "initialize", initialize_params()).await?;
     let capabilities = &init["agentCapabilities"];
-    let cwd = context.root.to_string_lossy().into_owned();
+    let cwd = relaunch.root.to_string_lossy().into_owned();
     // claude-agent-acp takes the tools the preset does not offer as a deny list, so its model
     // is never offered them (the seed's second route), and which settings it loads.
-    let meta = launch::session_meta(context);
+    let meta = &relaunch.meta;
     let mut answer = Value::Null;
     let mut session_id = None;
-    if let Some(resume) = &context.resume {
+    if let Some(resume) = resume {
         if capabilities["loadSession"].as_bool().unwrap_or(false) {
             match call(
                 rpc,
@@ -223,9 +213,11 @@ async fn handshake(
             {
                 Ok(loaded) => {
                     answer = loaded;
-                    session_id = Some(resume.clone());
+                    session_id = Some(resume.to_string());
                 }
-                Err(e) => context.session.emit_error(
+                // Gone: nothing would answer `session/new` either.
+                Err(RpcError::Closed) => return Err(RpcError::Closed),
+                Err(e) => session.emit_error(
                     format!(
                         "the agent could not resume its session {resume}: {e}; starting a new one"
                     ),
@@ -233,7 +225,7 @@ async fn handshake(
                 ),
             }
         } else {
-            context.session.emit_error(
+            session.emit_error(
                 format!("the agent cannot resume sessions (no loadSession); starting a new one instead of {resume}"),
                 Value::Null,
             );
@@ -277,6 +269,7 @@ async fn handshake(
     }
     Ok(Ready {
         session_id,
+        can_load: capabilities["loadSession"].as_bool().unwrap_or(false),
         config_options: answer["configOptions"].clone(),
         models: answer["models"].clone(),
         queues_prompts: queues_prompts(capabilities),
@@ -433,11 +426,15 @@ impl Backend for AcpBackend {
 
     fn watch_idle(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            if self.dead {
+            if self.dead || self.crashed {
                 return std::future::pending().await;
             }
             self.process.exited().await;
             let report = self.process.crash_report().await;
+            if self.can_load {
+                self.note_crash(format!("the ACP agent stopped between turns: {report}"));
+                return;
+            }
             self.session.emit_error(
                 format!("the ACP agent stopped between turns: {report}"),
                 serde_json::json!({"agent": self.agent_name}),
@@ -445,6 +442,15 @@ impl Backend for AcpBackend {
             self.dead = true;
             self.session.close();
         })
+    }
+
+    fn take_crash(&mut self) -> BoxFuture<'_, bool> {
+        let untold = std::mem::take(&mut self.crash_untold);
+        Box::pin(async move { untold })
+    }
+
+    fn wake(&mut self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(self.start_again())
     }
 
     fn shutdown(&mut self) -> BoxFuture<'_, ()> {

@@ -43,6 +43,18 @@ impl AcpBackend {
         if self.dead {
             return TurnOutcome::refused("the ACP agent is no longer running");
         }
+        // The manager starts a crashed agent again before its turn, counting the crashes; a
+        // caller that did not (`corral run`, where the person decides) still gets one.
+        if !self.crashed && self.can_load && self.process.try_status().is_some() {
+            let report = self.process.crash_report().await;
+            self.note_crash(format!("the ACP agent stopped between turns: {report}"));
+        }
+        if let Err(e) = self.start_again().await {
+            return TurnOutcome::refused(format!(
+                "{} could not be started again: {e}",
+                self.agent_name
+            ));
+        }
         let turn = match Turn::begin(&self.session, prompt, &[]) {
             Ok(turn) => turn,
             Err(refused) => return refused,
@@ -156,12 +168,17 @@ impl AcpBackend {
         }
     }
 
-    /// The agent died mid-turn: say how, end the turn, and close the session.
+    /// The agent died mid-turn: say how and end the turn. One that can load its session is
+    /// started again before the next turn; another closes the session.
     async fn crashed(&mut self, turn: Turn, pending: Pending) -> TurnOutcome {
         // A question still open for a person is moot: withdraw it before the session dies.
         self.shared.cancel_turn();
         let report = self.process.crash_report().await;
         let message = format!("the ACP agent stopped mid-turn: {report}");
+        if self.can_load {
+            self.note_crash(message.clone());
+            return turn.died(message, pending.usage, pending.last_text).await;
+        }
         self.session
             .emit_error(message.clone(), json!({"agent": self.agent_name}));
         self.dead = true;

@@ -66,6 +66,93 @@ async fn a_crashed_agent_ends_the_turn_with_its_exit_status_and_stderr() {
     assert!(logs.contains("out of cheese"), "{logs:?}");
 }
 
+/// `corral run`: an agent that can load its session and dies mid-turn is started again on it
+/// by the person's next line.
+#[tokio::test]
+async fn a_crashed_agent_is_started_again_on_its_session_by_the_next_line() {
+    let h = Harness::new();
+    let script = h.home_dir().join("scripted_agent.py");
+    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
+    let model = format!("acp:cmd=python3 {}", script.display());
+    let mut running = h
+        .corral()
+        .args(["run", "--json", "-m", &model, "-i", "say starting; crash"])
+        .live_stdin()
+        .timeout(AGENT_TIMEOUT)
+        .spawn()
+        .await;
+    running.wait_for_event(0, |e| e["kind"] == "result").await;
+    running.send_line("say still here").await;
+    running.close_stdin();
+    let out = running.wait().await;
+    let reasons: Vec<String> = out
+        .of_kind("result")
+        .iter()
+        .map(|r| r["data"]["stopReason"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(reasons, ["error", "end_turn"], "{:#?}", out.events());
+    assert!(out.stdout.contains("out of cheese"));
+    assert!(out.stdout.contains("still here"));
+    let loaded = std::fs::read_to_string(h.work().join("session_load.log")).unwrap();
+    assert_eq!(loaded.trim(), "scripted-1");
+}
+
+/// Under the manager, an agent that dies again each time it is started is given up on after
+/// three restarts, 1 s, 2 s and 4 s apart: the session goes dead.
+#[tokio::test]
+async fn an_agent_that_keeps_dying_is_given_up_on_after_three_restarts() {
+    let h = Harness::new();
+    let script = h.home_dir().join("scripted_agent.py");
+    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
+    let mut running = h.corral().arg("mcp").live_stdin().spawn().await;
+    crate::common::mcp_initialize(&mut running).await;
+    let opened = mcp_tool(
+        &mut running,
+        1,
+        "agent_open",
+        json!({"cwd": h.work(),
+               "model": format!("acp:cmd=python3 {} --die-on-load", script.display())}),
+    )
+    .await;
+    let agent = opened["agent_id"].as_str().unwrap().to_owned();
+    let status = crate::common::mcp_status(&mut running, 2, &agent).await;
+    let log_path = status["event_log"].as_str().unwrap().to_owned();
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    mcp_tool(
+        &mut running,
+        3,
+        "agent_run",
+        json!({"agent_id": agent, "text": "crash"}),
+    )
+    .await;
+    mcp_tool(
+        &mut running,
+        10,
+        "agent_send",
+        json!({"agent_id": agent, "text": "say hello"}),
+    )
+    .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(40);
+    while !log().contains(r#""status":"dead""#) {
+        assert!(std::time::Instant::now() < deadline, "{}", log());
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let lifecycle = crate::common::lifecycle_errors(&log());
+    assert!(
+        lifecycle
+            .iter()
+            .any(|m| m.contains("gave up after 3 restarts")),
+        "{lifecycle:#?}"
+    );
+    let restarts = lifecycle
+        .iter()
+        .filter(|m| m.contains("started again when needed"))
+        .count();
+    assert_eq!(restarts, 3, "{lifecycle:#?}");
+    running.close_stdin();
+    running.wait().await;
+}
+
 #[tokio::test]
 async fn fs_callbacks_are_confined_to_the_root_and_gated() {
     let h = Harness::new();
@@ -407,9 +494,10 @@ async fn two_questions_at_once_are_asked_one_after_the_other() {
     assert_eq!(deltas(&out, "assistant_text"), "ANSWERS yes no\n");
 }
 
-/// Between turns, the agent exiting moves the session to dead at once, with its report.
+/// Between turns, an agent that cannot load its session (no `loadSession`) exiting moves the
+/// session to dead at once, with its report.
 #[tokio::test]
-async fn an_agent_that_exits_between_turns_is_dead_at_once() {
+async fn an_agent_that_cannot_resume_and_exits_between_turns_is_dead_at_once() {
     let h = Harness::new();
     let script = h.home_dir().join("scripted_agent.py");
     std::fs::write(&script, SCRIPTED_AGENT).unwrap();
@@ -419,7 +507,8 @@ async fn an_agent_that_exits_between_turns_is_dead_at_once() {
         &mut running,
         1,
         "agent_open",
-        json!({"cwd": h.work(), "model": format!("acp:cmd=python3 {}", script.display())}),
+        json!({"cwd": h.work(),
+               "model": format!("acp:cmd=python3 {} --no-load", script.display())}),
     )
     .await;
     let agent = opened["agent_id"].as_str().unwrap().to_owned();
@@ -445,6 +534,70 @@ async fn an_agent_that_exits_between_turns_is_dead_at_once() {
         text.contains("leaving between turns") && text.contains("4"),
         "{text}"
     );
+    running.close_stdin();
+    running.wait().await;
+}
+
+/// An agent that can load its session and exits between turns is started again on it when the
+/// next message comes (after the manager's first backoff); the session never goes dead.
+#[tokio::test]
+async fn an_agent_that_exits_between_turns_is_started_again_on_its_session() {
+    let h = Harness::new();
+    let script = h.home_dir().join("scripted_agent.py");
+    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
+    let mut running = h.corral().arg("mcp").live_stdin().spawn().await;
+    crate::common::mcp_initialize(&mut running).await;
+    let opened = mcp_tool(
+        &mut running,
+        1,
+        "agent_open",
+        json!({"cwd": h.work(), "model": format!("acp:cmd=python3 {}", script.display())}),
+    )
+    .await;
+    let agent = opened["agent_id"].as_str().unwrap().to_owned();
+    let ran = mcp_tool(
+        &mut running,
+        2,
+        "agent_run",
+        json!({"agent_id": agent, "text": "say bye; leave-after"}),
+    )
+    .await;
+    assert_eq!(ran["text"], "bye", "{ran}");
+    // Told, and not dead.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut id = 100;
+    loop {
+        id += 1;
+        let all = mcp_tool(
+            &mut running,
+            id,
+            "agent_output",
+            json!({"agent_id": agent, "which": "all", "include_tools": true}),
+        )
+        .await;
+        if all["text"]
+            .as_str()
+            .unwrap()
+            .contains("started again on its session")
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{all}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let status = crate::common::mcp_status(&mut running, 3, &agent).await;
+    assert_ne!(status["status"], "dead", "{status}");
+    let ran = mcp_tool(
+        &mut running,
+        4,
+        "agent_run",
+        json!({"agent_id": agent, "text": "say back again"}),
+    )
+    .await;
+    assert_eq!(ran["text"], "back again", "{ran}");
+    // The new process loaded the first one's session.
+    let loaded = std::fs::read_to_string(h.work().join("session_load.log")).unwrap();
+    assert_eq!(loaded.trim(), "scripted-1");
     running.close_stdin();
     running.wait().await;
 }

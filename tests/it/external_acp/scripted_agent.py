@@ -40,8 +40,12 @@ for line in sys.stdin:
     method, mid = message.get("method"), message.get("id")
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1,
-              "agentCapabilities": {"loadSession": True}, "authMethods": []}})
+              "agentCapabilities": {"loadSession": "--no-load" not in sys.argv},
+              "authMethods": []}})
     elif method == "session/load":
+        if "--die-on-load" in sys.argv:
+            sys.stderr.write("scripted agent: cannot load\n")
+            sys.exit(3)
         sid = message["params"]["sessionId"]
         with open("session_load.log", "a") as log:
             log.write(sid + "\n")
