@@ -35,6 +35,18 @@ async fn call(running: &mut Running, id: u64, tool: &str, args: Value) -> Value 
     serde_json::from_str(text).unwrap_or(Value::Null)
 }
 
+/// The MCP handshake with a `corral mcp` just started.
+async fn initialize(running: &mut Running) {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "corral-bench", "version": "0"}}});
+    running.send_line(&init.to_string()).await;
+    running.wait_for_event(0, |m| m["id"] == 0).await;
+    running
+        .send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+}
+
 /// Whether a claude process works in `root`.
 fn claude_up(root: &Path) -> bool {
     let root = root.canonicalize().unwrap();
@@ -113,14 +125,7 @@ pub async fn wake(rows: &mut Vec<Row>) {
         .timeout(Duration::from_secs(600))
         .spawn()
         .await;
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "corral-bench", "version": "0"}}});
-    running.send_line(&init.to_string()).await;
-    running.wait_for_event(0, |m| m["id"] == 0).await;
-    running
-        .send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .await;
+    initialize(&mut running).await;
     let (mut up, mut woken) = (Vec::new(), Vec::new());
     let mut id = 10;
     for _ in 0..RUNS {
@@ -218,14 +223,7 @@ pub async fn per_turn_wake(rows: &mut Vec<Row>) {
         .timeout(Duration::from_secs(600))
         .spawn()
         .await;
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "corral-bench", "version": "0"}}});
-    running.send_line(&init.to_string()).await;
-    running.wait_for_event(0, |m| m["id"] == 0).await;
-    running
-        .send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .await;
+    initialize(&mut running).await;
     let opened = call(
         &mut running,
         1,

@@ -29,6 +29,41 @@ fn path_with(program: &str) -> String {
     format!("{}:{path}", bin.display())
 }
 
+/// `corral run --json -m <spec> <args…>` with `env` set, given a real agent's time.
+fn corral_run(h: &Harness, spec: &str, env: &[(&str, &str)], args: &[&str]) -> Cmd {
+    let mut cmd = h
+        .corral()
+        .args(["run", "--json", "-m", spec])
+        .timeout(AGENT_TIMEOUT);
+    for (name, value) in env {
+        cmd = cmd.env(name, value);
+    }
+    for arg in args {
+        cmd = cmd.arg(arg);
+    }
+    cmd
+}
+
+/// Runs `cmd` (started with `-i <first>`) for one more line, `second`; `between` checks the
+/// state after the first turn. Both turns must end well.
+async fn two_turns(cmd: Cmd, second: &str, between: impl FnOnce()) -> Outcome {
+    let mut running = cmd.live_stdin().spawn().await;
+    running.wait_for_event(0, |e| e["kind"] == "result").await;
+    between();
+    running.send_line(second).await;
+    running.close_stdin();
+    let out = running.wait().await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    crate::common::assert_well_formed(&out);
+    assert_eq!(
+        stop_reasons(&out),
+        ["end_turn", "end_turn"],
+        "{:#?}",
+        out.events()
+    );
+    out
+}
+
 /// The results' stop reasons, in order.
 fn stop_reasons(out: &Outcome) -> Vec<String> {
     out.of_kind("result")

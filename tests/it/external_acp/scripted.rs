@@ -66,6 +66,25 @@ async fn a_crashed_agent_ends_the_turn_with_its_exit_status_and_stderr() {
     assert!(logs.contains("out of cheese"), "{logs:?}");
 }
 
+/// `corral mcp` with the scripted agent (started with `flags`) opened in the work dir: the
+/// running server and the agent's id.
+async fn scripted_mcp(h: &Harness, flags: &str) -> (Running, String) {
+    let script = h.home_dir().join("scripted_agent.py");
+    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
+    let mut running = h.corral().arg("mcp").live_stdin().spawn().await;
+    crate::common::mcp_initialize(&mut running).await;
+    let model = format!("acp:cmd=python3 {} {flags}", script.display());
+    let opened = mcp_tool(
+        &mut running,
+        1,
+        "agent_open",
+        json!({"cwd": h.work(), "model": model.trim_end()}),
+    )
+    .await;
+    let agent = opened["agent_id"].as_str().unwrap().to_owned();
+    (running, agent)
+}
+
 /// `corral run`: an agent that can load its session and dies mid-turn is started again on it
 /// by the person's next line.
 #[tokio::test]
@@ -102,19 +121,7 @@ async fn a_crashed_agent_is_started_again_on_its_session_by_the_next_line() {
 #[tokio::test]
 async fn an_agent_that_keeps_dying_is_given_up_on_after_three_restarts() {
     let h = Harness::new();
-    let script = h.home_dir().join("scripted_agent.py");
-    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
-    let mut running = h.corral().arg("mcp").live_stdin().spawn().await;
-    crate::common::mcp_initialize(&mut running).await;
-    let opened = mcp_tool(
-        &mut running,
-        1,
-        "agent_open",
-        json!({"cwd": h.work(),
-               "model": format!("acp:cmd=python3 {} --die-on-load", script.display())}),
-    )
-    .await;
-    let agent = opened["agent_id"].as_str().unwrap().to_owned();
+    let (mut running, agent) = scripted_mcp(&h, "--die-on-load").await;
     let status = crate::common::mcp_status(&mut running, 2, &agent).await;
     let log_path = status["event_log"].as_str().unwrap().to_owned();
     let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
@@ -499,19 +506,7 @@ async fn two_questions_at_once_are_asked_one_after_the_other() {
 #[tokio::test]
 async fn an_agent_that_cannot_resume_and_exits_between_turns_is_dead_at_once() {
     let h = Harness::new();
-    let script = h.home_dir().join("scripted_agent.py");
-    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
-    let mut running = h.corral().arg("mcp").live_stdin().spawn().await;
-    crate::common::mcp_initialize(&mut running).await;
-    let opened = mcp_tool(
-        &mut running,
-        1,
-        "agent_open",
-        json!({"cwd": h.work(),
-               "model": format!("acp:cmd=python3 {} --no-load", script.display())}),
-    )
-    .await;
-    let agent = opened["agent_id"].as_str().unwrap().to_owned();
+    let (mut running, agent) = scripted_mcp(&h, "--no-load").await;
     let ran = mcp_tool(
         &mut running,
         2,
@@ -543,18 +538,7 @@ async fn an_agent_that_cannot_resume_and_exits_between_turns_is_dead_at_once() {
 #[tokio::test]
 async fn an_agent_that_exits_between_turns_is_started_again_on_its_session() {
     let h = Harness::new();
-    let script = h.home_dir().join("scripted_agent.py");
-    std::fs::write(&script, SCRIPTED_AGENT).unwrap();
-    let mut running = h.corral().arg("mcp").live_stdin().spawn().await;
-    crate::common::mcp_initialize(&mut running).await;
-    let opened = mcp_tool(
-        &mut running,
-        1,
-        "agent_open",
-        json!({"cwd": h.work(), "model": format!("acp:cmd=python3 {}", script.display())}),
-    )
-    .await;
-    let agent = opened["agent_id"].as_str().unwrap().to_owned();
+    let (mut running, agent) = scripted_mcp(&h, "").await;
     let ran = mcp_tool(
         &mut running,
         2,

@@ -25,17 +25,13 @@ fn gemini(h: &Harness, server: &FakeModel, key: &str, args: &[&str]) -> Cmd {
         .to_string(),
     )
     .unwrap();
-    let mut cmd = h
-        .corral()
-        .env("PATH", path_with("gemini"))
-        .env("GEMINI_API_KEY", key)
-        .env("GOOGLE_GEMINI_BASE_URL", server.base_url())
-        .args(["run", "--json", "-m", SPEC])
-        .timeout(AGENT_TIMEOUT);
-    for arg in args {
-        cmd = cmd.arg(arg);
-    }
-    cmd
+    let (path, base) = (path_with("gemini"), server.base_url());
+    let env = [
+        ("PATH", path.as_str()),
+        ("GEMINI_API_KEY", key),
+        ("GOOGLE_GEMINI_BASE_URL", base.as_str()),
+    ];
+    corral_run(h, SPEC, &env, args)
 }
 
 fn turns(server: &FakeModel) -> Vec<crate::support::Recorded> {
@@ -64,25 +60,15 @@ async fn gemini_runs_a_process_per_turn_and_the_next_turn_resumes_its_session() 
     let server = FakeModel::start().await;
     server.push(Reply::new().text("first answer").usage(12, 4));
     server.push(Reply::new().text("second answer").usage(20, 5));
-    let mut running = gemini(&h, &server, "real-gemini-key", &["-i", "remember PLUM"])
-        .live_stdin()
-        .spawn()
-        .await;
-    running.wait_for_event(0, |e| e["kind"] == "result").await;
-    // Between turns nothing of gemini runs.
-    assert_eq!(left_in(&h, "gemini"), Vec::<String>::new());
-    running.send_line("what did I ask you to remember").await;
-    running.wait_for_event(1, |e| e["kind"] == "result").await;
-    running.close_stdin();
-    let out = running.wait().await;
-    assert_eq!(out.code, Some(0), "{out:?}");
-    assert_well_formed(&out);
-    assert_eq!(
-        stop_reasons(&out),
-        ["end_turn", "end_turn"],
-        "{:#?}",
-        out.events()
-    );
+    let out = two_turns(
+        gemini(&h, &server, "real-gemini-key", &["-i", "remember PLUM"]),
+        "what did I ask you to remember",
+        || {
+            // Between turns nothing of gemini runs.
+            assert_eq!(left_in(&h, "gemini"), Vec::<String>::new());
+        },
+    )
+    .await;
     assert_eq!(
         authoritative(&out, "assistant_text"),
         ["first answer", "second answer"]

@@ -42,17 +42,13 @@ fn qwen(h: &Harness, server: &FakeModel, args: &[&str]) -> Cmd {
         r#"{"security":{"auth":{"selectedType":"openai"}},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"disableAutoUpdate":true},"memory":{"enableManagedAutoMemory":false,"enableManagedAutoDream":false}}"#,
     )
     .unwrap();
-    let mut cmd = h
-        .corral()
-        .env("PATH", path_with("qwen"))
-        .env("OPENAI_API_KEY", "real-openai-key")
-        .env("OPENAI_BASE_URL", server.openai_base())
-        .args(["run", "--json", "-m", "qwen:fake-model"])
-        .timeout(AGENT_TIMEOUT);
-    for arg in args {
-        cmd = cmd.arg(arg);
-    }
-    cmd
+    let (path, base) = (path_with("qwen"), server.openai_base());
+    let env = [
+        ("PATH", path.as_str()),
+        ("OPENAI_API_KEY", "real-openai-key"),
+        ("OPENAI_BASE_URL", base.as_str()),
+    ];
+    corral_run(h, "qwen:fake-model", &env, args)
 }
 
 #[tokio::test]
@@ -61,23 +57,14 @@ async fn qwen_turns_resume_its_session_and_the_key_stays_with_corral() {
     let server = FakeModel::start().await;
     server.push(Reply::new().text("first answer").usage(10, 2));
     server.push(Reply::new().text("second answer").usage(10, 2));
-    let mut running = qwen(&h, &server, &["-i", "remember PLUM"])
-        .live_stdin()
-        .spawn()
-        .await;
-    running.wait_for_event(0, |e| e["kind"] == "result").await;
-    assert_eq!(left_in(&h, "qwen"), Vec::<String>::new());
-    running.send_line("what was it").await;
-    running.close_stdin();
-    let out = running.wait().await;
-    assert_eq!(out.code, Some(0), "{out:?}");
-    assert_well_formed(&out);
-    assert_eq!(
-        stop_reasons(&out),
-        ["end_turn", "end_turn"],
-        "{:#?}",
-        out.events()
-    );
+    let out = two_turns(
+        qwen(&h, &server, &["-i", "remember PLUM"]),
+        "what was it",
+        || {
+            assert_eq!(left_in(&h, "qwen"), Vec::<String>::new());
+        },
+    )
+    .await;
     assert_eq!(
         authoritative(&out, "assistant_text"),
         ["first answer", "second answer"]
@@ -128,17 +115,13 @@ async fn qwen_runs_no_command_under_the_default_preset_and_does_under_bypass() {
 }
 
 fn copilot(h: &Harness, server: &FakeModel, args: &[&str]) -> Cmd {
-    let mut cmd = h
-        .corral()
-        .env("PATH", path_with("copilot"))
-        .env("COPILOT_PROVIDER_BASE_URL", server.openai_base())
-        .env("COPILOT_PROVIDER_API_KEY", "real-copilot-key")
-        .args(["run", "--json", "-m", "copilot:fake-model"])
-        .timeout(AGENT_TIMEOUT);
-    for arg in args {
-        cmd = cmd.arg(arg);
-    }
-    cmd
+    let (path, base) = (path_with("copilot"), server.openai_base());
+    let env = [
+        ("PATH", path.as_str()),
+        ("COPILOT_PROVIDER_BASE_URL", base.as_str()),
+        ("COPILOT_PROVIDER_API_KEY", "real-copilot-key"),
+    ];
+    corral_run(h, "copilot:fake-model", &env, args)
 }
 
 #[tokio::test]
@@ -150,14 +133,8 @@ async fn copilot_turns_resume_its_session_and_a_command_runs_only_when_allowed()
     server.push(Reply::new().tool_call("c2", "bash", r#"{"command":"touch allowed"}"#));
     server.push(Reply::new().text("made it"));
     // Under the default preset copilot may not run the command.
-    let mut running = copilot(&h, &server, &["-i", "make pwned"])
-        .live_stdin()
-        .spawn()
-        .await;
-    running.wait_for_event(0, |e| e["kind"] == "result").await;
+    let out = copilot(&h, &server, &["make pwned"]).run().await;
     assert!(!h.work().join("pwned").exists());
-    running.close_stdin();
-    let out = running.wait().await;
     assert_eq!(stop_reasons(&out), ["end_turn"], "{:#?}", out.events());
     for request in server
         .requests()
@@ -199,7 +176,7 @@ async fn opencode_run_is_a_process_per_turn_whose_commands_are_not_even_offered_
     .unwrap();
     server.push(Reply::new().text("first answer"));
     server.push(Reply::new().text("second answer"));
-    let mut running = h
+    let cmd = h
         .corral()
         .env("PATH", path_with("opencode"))
         .env("OPENCODE_CONFIG", &config)
@@ -215,22 +192,11 @@ async fn opencode_run_is_a_process_per_turn_whose_commands_are_not_even_offered_
             "-i",
             "remember PLUM",
         ])
-        .live_stdin()
-        .timeout(AGENT_TIMEOUT)
-        .spawn()
-        .await;
-    running.wait_for_event(0, |e| e["kind"] == "result").await;
-    assert_eq!(left_in(&h, "opencode"), Vec::<String>::new());
-    running.send_line("and now").await;
-    running.close_stdin();
-    let out = running.wait().await;
-    assert_eq!(out.code, Some(0), "{out:?}");
-    assert_eq!(
-        stop_reasons(&out),
-        ["end_turn", "end_turn"],
-        "{:#?}",
-        out.events()
-    );
+        .timeout(AGENT_TIMEOUT);
+    let out = two_turns(cmd, "and now", || {
+        assert_eq!(left_in(&h, "opencode"), Vec::<String>::new());
+    })
+    .await;
     let texts = user_texts(&server);
     let last = texts.last().unwrap();
     assert!(

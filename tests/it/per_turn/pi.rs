@@ -19,15 +19,8 @@ fn pi(h: &Harness, server: &FakeModel, args: &[&str]) -> Cmd {
         .to_string(),
     )
     .unwrap();
-    let mut cmd = h
-        .corral()
-        .env("PATH", path_with("pi"))
-        .args(["run", "--json", "-m", "pi:fake/fake-model"])
-        .timeout(AGENT_TIMEOUT);
-    for arg in args {
-        cmd = cmd.arg(arg);
-    }
-    cmd
+    let path = path_with("pi");
+    corral_run(h, "pi:fake/fake-model", &[("PATH", path.as_str())], args)
 }
 
 /// pi's processes in the work dir (pi names itself `pi`).

@@ -19,37 +19,24 @@ fn argv_log(h: &Harness) -> Vec<Vec<String>> {
 }
 
 fn cursor(h: &Harness, args: &[&str]) -> Cmd {
-    let mut cmd = h
-        .corral()
-        .env("CORRAL_CURSOR", standin("cursor_agent.py"))
-        .env("STANDIN_LOG", h.home_dir().join("standin.log"))
-        .args(["run", "--json", "-m", "cursor:stand-in"])
-        .timeout(AGENT_TIMEOUT);
-    for arg in args {
-        cmd = cmd.arg(arg);
-    }
-    cmd
+    let program = standin("cursor_agent.py").display().to_string();
+    let log = h.home_dir().join("standin.log").display().to_string();
+    let env = [
+        ("CORRAL_CURSOR", program.as_str()),
+        ("STANDIN_LOG", log.as_str()),
+    ];
+    corral_run(h, "cursor:stand-in", &env, args)
 }
 
 #[tokio::test]
 async fn cursor_turns_resume_by_session_id_and_its_tool_calls_are_events() {
     let h = Harness::new();
-    let mut running = cursor(&h, &["-i", "USE_TOOL please"])
-        .live_stdin()
-        .spawn()
-        .await;
-    running.wait_for_event(0, |e| e["kind"] == "result").await;
-    running.send_line("--force-looking second turn").await;
-    running.close_stdin();
-    let out = running.wait().await;
-    assert_eq!(out.code, Some(0), "{out:?}");
-    assert_well_formed(&out);
-    assert_eq!(
-        stop_reasons(&out),
-        ["end_turn", "end_turn"],
-        "{:#?}",
-        out.events()
-    );
+    let out = two_turns(
+        cursor(&h, &["-i", "USE_TOOL please"]),
+        "--force-looking second turn",
+        || {},
+    )
+    .await;
     let argv = argv_log(&h);
     assert_eq!(argv.len(), 2);
     let first_id = argv[0].iter().all(|a| !a.starts_with("--resume"));
