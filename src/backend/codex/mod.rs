@@ -2,9 +2,11 @@
 //! stdio. One codex thread per corral session (`thread/start`, or `thread/resume` with the
 //! recorded thread id); one `turn/start` per turn, its `item/*` notifications turned into
 //! corral's envelopes; codex's approval requests answered by corral's gate; a cancel is a
-//! `turn/interrupt`. A codex that dies takes the session with it (status `dead`).
+//! `turn/interrupt`. A codex that dies is started again on its thread (`thread/resume`) when
+//! the next message needs it; the manager counts such crashes and gives up after a few.
 
 mod approve;
+mod restart;
 mod rpc;
 mod setup;
 mod turn;
@@ -75,6 +77,10 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         AgentProcess::spawn(&launch).map_err(|e| Error::Runtime(e.to_string()))?;
     let (steer_tx, steer_rx) = mpsc::unbounded_channel();
     let mut backend = CodexBackend {
+        launch,
+        thread_params: thread_params(&context),
+        crashed: false,
+        crash_untold: false,
         steer_tx,
         steer_rx,
         session: context.session.clone(),
@@ -89,7 +95,7 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
         thread_total: Usage::default(),
         _voucher: key.voucher,
     };
-    match backend.handshake(&context).await {
+    match backend.handshake(context.resume.as_deref()).await {
         Ok(thread_id) => {
             (context.record_external_id)(&thread_id);
             backend.thread_id = thread_id;
@@ -110,7 +116,46 @@ pub async fn start(context: ExternalContext) -> Result<Box<dyn Backend>, Error> 
     }
 }
 
+/// `thread/start`'s (and `thread/resume`'s) parameters for the session.
+fn thread_params(context: &ExternalContext) -> Value {
+    let (approval, sandbox) = codex_policy(&context.policy);
+    // codex's workspace-write lets its commands write all of `/tmp` (and leaves the mount
+    // points it makes there, `/tmp/.git` among them, when it is killed mid-command).
+    // corral's own tools get the root and a private TMPDIR; so does codex.
+    let mut config = json!({"sandbox_workspace_write": {"exclude_slash_tmp": true}});
+    if !context.project_settings {
+        // codex trusts the directory a thread starts in (and saves that), and a trusted
+        // project's `.codex/config.toml` brings MCP servers and hooks that run outside
+        // corral's sandbox. Marked untrusted for this thread, the project's config is not
+        // read; nothing is saved.
+        config["projects"] = json!({
+            context.root.display().to_string(): {"trust_level": "untrusted"}});
+    }
+    let mut params = json!({
+        "cwd": context.root.display().to_string(),
+        "approvalPolicy": approval,
+        "sandbox": sandbox,
+        "config": config,
+    });
+    if let Some(model) = &context.spec.model {
+        params["model"] = Value::String(model.clone());
+    }
+    if let Some(system) = &context.system {
+        // Added to codex's own instructions, as the developer's.
+        params["developerInstructions"] = Value::String(system.clone());
+    }
+    params
+}
+
 struct CodexBackend {
+    /// What starting codex again after a crash takes: the process, and `thread/resume`'s
+    /// parameters (the thread's id aside).
+    launch: Launch,
+    thread_params: Value,
+    /// codex died; it is started again on its thread before the next turn.
+    crashed: bool,
+    /// A crash the manager has not been told of ([`Backend::take_crash`]).
+    crash_untold: bool,
     session: Arc<Session>,
     approver: Arc<Approver>,
     root: PathBuf,
@@ -148,42 +193,18 @@ enum Wake {
 }
 
 impl CodexBackend {
-    async fn handshake(&mut self, context: &ExternalContext) -> Result<String, RpcError> {
+    /// `initialize`, then `thread/start`, or `thread/resume` of `resume`: the thread's id.
+    async fn handshake(&mut self, resume: Option<&str>) -> Result<String, RpcError> {
         let client = json!({"clientInfo": {
             "name": "corral", "title": "corral", "version": env!("CARGO_PKG_VERSION")}});
         self.rpc
             .call("initialize", client, HANDSHAKE_TIMEOUT)
             .await?;
         self.rpc.notify("initialized", None)?;
-        let (approval, sandbox) = codex_policy(&context.policy);
-        // codex's workspace-write lets its commands write all of `/tmp` (and leaves the mount
-        // points it makes there, `/tmp/.git` among them, when it is killed mid-command).
-        // corral's own tools get the root and a private TMPDIR; so does codex.
-        let mut config = json!({"sandbox_workspace_write": {"exclude_slash_tmp": true}});
-        if !context.project_settings {
-            // codex trusts the directory a thread starts in (and saves that), and a trusted
-            // project's `.codex/config.toml` brings MCP servers and hooks that run outside
-            // corral's sandbox. Marked untrusted for this thread, the project's config is not
-            // read; nothing is saved.
-            config["projects"] = json!({
-                context.root.display().to_string(): {"trust_level": "untrusted"}});
-        }
-        let mut params = json!({
-            "cwd": context.root.display().to_string(),
-            "approvalPolicy": approval,
-            "sandbox": sandbox,
-            "config": config,
-        });
-        if let Some(model) = &context.spec.model {
-            params["model"] = Value::String(model.clone());
-        }
-        if let Some(system) = &context.system {
-            // Added to codex's own instructions, as the developer's.
-            params["developerInstructions"] = Value::String(system.clone());
-        }
-        let method = match &context.resume {
+        let mut params = self.thread_params.clone();
+        let method = match resume {
             Some(thread_id) => {
-                params["threadId"] = Value::String(thread_id.clone());
+                params["threadId"] = Value::String(thread_id.to_string());
                 "thread/resume"
             }
             None => "thread/start",
@@ -200,6 +221,18 @@ impl CodexBackend {
     }
 
     async fn turn(&mut self, prompt: &str, cancel: CancellationToken) -> TurnOutcome {
+        // The manager starts a crashed codex again before its turn, counting the crashes; a
+        // caller that did not (`corral run`, where the person decides) still gets one.
+        if !self.crashed && self.process.try_status().is_some() {
+            let report = self.process.crash_report().await;
+            self.note_crash(
+                format!("codex stopped between turns: {report}"),
+                Value::Null,
+            );
+        }
+        if let Err(e) = self.start_again().await {
+            return TurnOutcome::refused(format!("codex could not be started again: {e}"));
+        }
         let turn = match Turn::begin(&self.session, prompt, &[]) {
             Ok(turn) => turn,
             Err(refused) => return refused,
@@ -218,13 +251,14 @@ impl CodexBackend {
                 session.resolve_all_permissions(Decision::Cancel, "codex exited before the answer");
                 let report = self.process.crash_report().await;
                 let status = self.process.try_status().map(|s| s.to_string());
-                session.emit_error(
+                self.rpc.close();
+                self.process.stop(None).await;
+                // The thread is codex's own, on disk: the next turn resumes it.
+                self.note_crash(
                     report.clone(),
                     json!({"exitStatus": status, "stderr": self.process.stderr_tail()}),
                 );
-                self.rpc.close();
-                self.process.stop(None).await;
-                turn.crashed(report, usage, text).await
+                turn.died(report, usage, text).await
             }
         }
     }
@@ -484,15 +518,26 @@ impl Backend for CodexBackend {
 
     fn watch_idle(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            if self.crashed {
+                return std::future::pending().await;
+            }
             self.process.exited().await;
             let report = self.process.crash_report().await;
             let status = self.process.try_status().map(|s| s.to_string());
-            self.session.emit_error(
+            self.note_crash(
                 format!("codex stopped between turns: {report}"),
                 json!({"exitStatus": status, "stderr": self.process.stderr_tail()}),
             );
-            self.session.close();
         })
+    }
+
+    fn take_crash(&mut self) -> BoxFuture<'_, bool> {
+        let untold = std::mem::take(&mut self.crash_untold);
+        Box::pin(async move { untold })
+    }
+
+    fn wake(&mut self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(self.start_again())
     }
 
     fn info(&self) -> BackendInfo {

@@ -180,7 +180,7 @@ async fn under_bypass_codex_runs_its_commands_unasked() {
 }
 
 #[tokio::test]
-async fn a_codex_that_dies_while_a_person_decides_closes_the_question_and_the_session() {
+async fn a_codex_that_dies_while_a_person_decides_closes_the_question() {
     let program = codex_program();
     let h = Harness::new();
     let server = FakeModel::start().await;
@@ -221,6 +221,7 @@ async fn a_codex_that_dies_while_a_person_decides_closes_the_question_and_the_se
             "working",
             "waiting_approval",
             "working",
+            "idle",
             "dead"
         ]
     );
