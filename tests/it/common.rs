@@ -594,3 +594,21 @@ pub fn lifecycle_errors(log: &str) -> Vec<String> {
         .filter_map(|e| e["data"]["message"].as_str().map(str::to_owned))
         .collect()
 }
+
+/// gemini's settings in `home` for the fake server, offline: an API key, no usage statistics,
+/// telemetry or update checks (external-clis.md §4).
+pub fn write_gemini_settings(home: &std::path::Path) {
+    let settings = home.join(".gemini");
+    std::fs::create_dir_all(&settings).unwrap();
+    std::fs::write(
+        settings.join("settings.json"),
+        serde_json::json!({
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "privacy": {"usageStatisticsEnabled": false},
+            "telemetry": {"enabled": false},
+            "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+        })
+        .to_string(),
+    )
+    .unwrap();
+}

@@ -148,7 +148,7 @@ struct PerTurnBackend {
 
 impl PerTurnBackend {
     fn launch(&self, prompt: &str) -> (Launch, Option<String>) {
-        let takes_instructions = self.runtime.name == "qwen";
+        let takes_instructions = self.runtime.takes_instructions;
         let prompt = if self.introduced || takes_instructions {
             prompt.to_string()
         } else {

@@ -63,14 +63,13 @@ pub fn line(format: Format, text: &str) -> Vec<Step> {
 
 /// The steps of one JSON object the runtime wrote.
 pub fn object(format: Format, value: &Value) -> Vec<Step> {
-    let value = value.clone();
     match format {
-        Format::ClaudeStream => claude_like(&value, false),
-        Format::CursorStream => claude_like(&value, true),
-        Format::GeminiStream => gemini(&value),
-        Format::OpencodeJson => opencode(&value),
-        Format::CopilotJson => copilot(&value),
-        Format::PiRpc => pi(&value),
+        Format::ClaudeStream => claude_like(value, false),
+        Format::CursorStream => claude_like(value, true),
+        Format::GeminiStream => gemini(value),
+        Format::OpencodeJson => opencode(value),
+        Format::CopilotJson => copilot(value),
+        Format::PiRpc => pi(value),
         Format::PlainText => Vec::new(),
     }
 }

@@ -83,6 +83,9 @@ pub struct Runtime {
     pub prompt_via: PromptVia,
     /// Takes a model after the name (`gemini:<model>`).
     pub takes_model: bool,
+    /// Takes standing instructions of its own every turn (`--append-system-prompt`); the
+    /// others get them in front of a conversation's first prompt.
+    pub takes_instructions: bool,
     /// Why it cannot be installed from a package registry, and how it is installed instead.
     pub not_on_registries: Option<&'static str>,
 }
@@ -117,6 +120,7 @@ pub const PER_TURN_RUNTIMES: &[Runtime] = &[
         format: Format::GeminiStream,
         prompt_via: PromptVia::Stdin,
         takes_model: true,
+        takes_instructions: false,
         not_on_registries: None,
     },
     Runtime {
@@ -127,6 +131,7 @@ pub const PER_TURN_RUNTIMES: &[Runtime] = &[
         format: Format::ClaudeStream,
         prompt_via: PromptVia::Stdin,
         takes_model: true,
+        takes_instructions: true,
         not_on_registries: None,
     },
     Runtime {
@@ -137,6 +142,7 @@ pub const PER_TURN_RUNTIMES: &[Runtime] = &[
         format: Format::CopilotJson,
         prompt_via: PromptVia::Flag("--prompt"),
         takes_model: true,
+        takes_instructions: false,
         not_on_registries: None,
     },
     Runtime {
@@ -150,6 +156,7 @@ pub const PER_TURN_RUNTIMES: &[Runtime] = &[
         format: Format::OpencodeJson,
         prompt_via: PromptVia::AfterDashes,
         takes_model: true,
+        takes_instructions: false,
         not_on_registries: None,
     },
     Runtime {
@@ -165,6 +172,7 @@ pub const PER_TURN_RUNTIMES: &[Runtime] = &[
         format: Format::CursorStream,
         prompt_via: PromptVia::AfterDashes,
         takes_model: true,
+        takes_instructions: false,
         not_on_registries: Some(
             "Cursor ships cursor-agent only from its own site (`curl https://cursor.com/install \
              -fsS | bash`); the npm package of that name is someone else's",
@@ -183,6 +191,7 @@ pub const PER_TURN_RUNTIMES: &[Runtime] = &[
         format: Format::PlainText,
         prompt_via: PromptVia::Stdin,
         takes_model: false,
+        takes_instructions: false,
         not_on_registries: Some(
             "Antigravity is installed from Google's own site, not from a package registry",
         ),

@@ -18,19 +18,7 @@ fn gemini_run(h: &Harness, server: &FakeModel, prompt: &str) -> Cmd {
 }
 
 fn gemini_cmd(h: &Harness, server: &FakeModel, spec: &str, prompt: &str) -> Cmd {
-    let settings = h.home_dir().join(".gemini");
-    std::fs::create_dir_all(&settings).unwrap();
-    std::fs::write(
-        settings.join("settings.json"),
-        json!({
-            "security": {"auth": {"selectedType": "gemini-api-key"}},
-            "privacy": {"usageStatisticsEnabled": false},
-            "telemetry": {"enabled": false},
-            "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
-        })
-        .to_string(),
-    )
-    .unwrap();
+    write_gemini_settings(&h.home_dir());
     h.corral()
         .env("PATH", path_with("gemini"))
         .env("GEMINI_API_KEY", "dummy")

@@ -12,19 +12,7 @@ const SPEC: &str = "gemini:gemini-2.5-flash";
 
 /// `corral run` with gemini configured for the fake server, offline, with `key` as its key.
 fn gemini(h: &Harness, server: &FakeModel, key: &str, args: &[&str]) -> Cmd {
-    let settings = h.home_dir().join(".gemini");
-    std::fs::create_dir_all(&settings).unwrap();
-    std::fs::write(
-        settings.join("settings.json"),
-        json!({
-            "security": {"auth": {"selectedType": "gemini-api-key"}},
-            "privacy": {"usageStatisticsEnabled": false},
-            "telemetry": {"enabled": false},
-            "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
-        })
-        .to_string(),
-    )
-    .unwrap();
+    write_gemini_settings(&h.home_dir());
     let (path, base) = (path_with("gemini"), server.base_url());
     let env = [
         ("PATH", path.as_str()),
