@@ -19,8 +19,13 @@ fn pi(h: &Harness, server: &FakeModel, args: &[&str]) -> Cmd {
         .to_string(),
     )
     .unwrap();
+    pi_spec(h, "pi:fake/fake-model", args)
+}
+
+/// `corral run -m <spec>` with the installed pi on PATH.
+fn pi_spec(h: &Harness, spec: &str, args: &[&str]) -> Cmd {
     let path = path_with("pi");
-    corral_run(h, "pi:fake/fake-model", &[("PATH", path.as_str())], args)
+    corral_run(h, spec, &[("PATH", path.as_str())], args)
 }
 
 /// pi's processes in the work dir (pi names itself `pi`).
@@ -107,4 +112,20 @@ async fn under_bypass_pi_runs_the_command() {
     assert_eq!(used[0]["data"]["call"]["kind"], "execute", "{used:?}");
     let result = &out.of_kind("tool_result")[0];
     assert_eq!(result["data"]["update"]["status"], "completed", "{result}");
+}
+
+/// pi's parser takes no `--flag=value` form, so a model (which a `user` token may choose) that
+/// starts with `-` would reach pi as an option of its own: refused before pi starts.
+#[tokio::test]
+async fn a_pi_model_that_looks_like_an_option_is_refused_before_pi_starts() {
+    let h = Harness::new();
+    let server = FakeModel::start().await;
+    let out = pi_spec(&h, "pi:--extension=/tmp/evil.js", &["hello"])
+        .run()
+        .await;
+    assert_ne!(out.code, Some(0), "{out:?}");
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(said.contains("cannot start with '-'"), "{said}");
+    assert!(pi_processes(&h).is_empty());
+    assert!(server.requests().is_empty());
 }
