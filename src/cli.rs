@@ -54,6 +54,32 @@ pub(crate) enum Command {
         /// Load no project instructions (AGENTS.md) into the native loop's system prompt.
         #[arg(long)]
         no_instructions: bool,
+        /// Run sessions on the `corral node`s of this NATS deployment (nats://host:port)
+        /// instead of in this process.
+        #[arg(long, value_name = "URL")]
+        nats: Option<String>,
+    },
+    /// Run sessions on this host for `corral serve --nats` (announces itself, takes commands
+    /// and publishes every envelope over NATS JetStream).
+    Node {
+        /// The NATS server (nats://host:port).
+        #[arg(long, value_name = "URL")]
+        nats: String,
+        /// This node's name (default: the host name).
+        #[arg(long, value_name = "N")]
+        name: Option<String>,
+        /// Labels sessions may ask for: `gpu,repo=x` (repeatable).
+        #[arg(long, value_name = "LABELS")]
+        labels: Vec<String>,
+        /// Sessions it runs at once (default 8).
+        #[arg(long, value_name = "K")]
+        capacity: Option<usize>,
+        /// Config file (default: $XDG_CONFIG_HOME/corral/config.toml).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+        /// Load no project instructions (AGENTS.md) into the native loop's system prompt.
+        #[arg(long)]
+        no_instructions: bool,
     },
     /// Serve sessions as MCP tools (agent_open, agent_send, agent_output, agent_approve …)
     /// on stdin/stdout until stdin closes; then every session is closed.

@@ -137,6 +137,9 @@ pub struct Config {
     /// MCP servers every session takes tools from (see `config::mcp`).
     #[serde(default)]
     pub mcp_servers: McpServers,
+    /// `corral node` and `corral serve --nats`: the NATS deployment they share.
+    #[serde(default)]
+    pub nats: Nats,
 }
 
 /// The default model spec, parsed as it is read: a bad one names the specs corral takes.
@@ -346,6 +349,25 @@ pub struct Retry {
     pub max_attempts: Option<u32>,
     pub base_delay_ms: Option<u64>,
     pub max_delay_ms: Option<u64>,
+}
+
+/// `[nats]`: how nodes and the control plane reach NATS. The URL itself is `--nats`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Nats {
+    /// Every subject, stream and bucket of one deployment starts with it (default `corral`):
+    /// deployments sharing a NATS server never see each other's sessions.
+    pub prefix: Option<String>,
+    /// A token the NATS server requires (else `CORRAL_NATS_TOKEN`).
+    pub token: Option<String>,
+    /// A file holding the nkey seed (`SU…`) this process authenticates with.
+    pub nkey_seed_file: Option<PathBuf>,
+    /// How often a node announces itself (default 2 s).
+    pub heartbeat_secs: Option<u64>,
+    /// A node silent this long is lost: its sessions end (default 10 s).
+    pub dead_after_secs: Option<u64>,
+    /// How long a session's events stay in the stream (default 30 days).
+    pub retention_days: Option<u64>,
 }
 
 /// Caps on what a model server may send.

@@ -4,6 +4,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod backend;
+mod cluster;
 mod config;
 mod error;
 mod event;
@@ -17,6 +18,7 @@ mod surface;
 mod tool;
 mod worktree;
 
+pub use cluster::{NodeArgs, node};
 pub use config::{Config, ConfigError, McpServer, McpServers, McpTransport};
 
 /// `--mcp-config FILE`: the MCP servers it defines (JSON `{"mcpServers": …}` or TOML

@@ -73,7 +73,7 @@ fn main() -> ExitCode {
     // cross-thread wake-up per streamed token. The server runs many sessions at once.
     let runtime = if matches!(
         command,
-        Command::Serve { .. } | Command::Mcp { .. } | Command::Acp { .. }
+        Command::Serve { .. } | Command::Node { .. } | Command::Mcp { .. } | Command::Acp { .. }
     ) {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -106,14 +106,34 @@ fn main() -> ExitCode {
                 allow_remote,
                 config,
                 no_instructions,
+                nats,
             } => {
                 let args = corral::ServeArgs {
                     listen,
                     allow_remote,
                     config_path: config,
                     no_instructions,
+                    nats,
                 };
                 corral::serve(args, logs).await
+            }
+            Command::Node {
+                nats,
+                name,
+                labels,
+                capacity,
+                config,
+                no_instructions,
+            } => {
+                let args = corral::NodeArgs {
+                    nats,
+                    name,
+                    labels,
+                    capacity,
+                    config_path: config,
+                    no_instructions,
+                };
+                corral::node(args).await
             }
             Command::Mcp {
                 config,

@@ -20,7 +20,9 @@ use tokio_util::sync::CancellationToken;
 
 mod dormant;
 mod executor;
+mod remote;
 mod turn_request;
+pub use remote::{Forward, Remote, RemoteCall, RemoteSpec};
 pub use turn_request::{TurnMode, TurnRequest};
 
 use super::open::{self, OpenSpec};
@@ -132,6 +134,9 @@ pub struct SessionInfo {
     /// The session that delegated this one (`delegate`); its requests are asked there.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// The `corral node` that runs it (`corral serve --nats`); absent for a local session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 struct Stats {
@@ -163,6 +168,8 @@ pub struct Handle {
     cancel: Mutex<Option<CancellationToken>>,
     stats: Mutex<Stats>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Set for a session another process runs (see `remote`).
+    remote: Option<Remote>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -201,6 +208,16 @@ impl Handle {
         now.with_accepted(self.sent_turn.load(Ordering::SeqCst))
     }
 
+    /// Its backend takes messages into a running turn.
+    pub fn steers(&self) -> bool {
+        self.steer.is_some()
+    }
+
+    /// The node that runs it, when another process does.
+    pub fn node(&self) -> Option<&str> {
+        self.remote.as_ref().map(|r| r.node.as_str())
+    }
+
     pub fn info(&self) -> SessionInfo {
         let now = self.snapshot();
         let stats = lock(&self.stats);
@@ -225,6 +242,7 @@ impl Handle {
             pending_permissions: self.session.pending_permissions().len(),
             title: stats.title.clone(),
             parent: self.meta.parent.clone(),
+            node: self.node().map(str::to_string),
         }
     }
 }
@@ -374,6 +392,7 @@ impl SessionManager {
                 turn_started: None,
             }),
             task: Mutex::new(None),
+            remote: None,
         });
         self.forward_events(&handle);
         let runtime = executor::runtime_of(opened.backend.as_ref(), &self.inner.config);
@@ -625,6 +644,10 @@ impl SessionManager {
         let handle = self
             .get(id)
             .ok_or_else(|| SendError::NotFound(id.to_string()))?;
+        if handle.remote.is_some() {
+            let busy = handle.is_busy();
+            return Ok(busy && remote::forward_detached(&handle, RemoteCall::Cancel));
+        }
         let token = lock(&handle.cancel).clone();
         Ok(match token {
             Some(token) if !token.is_cancelled() => {
@@ -642,6 +665,17 @@ impl SessionManager {
         decision: Decision,
     ) -> Result<(), AnswerError> {
         match self.get(id) {
+            Some(handle) if handle.remote.is_some() => {
+                if !handle.session.has_open_request(request_id) {
+                    return Err(AnswerError::UnknownRequest(request_id.to_string()));
+                }
+                let call = RemoteCall::Approve {
+                    request_id: request_id.to_string(),
+                    decision,
+                };
+                remote::forward_detached(&handle, call);
+                Ok(())
+            }
             Some(handle) => handle.session.answer(request_id, decision),
             None => Err(AnswerError::UnknownRequest(request_id.to_string())),
         }

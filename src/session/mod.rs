@@ -20,6 +20,7 @@ pub mod ids;
 mod lock;
 mod log;
 mod meta;
+mod mirror;
 mod status;
 mod tail;
 mod turn;
@@ -124,7 +125,7 @@ impl Session {
         let lock = log_dir
             .map(|dir| SessionLock::acquire(dir, &id))
             .transpose()?;
-        Self::open(id, log_dir, 0, 0, lock)
+        Self::open(id, log_dir, 0, 0, lock, true)
     }
 
     /// A session with a caller-chosen id. If a log with that id exists (a dead session's slot
@@ -135,9 +136,9 @@ impl Session {
             Some(dir) if log_path(dir, id).exists() => Self::resume(id, dir).map(|(s, _)| s),
             Some(dir) => {
                 let lock = SessionLock::acquire(dir, id)?;
-                Self::open(id.to_string(), log_dir, 0, 0, Some(lock))
+                Self::open(id.to_string(), log_dir, 0, 0, Some(lock), true)
             }
-            None => Self::open(id.to_string(), None, 0, 0, None),
+            None => Self::open(id.to_string(), None, 0, 0, None, true),
         }
     }
 
@@ -160,7 +161,7 @@ impl Session {
         })?;
         let seq = history.iter().map(|e| e.seq).max().unwrap_or(0);
         let turn = history.iter().map(|e| e.turn).max().unwrap_or(0);
-        let session = Self::open(id.to_string(), Some(log_dir), seq, turn, Some(lock))?;
+        let session = Self::open(id.to_string(), Some(log_dir), seq, turn, Some(lock), true)?;
         Ok((session, history))
     }
 
@@ -170,6 +171,7 @@ impl Session {
         seq: u64,
         turn: u32,
         lock: Option<SessionLock>,
+        announce: bool,
     ) -> Result<Arc<Session>, SessionError> {
         validate_id(&id)?;
         // The writer reports a failure to the session it is part of, which exists only later.
@@ -214,9 +216,11 @@ impl Session {
             fresh: seq == 0,
         });
         let _ = owner.set(Arc::downgrade(&session));
-        session.emit(Payload::Status(StatusData {
-            status: Status::Starting,
-        }));
+        if announce {
+            session.emit(Payload::Status(StatusData {
+                status: Status::Starting,
+            }));
+        }
         Ok(session)
     }
 

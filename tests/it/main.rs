@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod acp;
+mod cluster;
 mod common;
 mod config_errors;
 mod delegate;

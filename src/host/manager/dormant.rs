@@ -104,6 +104,7 @@ fn dormant(dir: &Path, meta: SessionMeta) -> Option<Dormant> {
         pending_permissions: 0,
         title: crate::session::catalog::summarize(dir, &meta.id).title,
         parent: meta.parent.clone(),
+        node: None,
     };
     Some(Dormant { info, meta })
 }

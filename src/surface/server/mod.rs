@@ -66,6 +66,8 @@ impl ServerSettings {
 
 pub struct AppState {
     pub manager: SessionManager,
+    /// `--nats`: sessions run on nodes; `manager` hosts their mirrors.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
     pub auth: Auth,
     pub access: access::Access,
     pub hosts: guard::HostCheck,
@@ -119,6 +121,19 @@ impl IntoResponse for ApiError {
         )
             .into_response()
     }
+}
+
+/// A REST `mcp_servers` value judged against `configured` (a node judges what the control
+/// plane forwarded against its own config): the definitions and the selection, or the API
+/// error's code and message.
+pub(crate) fn parse_mcp_servers(
+    value: Option<serde_json::Value>,
+    bounded: bool,
+    configured: &crate::config::McpServers,
+) -> Result<(crate::config::McpServers, Option<Vec<String>>), (&'static str, String)> {
+    rest::parse_mcp_servers(value, bounded, configured)
+        .map(|r| (r.defined, r.select))
+        .map_err(|e| (e.code, e.message))
 }
 
 /// The bearer token of a request: `Authorization: Bearer …`, else `?token=…`.
@@ -186,6 +201,8 @@ pub struct ServeArgs {
     pub config_path: Option<PathBuf>,
     /// `--no-instructions`: sessions load no project instructions.
     pub no_instructions: bool,
+    /// `--nats URL`: the control plane of the `corral node`s on this NATS deployment.
+    pub nats: Option<String>,
 }
 
 /// Runs the server until Ctrl-C, SIGTERM or SIGHUP; then every session is closed (and every
@@ -226,10 +243,19 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, Error> {
         .local_addr()
         .map_err(|e| Error::Runtime(e.to_string()))?;
     let log_dir = agents_dir()?;
+    let manager = SessionManager::new(config.clone(), log_dir.clone());
+    let cluster = match &args.nats {
+        Some(url) => Some(crate::cluster::Cluster::start(url, &config, manager.clone()).await?),
+        None => None,
+    };
     // At start, not at the first session: a crashed server's tools must not run on meanwhile.
-    crate::host::open::clean_up_after_crashes(&log_dir);
-    let manager = SessionManager::new(config.clone(), log_dir);
-    let dormant = manager.load_dormant();
+    // Over NATS nothing runs here: the nodes reap their own.
+    let dormant = if cluster.is_none() {
+        crate::host::open::clean_up_after_crashes(&log_dir);
+        manager.load_dormant()
+    } else {
+        0
+    };
     if dormant > 0 {
         tracing::warn!(
             target: "corral::server",
@@ -237,8 +263,10 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, Error> {
             "sessions a previous server left open are listed as dead; reopen them by id"
         );
     }
+    let clustered = cluster.is_some();
     let state = Arc::new(AppState {
         manager: manager.clone(),
+        cluster,
         auth: Auth::new(&secret).map_err(|e| Error::Runtime(e.to_string()))?,
         access: access::Access::new(&config.server, roots),
         hosts: guard::HostCheck::new(bound, &config.server.allowed_hosts),
@@ -286,7 +314,10 @@ pub async fn serve(args: ServeArgs, logs: LogHub) -> Result<Exit, Error> {
     {
         tracing::warn!(target: "corral::server", "WebSocket connections still open at exit");
     }
-    manager.shutdown().await;
+    // Over NATS the sessions are the nodes': they go on without this process.
+    if !clustered {
+        manager.shutdown().await;
+    }
     // Closed sessions' tool processes end in background tasks: they must be gone first.
     crate::sandbox::process::wait_for_tool_processes(crate::sandbox::process::EXIT_WAIT).await;
     served.map_err(|e| Error::Runtime(format!("server error: {e}")))?;
@@ -347,7 +378,7 @@ fn announce_page(bound: SocketAddr, auth: &Auth) {
 
 /// SIGINT, SIGTERM or SIGHUP: each stops the server the same orderly way (SIGHUP's default
 /// action would end it at once, its tools left running).
-async fn wait_for_signal() {
+pub(crate) async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let caught = |kind: SignalKind| async move {
         match signal(kind) {

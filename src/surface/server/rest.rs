@@ -4,9 +4,11 @@
 //! [`ROUTES`] is the one list of (method, path): the router is built from it and a test holds
 //! `assets/openapi.json` to it, so the document cannot drift from what is served.
 
+mod cluster;
 mod events;
 mod history;
 mod mcp_servers;
+pub(super) use mcp_servers::parse as parse_mcp_servers;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -47,6 +49,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/sessions/{id}/confirmations"),
     ("GET", "/api/v1/sessions/{id}/permissions"),
     ("GET", "/api/v1/sessions/{id}/worktree"),
+    ("GET", "/api/v1/nodes"),
 ];
 
 /// The longest user message, in characters (the seed: 1–65536).
@@ -75,6 +78,7 @@ fn endpoint(method: &str, path: &str) -> Option<MethodRouter<Shared>> {
         ("POST", "/api/v1/sessions/{id}/confirmations") => post(confirm),
         ("GET", "/api/v1/sessions/{id}/permissions") => get(list_permissions),
         ("GET", "/api/v1/sessions/{id}/worktree") => get(worktree_diff),
+        ("GET", "/api/v1/nodes") => get(cluster::list_nodes),
         _ => return None,
     })
 }
@@ -192,6 +196,14 @@ async fn reopen_session(
     claims: Claims,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
+    if state.cluster.is_some() {
+        return Err(ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "NOT_SUPPORTED",
+            "over --nats a dead session stays in the stream; reopening it on a node is not \
+             supported yet",
+        ));
+    }
     if let Ok(handle) = access::visible(&state.manager, &claims, &id)
         && handle.session.status() != Status::Dead
     {
@@ -219,18 +231,22 @@ async fn reopen_session(
 /// default (a llama.cpp server, a test double).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CreateBody {
-    cwd: PathBuf,
-    model: Option<String>,
-    permission: Option<String>,
+pub(super) struct CreateBody {
+    pub(super) cwd: PathBuf,
+    pub(super) model: Option<String>,
+    pub(super) permission: Option<String>,
     #[serde(default)]
-    worktree: bool,
-    system_prompt: Option<String>,
-    base_url: Option<String>,
+    pub(super) worktree: bool,
+    pub(super) system_prompt: Option<String>,
+    pub(super) base_url: Option<String>,
     /// low, medium or high (wins over a `/high` suffix on `model`).
-    effort: Option<Effort>,
+    pub(super) effort: Option<Effort>,
     /// Names of configured servers, or (admin tokens) definitions: see `mcp_servers`.
-    mcp_servers: Option<Value>,
+    pub(super) mcp_servers: Option<Value>,
+    /// `serve --nats`: the node to run it on (else the one with the most room).
+    pub(super) node: Option<String>,
+    /// `serve --nats`: labels the node must have (`gpu`, `repo=x`).
+    pub(super) labels: Option<Vec<String>>,
 }
 
 fn open_error(e: Error) -> ApiError {
@@ -262,6 +278,16 @@ async fn create_session(
     }
     let _place = state.access.reserve(&state.manager, &claims)?;
     let limits = state.access.limits_for(&claims);
+    if let Some(cluster) = &state.cluster {
+        let handle = cluster::open(cluster, body, &claims, limits).await?;
+        return Ok((StatusCode::CREATED, axum::Json(session_json(&handle))).into_response());
+    }
+    if body.node.is_some() || body.labels.is_some() {
+        return Err(invalid(
+            "node and labels choose among nodes: this server runs sessions itself (start it \
+             with --nats to run them on nodes)",
+        ));
+    }
     let (model, effort) = match body.model {
         Some(text) => {
             let (model, effort) =

@@ -4,6 +4,7 @@
 // items are expected.
 #![allow(dead_code, unused_imports)]
 
+pub mod cluster;
 pub mod fake_anthropic;
 pub mod fake_gemini;
 pub mod fake_model;

@@ -25,6 +25,11 @@ impl Server {
     /// Starts the server; `env` adds variables (e.g. CORRAL_WS_IDLE_SECS). Sessions it opens
     /// talk to whatever model the requests name.
     pub async fn start(h: &Harness, env: &[(&str, &str)]) -> Server {
+        Server::start_with(h, env, &[]).await
+    }
+
+    /// [`Server::start`] with more arguments (`--nats URL`).
+    pub async fn start_with(h: &Harness, env: &[(&str, &str)], args: &[&str]) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_corral"));
         cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -35,6 +40,7 @@ impl Server {
             .env("CORRAL_JWT_SECRET", TEST_SECRET)
             .env("NO_COLOR", "1")
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
             .current_dir(h.work())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -85,6 +91,11 @@ impl Server {
     /// one REST call. Returns the status and the JSON body (`Null` if none).
     pub async fn post(&self, path: &str, token: &str, body: &Value) -> (u16, Value) {
         self.request("POST", path, token, &body.to_string()).await
+    }
+
+    /// A bare HTTP/1.1 DELETE with a bearer token; the status and the JSON body.
+    pub async fn request_delete(&self, path: &str, token: &str) -> (u16, Value) {
+        self.request("DELETE", path, token, "").await
     }
 
     /// A bare HTTP/1.1 GET with a bearer token; the status and the JSON body.

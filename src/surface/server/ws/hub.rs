@@ -63,6 +63,9 @@ struct Live {
 
 struct State {
     next_seq: u64,
+    /// The `seq` of the last message pruned from the buffer (0: none): a resume after it is
+    /// served from the buffer, one before it gets the current state only.
+    dropped_upto: u64,
     /// Bytes of every message ever pushed: a message's offset is the total before it.
     pushed_bytes: u64,
     buffer: VecDeque<Buffered>,
@@ -153,6 +156,7 @@ impl Channel {
             }
             if let Some(gone) = state.buffer.pop_front() {
                 state.buffered_bytes -= gone.text.len();
+                state.dropped_upto = gone.seq;
             }
         }
     }
@@ -172,7 +176,7 @@ impl Channel {
         state.buffer.push_back(Buffered { seq, at: now, text });
         self.prune(state, now);
         let Some(live) = &state.live else { return };
-        let frames = state.next_seq + 1 - live.cursor;
+        let frames = unsent(state, live.cursor);
         let bytes = before.saturating_sub(live.cursor_bytes);
         if frames > live.allowed_frames || bytes > live.allowed_bytes {
             tracing::info!(target: "corral::ws",
@@ -182,6 +186,32 @@ impl Channel {
         } else {
             live.wake.notify_one();
         }
+    }
+
+    /// Buffers the messages one envelope makes; false at the session's `dead` (nothing
+    /// follows it).
+    fn project(
+        &self,
+        state: &mut State,
+        event: &crate::event::SharedEvent,
+        mode: crate::host::manager::TurnMode,
+        numbered_by_envelope: bool,
+    ) -> bool {
+        if matches!(&event.envelope.payload, Payload::Status(s) if s.status == Status::Dead) {
+            return false;
+        }
+        if let Payload::Instructions(data) = &event.envelope.payload {
+            state.instructions = Some(super::projection::instructions(data));
+        }
+        if numbered_by_envelope {
+            let base = event.envelope.seq << ENVELOPE_SHIFT;
+            state.next_seq = state.next_seq.max(base);
+        }
+        let out = state.projector.project(&event.envelope, mode);
+        for message in &out {
+            self.push_locked(state, message);
+        }
+        true
     }
 
     /// Sends (and buffers) one message to whoever is connected.
@@ -197,21 +227,15 @@ impl Channel {
         let Some(live) = state.live.as_mut().filter(|l| l.id == conn) else {
             return Next::Gone;
         };
-        let Some(front) = state.buffer.front().map(|b| b.seq) else {
+        // The cursor never falls off the front: pruning past it drops the connection.
+        let cursor = live.cursor;
+        let start = state.buffer.partition_point(|b| b.seq < cursor);
+        let taken: Vec<&Buffered> = state.buffer.range(start..).take(BATCH).collect();
+        let Some(last) = taken.last().map(|b| b.seq) else {
             return Next::Wait;
         };
-        // The cursor never falls off the front: pruning past it drops the connection.
-        let start = live.cursor.saturating_sub(front) as usize;
-        let out: Vec<Arc<str>> = state
-            .buffer
-            .range(start.min(state.buffer.len())..)
-            .take(BATCH)
-            .map(|b| b.text.clone())
-            .collect();
-        if out.is_empty() {
-            return Next::Wait;
-        }
-        live.cursor += out.len() as u64;
+        let out: Vec<Arc<str>> = taken.iter().map(|b| b.text.clone()).collect();
+        live.cursor = last + 1;
         live.cursor_bytes += out.iter().map(|t| t.len() as u64).sum::<u64>();
         Next::Send(out)
     }
@@ -230,14 +254,13 @@ impl Channel {
             old.replaced.cancel();
         }
         let next = state.next_seq + 1;
-        let oldest = state.buffer.front().map_or(next, |b| b.seq);
         let last_seq = match resume {
             Resume::Fresh => None,
             Resume::FromStart => Some(0),
             Resume::After(n) => Some(n),
         };
         let cursor = match last_seq {
-            Some(after) if after + 1 >= oldest && after < next => after + 1,
+            Some(after) if after >= state.dropped_upto && after < next => after + 1,
             _ => next,
         };
         let replay_bytes: u64 = state
@@ -251,7 +274,7 @@ impl Channel {
             cursor,
             cursor_bytes: state.pushed_bytes - replay_bytes,
             // A long replay is not falling behind: it may be worked off, not added to.
-            allowed_frames: MAX_BACKLOG_FRAMES.max(next - cursor + MAX_BACKLOG_FRAMES / 4),
+            allowed_frames: MAX_BACKLOG_FRAMES.max(unsent(&state, cursor) + MAX_BACKLOG_FRAMES / 4),
             allowed_bytes: MAX_BACKLOG_BYTES.max(replay_bytes + MAX_BACKLOG_BYTES / 4),
             wake: wake.clone(),
             replaced: replaced.clone(),
@@ -286,6 +309,17 @@ impl Channel {
     }
 }
 
+/// Buffered messages from `cursor` on.
+fn unsent(state: &State, cursor: u64) -> u64 {
+    (state.buffer.len() - state.buffer.partition_point(|b| b.seq < cursor)) as u64
+}
+
+/// Messages of a session a node runs are numbered from the envelope they come from: the
+/// messages of envelope `n` take `seq`s from `n << ENVELOPE_SHIFT` on, so every `serve`
+/// numbers them alike, whatever each one's own connections were told in between (their
+/// `agent_state`s take the next numbers of their own, which no envelope's messages reuse).
+const ENVELOPE_SHIFT: u32 = 16;
+
 type Channels = Arc<Mutex<HashMap<String, Arc<Channel>>>>;
 
 #[derive(Default)]
@@ -310,16 +344,22 @@ impl Hub {
         if let Some(c) = channels.get(handle.id()) {
             return c.clone();
         }
-        let working = matches!(
-            handle.session.status(),
-            Status::Working | Status::WaitingApproval
-        );
+        // A session a node runs is projected from its first envelope, so every `serve` in
+        // front of the deployment numbers its messages alike and a client may resume with
+        // `last_seq` on any of them.
+        let from_start = handle.node().is_some();
+        let working = !from_start
+            && matches!(
+                handle.session.status(),
+                Status::Working | Status::WaitingApproval
+            );
         let channel = Arc::new(Channel {
             session_id: handle.id().to_string(),
             window,
             ended: CancellationToken::new(),
             state: Mutex::new(State {
                 next_seq: 0,
+                dropped_upto: 0,
                 pushed_bytes: 0,
                 buffer: VecDeque::new(),
                 buffered_bytes: 0,
@@ -332,7 +372,7 @@ impl Hub {
         });
         // Tapped before the status check: a session dying in between still shows its `dead`.
         let opened_at = handle.session.last_seq();
-        let mut events = handle.session.tap(opened_at);
+        let mut events = handle.session.tap(if from_start { 0 } else { opened_at });
         lock(&channel.state).instructions = handle
             .session
             .subscribe(Some(0))
@@ -350,24 +390,32 @@ impl Hub {
             channel.ended.cancel();
             return channel;
         }
+        // A node's session is projected up to now before anyone attaches: a client resuming
+        // from another `serve` names a message this one must already hold.
+        if from_start {
+            let mut state = lock(&channel.state);
+            let mut alive = true;
+            while let Ok(event) = events.try_recv() {
+                if !channel.project(&mut state, &event, handle.last_mode(), true) {
+                    alive = false;
+                    break;
+                }
+            }
+            drop(state);
+            if !alive {
+                channel.ended.cancel();
+                return channel;
+            }
+        }
         channels.insert(handle.id().to_string(), channel.clone());
         let pump = channel.clone();
         let handle = handle.clone();
         let registry = self.channels.clone();
         tokio::spawn(async move {
             while let Some(event) = events.recv().await {
-                if matches!(&event.envelope.payload,
-                    Payload::Status(s) if s.status == Status::Dead)
-                {
-                    break;
-                }
                 let mut state = lock(&pump.state);
-                if let Payload::Instructions(data) = &event.envelope.payload {
-                    state.instructions = Some(super::projection::instructions(data));
-                }
-                let out = state.projector.project(&event.envelope, handle.last_mode());
-                for message in &out {
-                    pump.push_locked(&mut state, message);
+                if !pump.project(&mut state, &event, handle.last_mode(), from_start) {
+                    break;
                 }
             }
             pump.ended.cancel();

@@ -1,0 +1,198 @@
+//! Beyond one machine: `corral node` runs sessions on its host and `corral serve --nats` is the
+//! control plane over any number of nodes, on NATS JetStream rather than a protocol of our own.
+//!
+//! - A node announces itself in the `<prefix>-nodes` key-value bucket (a heartbeat), takes
+//!   commands as request/reply on `<prefix>.node.<name>.cmd` (`node`), and publishes every
+//!   envelope of its sessions to the `<prefix>-events` stream on `<prefix>.events.<session>`,
+//!   in seq order, each with a message id so a retry is never stored twice (`publish`).
+//! - The control plane records which node runs a session in the `<prefix>-sessions` bucket
+//!   before asking the node to open it (a node opens only what names it there), follows every
+//!   session from the stream into mirrors its surfaces serve as they serve local sessions
+//!   (`control`), and ends the sessions of a node that stops heartbeating (`liveness`).
+//!
+//! docs/scale-out.md describes the topology, the subjects and what happens on each failure.
+
+mod control;
+mod liveness;
+mod node;
+mod publish;
+mod wire;
+
+pub use control::{Cluster, ClusterError};
+pub use node::{NodeArgs, node};
+pub use wire::{OpenRequest, WireLimits};
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+
+use crate::config::Nats;
+use crate::error::{Error, usage};
+
+/// One deployment's names and timers, from `[nats]`.
+#[derive(Debug, Clone)]
+pub struct Deployment {
+    pub prefix: String,
+    pub heartbeat: Duration,
+    pub dead_after: Duration,
+    pub retention: Duration,
+}
+
+impl Deployment {
+    pub fn from_config(nats: &Nats) -> Result<Deployment, Error> {
+        let prefix = nats.prefix.clone().unwrap_or_else(|| "corral".to_string());
+        if prefix.is_empty()
+            || prefix.len() > 32
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        {
+            return Err(usage(format!(
+                "[nats] prefix {prefix:?}: use 1 to 32 of a-z, 0-9, '_' and '-'"
+            )));
+        }
+        let heartbeat = Duration::from_secs(nats.heartbeat_secs.unwrap_or(2).max(1));
+        let dead_after = Duration::from_secs(nats.dead_after_secs.unwrap_or(10));
+        if dead_after < heartbeat * 2 {
+            return Err(usage(format!(
+                "[nats] dead_after_secs ({}) must be at least twice heartbeat_secs ({}): one \
+                 late heartbeat must not end a node's sessions",
+                dead_after.as_secs(),
+                heartbeat.as_secs()
+            )));
+        }
+        let days = nats.retention_days.unwrap_or(30).clamp(1, 3650);
+        Ok(Deployment {
+            prefix,
+            heartbeat,
+            dead_after,
+            retention: Duration::from_secs(days * 86_400),
+        })
+    }
+
+    pub fn events_subject(&self, session: &str) -> String {
+        format!("{}.events.{session}", self.prefix)
+    }
+
+    fn events_prefix(&self) -> String {
+        format!("{}.events.", self.prefix)
+    }
+
+    fn stream_name(&self) -> String {
+        format!("{}-events", self.prefix)
+    }
+
+    fn nodes_bucket(&self) -> String {
+        format!("{}-nodes", self.prefix)
+    }
+
+    fn sessions_bucket(&self) -> String {
+        format!("{}-sessions", self.prefix)
+    }
+
+    pub fn node_subject(&self, node: &str) -> String {
+        format!("{}.node.{node}.cmd", self.prefix)
+    }
+}
+
+/// A node name: it is a subject token and a key, so `[A-Za-z0-9_-]`, at most 64.
+pub fn valid_node_name(name: &str) -> bool {
+    crate::session::is_valid_id(name)
+}
+
+/// Connects to NATS as `name`, authenticating with `[nats]`'s token (else
+/// `CORRAL_NATS_TOKEN`) or nkey seed. The client reconnects by itself for as long as the
+/// process runs.
+pub async fn connect(url: &str, nats: &Nats, name: &str) -> Result<async_nats::Client, Error> {
+    let mut options = async_nats::ConnectOptions::new()
+        .name(name)
+        .retry_on_initial_connect()
+        .connection_timeout(Duration::from_secs(5))
+        .request_timeout(Some(Duration::from_secs(30)));
+    let token = nats
+        .token
+        .clone()
+        .or_else(|| std::env::var("CORRAL_NATS_TOKEN").ok())
+        .filter(|t| !t.is_empty());
+    if let Some(token) = token {
+        options = options.token(token);
+    }
+    if let Some(file) = &nats.nkey_seed_file {
+        let seed = std::fs::read_to_string(file).map_err(|e| {
+            usage(format!(
+                "[nats] nkey_seed_file {}: cannot read it: {e}",
+                file.display()
+            ))
+        })?;
+        options = options.nkey(seed.trim().to_string());
+    }
+    // `retry_on_initial_connect` returns at once; the first round trip says whether the
+    // server is there at all.
+    let client = options
+        .connect(url)
+        .await
+        .map_err(|e| Error::Runtime(format!("cannot connect to NATS at {url}: {e}")))?;
+    tokio::time::timeout(Duration::from_secs(15), client.flush())
+        .await
+        .map_err(|_| Error::Runtime(format!("NATS at {url} did not answer within 15 s")))?
+        .map_err(|e| Error::Runtime(format!("NATS at {url}: {e}")))?;
+    Ok(client)
+}
+
+/// The deployment's stream and buckets, made if missing.
+pub struct Stores {
+    pub js: jetstream::Context,
+    pub stream: jetstream::stream::Stream,
+    pub nodes: jetstream::kv::Store,
+    pub sessions: jetstream::kv::Store,
+}
+
+pub async fn stores(client: &async_nats::Client, deployment: &Deployment) -> Result<Stores, Error> {
+    let js = jetstream::new(client.clone());
+    let failed = |what: String| move |e: String| Error::Runtime(format!("NATS {what}: {e}"));
+    let stream = js
+        .get_or_create_stream(jetstream::stream::Config {
+            name: deployment.stream_name(),
+            subjects: vec![format!("{}>", deployment.events_prefix())],
+            storage: jetstream::stream::StorageType::File,
+            max_age: deployment.retention,
+            // Long enough for a node to republish what it was unsure NATS stored across a
+            // reconnect: the message id makes the retry a no-op.
+            duplicate_window: Duration::from_secs(120),
+            allow_direct: true,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| failed(format!("stream {}", deployment.stream_name()))(e.to_string()))?;
+    let bucket = |name: String, history: i64| jetstream::kv::Config {
+        bucket: name,
+        history,
+        storage: jetstream::stream::StorageType::File,
+        ..Default::default()
+    };
+    let nodes = key_value(&js, bucket(deployment.nodes_bucket(), 1)).await?;
+    let sessions = key_value(&js, bucket(deployment.sessions_bucket(), 1)).await?;
+    Ok(Stores {
+        js,
+        stream,
+        nodes,
+        sessions,
+    })
+}
+
+async fn key_value(
+    js: &jetstream::Context,
+    config: jetstream::kv::Config,
+) -> Result<jetstream::kv::Store, Error> {
+    let name = config.bucket.clone();
+    if let Ok(store) = js.get_key_value(&name).await {
+        return Ok(store);
+    }
+    match js.create_key_value(config).await {
+        Ok(store) => Ok(store),
+        // Another process made it meanwhile.
+        Err(first) => js.get_key_value(&name).await.map_err(|e| {
+            Error::Runtime(format!("NATS key-value bucket {name}: {first}; then: {e}"))
+        }),
+    }
+}
