@@ -53,6 +53,8 @@ pub(super) struct NodeState {
     pub seen: Instant,
     /// Its heartbeat was withdrawn (the node stopped on purpose).
     pub withdrawn: bool,
+    /// The bucket revision last seen for it.
+    revision: u64,
 }
 
 #[derive(Default)]
@@ -127,84 +129,110 @@ impl Cluster {
         let nodes = cluster
             .stores
             .nodes
-            .watch_all()
+            .watch_with_history(">")
             .await
             .map_err(|e| Error::Runtime(format!("NATS: watching nodes: {e}")))?;
         let sessions = cluster
             .stores
             .sessions
-            .watch_all()
+            .watch_with_history(">")
             .await
             .map_err(|e| Error::Runtime(format!("NATS: watching sessions: {e}")))?;
-        tokio::spawn(cluster.clone().follow_nodes(nodes));
-        tokio::spawn(cluster.clone().follow_sessions(sessions));
+        tokio::spawn(cluster.clone().follow_bucket(nodes, true));
+        tokio::spawn(cluster.clone().follow_bucket(sessions, false));
         tokio::spawn(cluster.clone().follow_events());
         tokio::spawn(super::liveness::watch(Arc::downgrade(&cluster)));
         Ok(cluster)
     }
 
-    async fn follow_nodes(self: Arc<Self>, mut watch: async_nats::jetstream::kv::Watch) {
-        while let Some(entry) = watch.next().await {
-            let entry = match entry {
-                Ok(entry) => entry,
-                Err(e) => {
-                    tracing::warn!(target: "corral::cluster", error = %e, "watching nodes");
-                    continue;
+    /// Follows a bucket's keys: the last value of each, then every change. A watch that
+    /// fails (NATS restarted) is made again; replaying values already seen is harmless.
+    async fn follow_bucket(
+        self: Arc<Self>,
+        mut watch: async_nats::jetstream::kv::Watch,
+        nodes: bool,
+    ) {
+        loop {
+            while let Some(entry) = watch.next().await {
+                match entry {
+                    Ok(entry) if nodes => self.node_entry(entry),
+                    Ok(entry) => self.session_entry(entry),
+                    Err(e) => {
+                        tracing::warn!(target: "corral::cluster", error = %e, "watching a bucket; watching it again");
+                        break;
+                    }
                 }
-            };
-            let mut state = lock(&self.state);
-            match entry.operation {
-                Operation::Put => match serde_json::from_slice::<Announce>(&entry.value) {
-                    Ok(announce) => {
-                        state.nodes.insert(
-                            entry.key,
-                            NodeState {
-                                announce,
-                                seen: Instant::now(),
-                                withdrawn: false,
-                            },
-                        );
+            }
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let store = if nodes {
+                    &self.stores.nodes
+                } else {
+                    &self.stores.sessions
+                };
+                match store.watch_with_history(">").await {
+                    Ok(again) => {
+                        watch = again;
+                        break;
                     }
                     Err(e) => {
-                        tracing::warn!(target: "corral::cluster", node = %entry.key, error = %e, "a heartbeat that is not a node's")
-                    }
-                },
-                Operation::Delete | Operation::Purge => {
-                    if let Some(node) = state.nodes.get_mut(&entry.key) {
-                        node.withdrawn = true;
+                        tracing::debug!(target: "corral::cluster", error = %e, "watching a bucket again")
                     }
                 }
             }
         }
-        tracing::error!(target: "corral::cluster", "the nodes watch ended");
     }
 
-    async fn follow_sessions(self: Arc<Self>, mut watch: async_nats::jetstream::kv::Watch) {
-        while let Some(entry) = watch.next().await {
-            let entry = match entry {
-                Ok(entry) => entry,
-                Err(e) => {
-                    tracing::warn!(target: "corral::cluster", error = %e, "watching sessions");
-                    continue;
+    fn node_entry(&self, entry: async_nats::jetstream::kv::Entry) {
+        let mut state = lock(&self.state);
+        match entry.operation {
+            Operation::Put => match serde_json::from_slice::<Announce>(&entry.value) {
+                // A heartbeat seen again (a watch made again) is no sign of life.
+                Ok(_)
+                    if state
+                        .nodes
+                        .get(&entry.key)
+                        .is_some_and(|n| n.revision >= entry.revision) => {}
+                Ok(announce) => {
+                    state.nodes.insert(
+                        entry.key,
+                        NodeState {
+                            announce,
+                            seen: Instant::now(),
+                            withdrawn: false,
+                            revision: entry.revision,
+                        },
+                    );
                 }
-            };
-            match entry.operation {
-                Operation::Put => match serde_json::from_slice::<Assignment>(&entry.value) {
-                    Ok(assignment) => {
-                        self.assigned(assignment);
-                    }
-                    Err(e) => {
-                        tracing::warn!(target: "corral::cluster", session = %entry.key, error = %e, "an assignment that does not parse")
-                    }
-                },
-                Operation::Delete | Operation::Purge => {
-                    let mut state = lock(&self.state);
-                    state.assignments.remove(&entry.key);
-                    state.pending.remove(&entry.key);
+                Err(e) => {
+                    tracing::warn!(target: "corral::cluster", node = %entry.key, error = %e, "a heartbeat that is not a node's")
+                }
+            },
+            Operation::Delete | Operation::Purge => {
+                if let Some(node) = state.nodes.get_mut(&entry.key) {
+                    node.withdrawn = true;
+                    node.revision = entry.revision;
                 }
             }
         }
-        tracing::error!(target: "corral::cluster", "the sessions watch ended");
+    }
+
+    fn session_entry(&self, entry: async_nats::jetstream::kv::Entry) {
+        match entry.operation {
+            Operation::Put => match serde_json::from_slice::<Assignment>(&entry.value) {
+                Ok(assignment) => {
+                    self.assigned(assignment);
+                }
+                Err(e) => {
+                    tracing::warn!(target: "corral::cluster", session = %entry.key, error = %e, "an assignment that does not parse")
+                }
+            },
+            Operation::Delete | Operation::Purge => {
+                let mut state = lock(&self.state);
+                state.assignments.remove(&entry.key);
+                state.pending.remove(&entry.key);
+            }
+        }
     }
 
     /// Records an assignment; once its node opened the session, hosts its mirror.

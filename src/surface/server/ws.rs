@@ -175,6 +175,9 @@ async fn session_socket(
     })
 }
 
+/// How long a resume waits for this process to catch up with the node's stream.
+const CATCH_UP: Duration = Duration::from_secs(5);
+
 /// Why a connection's loop ended, and what to tell the client.
 enum End {
     Close(u16, String),
@@ -257,6 +260,19 @@ async fn serve_session(
     valid: Duration,
 ) {
     let channel = state.ws.channel(&handle, state.settings.replay_window);
+    // Resuming on this `serve` what another one served: wait (briefly) until this one has
+    // taken in as much of the node's stream as the client saw.
+    if let Resume::After(after) = resume
+        && handle.node().is_some()
+    {
+        let deadline = tokio::time::Instant::now() + CATCH_UP;
+        while !channel.reached(after)
+            && !channel.ended().is_cancelled()
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
     let conn = state.ws.next_conn();
     let attached = channel.attach(conn, resume);
     tracing::info!(target: "corral::ws", "session {}: connection {conn} attached", handle.id());

@@ -116,6 +116,11 @@ impl Node {
     pub async fn start(nats: &Nats, name: &str, extra: &[&str]) -> Node {
         let host = Harness::new();
         host.write_config(CLUSTER_CONFIG);
+        Node::start_on(nats, name, host, extra).await
+    }
+
+    /// A node on `host` (its home: a node started again on the host it ran on).
+    pub async fn start_on(nats: &Nats, name: &str, host: Harness, extra: &[&str]) -> Node {
         let mut child = Command::new(env!("CARGO_BIN_EXE_corral"))
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())

@@ -66,6 +66,11 @@ struct State {
     /// The `seq` of the last message pruned from the buffer (0: none): a resume after it is
     /// served from the buffer, one before it gets the current state only.
     dropped_upto: u64,
+    /// Numbering by envelope: the envelope being numbered, the next index of its own
+    /// messages, and of messages this process adds (connection replies, `agent_state`).
+    slot: u64,
+    slot_index: u64,
+    slot_extra: u64,
     /// Bytes of every message ever pushed: a message's offset is the total before it.
     pushed_bytes: u64,
     buffer: VecDeque<Buffered>,
@@ -83,6 +88,8 @@ struct State {
 
 pub struct Channel {
     session_id: String,
+    /// A node's session: `seq`s come from envelopes (see [`ENVELOPE_SHIFT`]).
+    by_envelope: bool,
     window: Duration,
     /// Cancelled once the session is dead and everything it said is pushed.
     ended: CancellationToken,
@@ -161,9 +168,31 @@ impl Channel {
         }
     }
 
+    /// The next message's `seq`: one more than the last, or, numbering by envelope, the
+    /// next in its envelope's range (its own messages low, this process's high).
+    fn next_seq(&self, state: &mut State, from_envelope: bool) -> u64 {
+        if !self.by_envelope {
+            state.next_seq += 1;
+            return state.next_seq;
+        }
+        let low = if from_envelope {
+            state.slot_index += 1;
+            (state.slot_index - 1).min(OWN_BASE - 1)
+        } else {
+            state.slot_extra += 1;
+            (OWN_BASE + state.slot_extra - 1).min(SLOT_MASK)
+        };
+        let seq = (state.slot << ENVELOPE_SHIFT) | low;
+        state.next_seq = state.next_seq.max(seq);
+        seq
+    }
+
     fn push_locked(&self, state: &mut State, message: &Message) {
-        state.next_seq += 1;
-        let seq = state.next_seq;
+        self.push_numbered(state, message, false);
+    }
+
+    fn push_numbered(&self, state: &mut State, message: &Message, from_envelope: bool) {
+        let seq = self.next_seq(state, from_envelope);
         let text = self.render(seq, message);
         if message.kind == "instructions" {
             state.instructions_seq = Some(seq);
@@ -195,7 +224,6 @@ impl Channel {
         state: &mut State,
         event: &crate::event::SharedEvent,
         mode: crate::host::manager::TurnMode,
-        numbered_by_envelope: bool,
     ) -> bool {
         if matches!(&event.envelope.payload, Payload::Status(s) if s.status == Status::Dead) {
             return false;
@@ -203,15 +231,21 @@ impl Channel {
         if let Payload::Instructions(data) = &event.envelope.payload {
             state.instructions = Some(super::projection::instructions(data));
         }
-        if numbered_by_envelope {
-            let base = event.envelope.seq << ENVELOPE_SHIFT;
-            state.next_seq = state.next_seq.max(base);
+        if self.by_envelope && event.envelope.seq > state.slot {
+            state.slot = event.envelope.seq;
+            state.slot_index = 0;
+            state.slot_extra = 0;
         }
         let out = state.projector.project(&event.envelope, mode);
         for message in &out {
-            self.push_locked(state, message);
+            self.push_numbered(state, message, true);
         }
         true
+    }
+
+    /// Whether the envelope message `seq` names (numbering by envelope) has been taken in.
+    pub fn reached(&self, seq: u64) -> bool {
+        !self.by_envelope || lock(&self.state).slot >= seq >> ENVELOPE_SHIFT
     }
 
     /// Sends (and buffers) one message to whoever is connected.
@@ -260,9 +294,23 @@ impl Channel {
             Resume::After(n) => Some(n),
         };
         let cursor = match last_seq {
-            Some(after) if after >= state.dropped_upto && after < next => after + 1,
+            // Numbering by envelope, a client may have seen more on another `serve` than
+            // this one has taken in yet: it is served from there on as it arrives.
+            Some(after) if after >= state.dropped_upto && (after < next || self.by_envelope) => {
+                after + 1
+            }
             _ => next,
         };
+        // What this process adds now must come after what the client saw, should that have
+        // been another `serve`'s own message of the same envelope.
+        if let Some(after) =
+            last_seq.filter(|a| self.by_envelope && a >> ENVELOPE_SHIFT == state.slot)
+        {
+            let low = after & SLOT_MASK;
+            if low >= OWN_BASE {
+                state.slot_extra = state.slot_extra.max(low - OWN_BASE + 1);
+            }
+        }
         let replay_bytes: u64 = state
             .buffer
             .iter()
@@ -316,9 +364,12 @@ fn unsent(state: &State, cursor: u64) -> u64 {
 
 /// Messages of a session a node runs are numbered from the envelope they come from: the
 /// messages of envelope `n` take `seq`s from `n << ENVELOPE_SHIFT` on, so every `serve`
-/// numbers them alike, whatever each one's own connections were told in between (their
-/// `agent_state`s take the next numbers of their own, which no envelope's messages reuse).
+/// numbers them alike, whatever each one's own connections were told in between: what a
+/// process adds itself (an `agent_state` at connect, a reply) takes numbers from
+/// [`OWN_BASE`] within the range, which no envelope's messages reach.
 const ENVELOPE_SHIFT: u32 = 16;
+const SLOT_MASK: u64 = (1 << ENVELOPE_SHIFT) - 1;
+const OWN_BASE: u64 = 1 << (ENVELOPE_SHIFT - 1);
 
 type Channels = Arc<Mutex<HashMap<String, Arc<Channel>>>>;
 
@@ -355,11 +406,15 @@ impl Hub {
             );
         let channel = Arc::new(Channel {
             session_id: handle.id().to_string(),
+            by_envelope: from_start,
             window,
             ended: CancellationToken::new(),
             state: Mutex::new(State {
                 next_seq: 0,
                 dropped_upto: 0,
+                slot: 0,
+                slot_index: 0,
+                slot_extra: 0,
                 pushed_bytes: 0,
                 buffer: VecDeque::new(),
                 buffered_bytes: 0,
@@ -396,7 +451,7 @@ impl Hub {
             let mut state = lock(&channel.state);
             let mut alive = true;
             while let Ok(event) = events.try_recv() {
-                if !channel.project(&mut state, &event, handle.last_mode(), true) {
+                if !channel.project(&mut state, &event, handle.last_mode()) {
                     alive = false;
                     break;
                 }
@@ -414,7 +469,7 @@ impl Hub {
         tokio::spawn(async move {
             while let Some(event) = events.recv().await {
                 let mut state = lock(&pump.state);
-                if !pump.project(&mut state, &event, handle.last_mode(), from_start) {
+                if !pump.project(&mut state, &event, handle.last_mode()) {
                     break;
                 }
             }
