@@ -193,6 +193,12 @@ impl Cluster {
                         .nodes
                         .get(&entry.key)
                         .is_some_and(|n| n.revision >= entry.revision) => {}
+                // Its name becomes a subject: only the key it is stored under, and a plain one.
+                Ok(announce)
+                    if announce.name != entry.key || !super::valid_node_name(&announce.name) =>
+                {
+                    tracing::warn!(target: "corral::cluster", node = %entry.key, "a heartbeat under another name than its key; ignored");
+                }
                 Ok(announce) => {
                     state.nodes.insert(
                         entry.key,
@@ -354,6 +360,11 @@ impl Cluster {
                     .map_err(|e| e.to_string())
             });
         let (envelope, json) = match parsed {
+            // An envelope is taken only for the session its subject names.
+            Ok((envelope, _)) if *envelope.session != *id => {
+                tracing::warn!(target: "corral::cluster", session = %id, sequence, "an envelope of another session on this one's subject; dropped");
+                return;
+            }
             Ok(parsed) => parsed,
             Err(e) => {
                 tracing::warn!(target: "corral::cluster", session = %id, sequence, error = %e, "an envelope that does not parse");

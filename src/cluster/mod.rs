@@ -104,9 +104,10 @@ pub fn valid_node_name(name: &str) -> bool {
 /// `CORRAL_NATS_TOKEN`) or nkey seed. The client reconnects by itself for as long as the
 /// process runs.
 pub async fn connect(url: &str, nats: &Nats, name: &str) -> Result<async_nats::Client, Error> {
+    // No retry of the first connection: a wrong URL or credentials fail at once, with the
+    // server's reason (a service manager restarts a node that started before NATS did).
     let mut options = async_nats::ConnectOptions::new()
         .name(name)
-        .retry_on_initial_connect()
         .connection_timeout(Duration::from_secs(5))
         .request_timeout(Some(Duration::from_secs(30)));
     let token = nats
@@ -126,8 +127,6 @@ pub async fn connect(url: &str, nats: &Nats, name: &str) -> Result<async_nats::C
         })?;
         options = options.nkey(seed.trim().to_string());
     }
-    // `retry_on_initial_connect` returns at once; the first round trip says whether the
-    // server is there at all.
     let client = options
         .connect(url)
         .await

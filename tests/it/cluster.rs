@@ -9,6 +9,7 @@ use crate::support::cluster::{CLUSTER_CONFIG, Nats, Node};
 use crate::support::server::Server;
 use crate::support::{FakeModel, Harness, Reply};
 
+mod attacks;
 mod faults;
 mod placement;
 mod resume;

@@ -35,6 +35,9 @@ pub(super) struct Row {
     pub last_activity: String,
     #[serde(default)]
     pub worktree: Option<String>,
+    /// The `corral node` that runs it (`serve --nats`).
+    #[serde(default)]
+    pub node: Option<String>,
     /// The first prompt, shortened (`session::catalog::title_of`); the server's list and
     /// the local catalog both give it, empty (`None` here) before the first prompt.
     #[serde(default, deserialize_with = "non_empty")]
@@ -199,6 +202,7 @@ impl Board {
             row.backend.as_str(),
             row.cwd.as_str(),
             row.title.as_deref().unwrap_or_default(),
+            row.node.as_deref().unwrap_or_default(),
             row.status.as_str(),
         ]
         .iter()

@@ -15,6 +15,7 @@ fn row(id: &str, status: Status, created: &str, active: &str) -> Row {
         created_at: format!("2026-12-01T00:00:{created}.000Z"),
         last_activity: format!("2026-12-01T00:01:{active}.000Z"),
         worktree: None,
+        node: None,
         title: None,
         pending: usize::from(status == Status::WaitingApproval),
     }

@@ -17,6 +17,7 @@ fn row(id: &str, status: Status, active: &str) -> Row {
         created_at: "2026-12-01T00:00:00.000Z".into(),
         last_activity: format!("2026-12-01T00:00:{active}.000Z"),
         worktree: None,
+        node: None,
         title: None,
         pending: usize::from(status == Status::WaitingApproval),
     }

@@ -56,6 +56,7 @@ fn row_of(session: LocalSession) -> Row {
             .map_or_else(|| created_at.clone(), |t| t.to_string()),
         created_at,
         worktree: session.worktree,
+        node: None,
         title: Some(session.title).filter(|t| !t.is_empty()),
         pending: usize::from(status == Status::WaitingApproval),
     }

@@ -236,7 +236,10 @@ fn table_row(row: &Row, now: OffsetDateTime, theme: &Theme) -> TableRow<'static>
         .map_or_else(|| row.cwd.clone(), |w| format!("⎇ {w}"));
     let cells = vec![
         Cell::from(clean_line(&row.id)),
-        Cell::from(clean_line(&format!("{} · {}", row.backend, row.model))),
+        Cell::from(clean_line(&match &row.node {
+            Some(node) => format!("{} · {} @ {node}", row.backend, row.model),
+            None => format!("{} · {}", row.backend, row.model),
+        })),
         Cell::from(status_text(row.status)).style(status_style(row.status, theme)),
         Cell::from(row.turn.to_string()),
         Cell::from(format!(
@@ -316,6 +319,7 @@ mod tests {
             created_at: "2026-12-01T00:00:00.000Z".into(),
             last_activity: "2026-12-01T00:00:00.000Z".into(),
             worktree: Some(HOSTILE.into()),
+            node: Some(HOSTILE.into()),
             title: Some(HOSTILE.into()),
             pending: 1,
         }

@@ -15,6 +15,8 @@ pub const CLUSTER_CONFIG: &str = "[nats]\nheartbeat_secs = 1\ndead_after_secs = 
 
 pub struct Nats {
     child: Option<Child>,
+    /// More server arguments (`--auth TOKEN`).
+    extra: Vec<String>,
     pub port: u16,
     pub url: String,
     store: tempfile::TempDir,
@@ -45,6 +47,10 @@ fn free_port() -> u16 {
 
 impl Nats {
     pub async fn start() -> Nats {
+        Nats::start_with(&[]).await
+    }
+
+    pub async fn start_with(extra: &[&str]) -> Nats {
         let store = tempfile::Builder::new()
             .prefix("corral-nats-")
             .tempdir()
@@ -52,6 +58,7 @@ impl Nats {
         let port = free_port();
         let mut nats = Nats {
             child: None,
+            extra: extra.iter().map(|a| a.to_string()).collect(),
             port,
             url: format!("nats://127.0.0.1:{port}"),
             store,
@@ -71,6 +78,7 @@ impl Nats {
                 "-sd",
             ])
             .arg(self.store.path())
+            .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
