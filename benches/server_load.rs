@@ -2,6 +2,13 @@
 //!
 //!     cargo bench --bench server_load            # N = 1, 8, 32 concurrent sessions
 //!     cargo bench --bench server_load -- 4 16    # other session counts
+//!     cargo bench --bench server_load -- --scale-out 100
+//!
+//! `--scale-out N`: N sessions streaming at once through the single-process `serve`, then the
+//! same N spread over 3 `corral node`s behind `serve --nats` (a real `nats-server -js` on
+//! 127.0.0.1, from scripts/install-nats-server); the figure is the overhead ratio of the
+//! second to the first (frames per second, p99 frame latency). RSS there is `serve`'s alone
+//! (the nodes are other processes).
 //!
 //! For each N: a fresh `corral serve` (release binary) and a fresh fake model server on
 //! 127.0.0.1, both in this run. N sessions are opened over REST and attached over WebSocket;
@@ -43,6 +50,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
+use support::cluster::{CLUSTER_CONFIG, Nats, Node};
 use support::reply::Action;
 use support::server::Server;
 use support::{FakeModel, Format, Harness, Reply};
@@ -57,7 +65,70 @@ const CHUNK_DELAY: Duration = Duration::from_millis(2);
 const WAIT: Duration = Duration::from_secs(120);
 const IDLE_SETTLE: Duration = Duration::from_secs(1);
 
+/// Where the sessions run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Topology {
+    /// In `serve` itself.
+    Single,
+    /// On this many `corral node`s behind `serve --nats`.
+    Nodes(usize),
+}
+
+impl std::fmt::Display for Topology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Topology::Single => f.write_str("serve"),
+            Topology::Nodes(k) => write!(f, "serve --nats, {k} nodes"),
+        }
+    }
+}
+
+/// What a section runs on: the server, and for a cluster its NATS and nodes (kept alive).
+struct Deployment {
+    server: Server,
+    _nats: Option<Nats>,
+    _nodes: Vec<Node>,
+}
+
+impl Deployment {
+    async fn start(h: &Harness, topology: Topology, sessions: usize) -> Deployment {
+        let Topology::Nodes(k) = topology else {
+            return Deployment {
+                server: Server::start(h, &[]).await,
+                _nats: None,
+                _nodes: Vec::new(),
+            };
+        };
+        let nats = Nats::start().await;
+        let capacity = sessions.div_ceil(k) + 1;
+        let mut nodes = Vec::new();
+        for i in 0..k {
+            let capacity = capacity.to_string();
+            nodes.push(Node::start(&nats, &format!("node{i}"), &["--capacity", &capacity]).await);
+        }
+        h.write_config(CLUSTER_CONFIG);
+        let server = Server::start_with(h, &[], &["--nats", &nats.url]).await;
+        let token = server.token("bench", true);
+        for _ in 0..300 {
+            let (_, body) = server.get("/api/v1/nodes", &token).await;
+            let alive = body["nodes"]
+                .as_array()
+                .map_or(0, |n| n.iter().filter(|n| n["alive"] == true).count());
+            if alive == k {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Deployment {
+            server,
+            _nats: Some(nats),
+            _nodes: nodes,
+        }
+    }
+}
+
 struct Row {
+    topology: Topology,
     sessions: usize,
     token_frames: usize,
     chunks: usize,
@@ -178,17 +249,18 @@ fn body_chunks() -> usize {
         .count()
 }
 
-async fn section(n: usize) -> Row {
+async fn section(n: usize, topology: Topology) -> Row {
     let h = Harness::new();
     let model = FakeModel::start().await;
-    let server = Server::start(&h, &[]).await;
+    let deployment = Deployment::start(&h, topology, n).await;
+    let server = &deployment.server;
     let pid = server.child.id().unwrap();
     tokio::time::sleep(IDLE_SETTLE).await;
     let rss_zero_kib = vm_rss_kib(pid);
 
     let mut sockets = Vec::with_capacity(n);
     for i in 0..n {
-        sockets.push(open(&server, &h, &model, &format!("load{i}")).await);
+        sockets.push(open(server, &h, &model, &format!("load{i}")).await);
     }
     let base = model.chat_times().len();
     for i in 0..n {
@@ -248,8 +320,9 @@ async fn section(n: usize) -> Row {
         let mut ws = s.ws;
         let _ = ws.close(None).await;
     }
-    server.stop().await;
+    deployment.server.stop().await;
     Row {
+        topology,
         sessions: n,
         token_frames,
         chunks: total_chunks,
@@ -404,17 +477,22 @@ fn main() {
 }
 
 async fn bench_main() {
-    let mut counts: Vec<usize> = std::env::args()
-        .skip(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let scale_out = args.iter().any(|a| a == "--scale-out");
+    let mut counts: Vec<usize> = args
+        .iter()
         .filter_map(|a| a.parse().ok())
         .filter(|n| *n > 0)
         .collect();
     if counts.is_empty() {
-        counts = vec![1, 8, 32];
+        counts = if scale_out { vec![100] } else { vec![1, 8, 32] };
     }
     let mut rows = Vec::new();
     for n in counts {
-        rows.push(section(n).await);
+        rows.push(section(n, Topology::Single).await);
+        if scale_out {
+            rows.push(section(n, Topology::Nodes(3)).await);
+        }
     }
     println!("corral serve load — {}", support::host::machine());
     println!("binary: {CORRAL}");
@@ -425,15 +503,32 @@ async fn bench_main() {
     );
     println!();
     println!(
-        "| sessions | token frames (chunks) | wall (s) | frames/s | chunk interval (ms) | \
+        "| where | sessions | token frames (chunks) | wall (s) | frames/s | chunk interval (ms) | \
          latency p50 (ms) | latency p99 (ms) | first frame (ms) | RSS 0 sessions (MiB) | RSS N idle (MiB) | \
          RSS per idle session (KiB) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let overheads: Vec<String> = rows
+        .chunks(2)
+        .filter(|pair| scale_out && pair.len() == 2)
+        .map(|pair| {
+            let rate = |r: &Row| r.token_frames as f64 / r.wall.as_secs_f64();
+            format!(
+                "{} sessions over {}: frames/s ×{:.2}, p99 latency ×{:.2} ({:.2} ms → {:.2} ms)",
+                pair[1].sessions,
+                pair[1].topology,
+                rate(&pair[1]) / rate(&pair[0]),
+                pair[1].p99 / pair[0].p99,
+                pair[0].p99,
+                pair[1].p99
+            )
+        })
+        .collect();
     for r in rows {
         let per_session = (r.rss_idle_kib as f64 - r.rss_zero_kib as f64) / r.sessions as f64;
         println!(
-            "| {} | {} ({}) | {:.2} | {:.0} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} |",
+            "| {} | {} | {} ({}) | {:.2} | {:.0} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} |",
+            r.topology,
             r.sessions,
             r.token_frames,
             r.chunks,
@@ -449,6 +544,13 @@ async fn bench_main() {
         );
     }
     println!();
+    if scale_out {
+        println!("overhead of the scale-out (second row against the first):");
+        for line in overheads {
+            println!("  {line}");
+        }
+        return;
+    }
     idle_and_per_turn().await;
     slow_reader().await;
 }

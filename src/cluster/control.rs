@@ -243,10 +243,9 @@ impl Cluster {
 
     /// Records an assignment; once its node opened the session, hosts its mirror.
     fn assigned(&self, assignment: Assignment) -> Option<Arc<Handle>> {
-        let id = assignment.session.clone();
         lock(&self.state)
             .assignments
-            .insert(id.clone(), assignment.clone());
+            .insert(assignment.session.clone(), assignment.clone());
         let opened = assignment.opened.clone()?;
         self.attach(&assignment, opened)
     }

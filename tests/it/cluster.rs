@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::cluster::{CLUSTER_CONFIG, Nats, Node};
+use crate::support::cluster::{CLUSTER_CONFIG, Nats};
 use crate::support::server::Server;
 use crate::support::{FakeModel, Harness, Reply};
 

@@ -154,11 +154,42 @@ impl SessionManager {
             remote: Some(remote.clone()),
         });
         self.forward_events(&handle);
+        tokio::spawn(keep_stats(handle.session.tap(0), Arc::downgrade(&handle)));
         let task = tokio::spawn(drive(receiver, Arc::downgrade(&handle), remote));
         *lock(&handle.task) = Some(task);
         let mut sessions = lock(&self.inner.sessions);
         sessions.insert(id, handle.clone());
         Ok(handle)
+    }
+}
+
+/// What the listing shows beyond status (tokens, title, activity), from the node's
+/// envelopes as the local executor keeps it from its turns.
+async fn keep_stats(
+    mut events: mpsc::UnboundedReceiver<crate::event::SharedEvent>,
+    handle: Weak<Handle>,
+) {
+    use crate::event::{ContentBlock, Payload};
+    while let Some(event) = events.recv().await {
+        let Some(handle) = handle.upgrade() else {
+            return;
+        };
+        let mut stats = lock(&handle.stats);
+        stats.last_activity = event.envelope.ts;
+        match &event.envelope.payload {
+            Payload::Result(result) => {
+                stats.usage.add(&result.usage);
+                stats.turn_started = None;
+            }
+            Payload::TurnStarted(_) => stats.turn_started = Some(std::time::Instant::now()),
+            Payload::UserText(text) if stats.title.is_empty() => {
+                if let ContentBlock::Text { text } = &text.content {
+                    stats.title = crate::session::catalog::title_of(text);
+                }
+            }
+            Payload::Status(s) if s.status == Status::Dead => return,
+            _ => {}
+        }
     }
 }
 

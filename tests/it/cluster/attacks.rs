@@ -129,7 +129,7 @@ async fn an_answer_larger_than_one_nats_message_arrives_whole() {
     let token = admin(&server);
     let model = FakeModel::start().await;
     // 3 MB in one block: NATS takes 1 MiB per message.
-    let big: String = (0..300_000).map(|i| format!("{:09} ", i)).collect();
+    let big: String = (0..300_000).map(|i| format!("{i:09} ")).collect();
     model.push(Reply::new().text(&big).finish("stop"));
     let (_, opened) = open(&server, &token, &h, &model, json!({})).await;
     let id = opened["id"].as_str().unwrap();

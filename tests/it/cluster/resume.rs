@@ -139,3 +139,77 @@ async fn a_serve_restarted_mid_turn_loses_nothing_and_repeats_nothing() {
     let more = collect(&mut ws, is("done")).await;
     assert_eq!(tokens(&more), "still here");
 }
+
+#[tokio::test]
+async fn an_approval_answered_on_the_other_serve_reaches_the_node_that_asked() {
+    let nats = Nats::start().await;
+    let _node = Node::start(&nats, "n1", &[]).await;
+    let (ha, hb) = (Harness::new(), Harness::new());
+    let a = serve(&ha, &nats).await;
+    let b = serve(&hb, &nats).await;
+    wait_for_nodes(&a, &["n1"]).await;
+    let model = FakeModel::start().await;
+    model.push(
+        crate::support::Reply::new()
+            .tool_call(
+                "w1",
+                "write_file",
+                r#"{"path":"approved.txt","content":"yes"}"#,
+            )
+            .finish("tool_calls"),
+    );
+    model.push(crate::support::Reply::new().text("written").finish("stop"));
+    let token = a.token("alice", false);
+    let (status, opened) = open(&a, &token, &ha, &model, json!({})).await;
+    assert_eq!(status, 201, "{opened}");
+    let id = opened["id"].as_str().unwrap();
+    let mut watching = connect(&session_url(&a, id, &token)).await;
+    next(&mut watching).await;
+    let (status, _) = a
+        .post(
+            &format!("/api/v1/sessions/{id}/messages"),
+            &token,
+            &json!({"text": "write it"}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let asked = collect(&mut watching, is("tool_confirm_request")).await;
+    let request = asked.last().unwrap()["payload"]["confirmation_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The other serve lists the same request and takes the answer.
+    wait_session(&b, &token, id, |s| s["pending_permissions"] == 1).await;
+    let (_, listed) = b
+        .get(&format!("/api/v1/sessions/{id}/permissions"), &token)
+        .await;
+    assert_eq!(
+        listed["permissions"][0]["requestId"],
+        request.as_str(),
+        "{listed}"
+    );
+    let (status, answered) = b
+        .post(
+            &format!("/api/v1/sessions/{id}/confirmations"),
+            &token,
+            &json!({"confirmation_id": request, "action": "allow"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answered}");
+    // The first serve's client sees the turn go on and end.
+    let rest = collect(&mut watching, is("done")).await;
+    assert_eq!(tokens(&rest), "written");
+    assert_eq!(
+        std::fs::read_to_string(ha.work().join("approved.txt")).unwrap(),
+        "yes"
+    );
+    // An answer to a request that is not open is refused on either.
+    let (status, _) = a
+        .post(
+            &format!("/api/v1/sessions/{id}/confirmations"),
+            &token,
+            &json!({"confirmation_id": request, "action": "allow"}),
+        )
+        .await;
+    assert_eq!(status, 404);
+}
