@@ -18,7 +18,7 @@ mod surface;
 mod tool;
 mod worktree;
 
-pub use cluster::{NodeArgs, node};
+pub use cluster::NodeArgs;
 pub use config::{Config, ConfigError, McpServer, McpServers, McpTransport};
 
 /// `--mcp-config FILE`: the MCP servers it defines (JSON `{"mcpServers": …}` or TOML
@@ -57,6 +57,7 @@ pub use surface::init::{InitArgs, init};
 pub use surface::logs_cli::{LogsArgs, logs_main};
 pub use surface::mcp::{DEFAULT_APPROVAL_TIMEOUT, mcp};
 pub use surface::mcp_servers::{McpServersArgs, McpServersCommand, McpServersOutput, mcp_servers};
+pub use surface::node::node;
 pub use surface::policies::{list_policies, show_policy};
 pub use surface::run::load_config;
 pub use surface::run::{Exit, RunArgs, run};

@@ -183,6 +183,16 @@ impl Cluster {
         }
     }
 
+    /// Takes a heartbeat read directly; whether it was newer than the last one seen.
+    pub(super) fn node_entry_seen(&self, entry: async_nats::jetstream::kv::Entry) -> bool {
+        let newer = lock(&self.state)
+            .nodes
+            .get(&entry.key)
+            .is_none_or(|n| n.revision < entry.revision);
+        self.node_entry(entry);
+        newer
+    }
+
     fn node_entry(&self, entry: async_nats::jetstream::kv::Entry) {
         let mut state = lock(&self.state);
         match entry.operation {

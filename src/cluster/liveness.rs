@@ -29,7 +29,27 @@ pub async fn watch(cluster: Weak<Cluster>) {
         let Some(cluster) = cluster.upgrade() else {
             return;
         };
-        for (handle, node, reason) in lost_sessions(&cluster) {
+        let lost = lost_sessions(&cluster);
+        let mut confirmed: std::collections::HashMap<String, bool> = Default::default();
+        for (handle, node, reason, silent) in lost {
+            // Silence is checked at the source before anyone's session ends: the watch may
+            // only be slow to come back after NATS restarted, and while NATS cannot be asked,
+            // nobody is declared lost.
+            let gone = !silent
+                || match confirmed.get(&node) {
+                    Some(gone) => *gone,
+                    None => {
+                        let gone = still_silent(&cluster, &node).await;
+                        confirmed.insert(node.clone(), gone);
+                        gone
+                    }
+                };
+            if !gone {
+                super::control::lock_state(&cluster)
+                    .ending
+                    .remove(handle.id());
+                continue;
+            }
             let cluster = cluster.clone();
             tokio::spawn(async move {
                 let id = handle.id().to_string();
@@ -42,8 +62,29 @@ pub async fn watch(cluster: Weak<Cluster>) {
     }
 }
 
+/// Whether `node`'s heartbeat entry is where the watch last saw it (or withdrawn); a newer
+/// one counts as a heartbeat. False when NATS cannot be asked.
+async fn still_silent(cluster: &Cluster, node: &str) -> bool {
+    let entry = match tokio::time::timeout(
+        Duration::from_secs(2),
+        cluster.stores.nodes.entry(node.to_string()),
+    )
+    .await
+    {
+        Ok(Ok(entry)) => entry,
+        _ => return false,
+    };
+    match entry {
+        Some(entry) if entry.operation == async_nats::jetstream::kv::Operation::Put => {
+            !cluster.node_entry_seen(entry)
+        }
+        _ => true,
+    }
+}
+
 /// Live sessions whose node is gone, with why; each marked as being ended.
-fn lost_sessions(cluster: &Cluster) -> Vec<(Arc<Handle>, String, String)> {
+/// `silent`: lost only by its silence, which is to be confirmed.
+fn lost_sessions(cluster: &Cluster) -> Vec<(Arc<Handle>, String, String, bool)> {
     let dead_after = cluster.deployment.dead_after;
     let mut state = super::control::lock_state(cluster);
     let mut lost = Vec::new();
@@ -57,22 +98,29 @@ fn lost_sessions(cluster: &Cluster) -> Vec<(Arc<Handle>, String, String)> {
         if handle.node().is_none() || handle.session.status() == Status::Dead {
             continue;
         }
-        let reason = match state.nodes.get(&assignment.node) {
+        let (reason, silent) = match state.nodes.get(&assignment.node) {
             None if cluster.started.elapsed() < dead_after => continue,
-            None => format!("has not been heard from for {} s", dead_after.as_secs()),
-            Some(node) if node.withdrawn => "stopped".to_string(),
-            Some(node) if node.announce.instance != assignment.instance => {
-                "restarted, and its sessions did not survive it".to_string()
-            }
-            Some(node) if node.seen.elapsed() >= dead_after => format!(
-                "stopped heartbeating {} s ago",
-                node.seen.elapsed().as_secs()
+            None => (
+                format!("has not been heard from for {} s", dead_after.as_secs()),
+                true,
+            ),
+            Some(node) if node.withdrawn => ("stopped".to_string(), false),
+            Some(node) if node.announce.instance != assignment.instance => (
+                "restarted, and its sessions did not survive it".to_string(),
+                false,
+            ),
+            Some(node) if node.seen.elapsed() >= dead_after => (
+                format!(
+                    "stopped heartbeating {} s ago",
+                    node.seen.elapsed().as_secs()
+                ),
+                true,
             ),
             Some(_) => continue,
         };
-        lost.push((handle, assignment.node.clone(), reason));
+        lost.push((handle, assignment.node.clone(), reason, silent));
     }
-    for (handle, _, _) in &lost {
+    for (handle, _, _, _) in &lost {
         state.ending.insert(handle.id().to_string());
     }
     lost

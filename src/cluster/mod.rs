@@ -19,7 +19,7 @@ mod publish;
 mod wire;
 
 pub use control::{Cluster, ClusterError};
-pub use node::{NodeArgs, node};
+pub use node::{NodeArgs, run as run_node};
 pub use wire::{OpenRequest, WireLimits};
 
 use std::time::Duration;
@@ -51,8 +51,23 @@ impl Deployment {
                 "[nats] prefix {prefix:?}: use 1 to 32 of a-z, 0-9, '_' and '-'"
             )));
         }
-        let heartbeat = Duration::from_secs(nats.heartbeat_secs.unwrap_or(2).max(1));
-        let dead_after = Duration::from_secs(nats.dead_after_secs.unwrap_or(10));
+        let within = |key: &str, value: u64, max: u64| {
+            if (1..=max).contains(&value) {
+                Ok(value)
+            } else {
+                Err(usage(format!("[nats] {key} = {value}: use 1 to {max}")))
+            }
+        };
+        let heartbeat = Duration::from_secs(within(
+            "heartbeat_secs",
+            nats.heartbeat_secs.unwrap_or(2),
+            3600,
+        )?);
+        let dead_after = Duration::from_secs(within(
+            "dead_after_secs",
+            nats.dead_after_secs.unwrap_or(10),
+            86_400,
+        )?);
         if dead_after < heartbeat * 2 {
             return Err(usage(format!(
                 "[nats] dead_after_secs ({}) must be at least twice heartbeat_secs ({}): one \
@@ -61,7 +76,7 @@ impl Deployment {
                 heartbeat.as_secs()
             )));
         }
-        let days = nats.retention_days.unwrap_or(30).clamp(1, 3650);
+        let days = within("retention_days", nats.retention_days.unwrap_or(30), 3650)?;
         Ok(Deployment {
             prefix,
             heartbeat,
@@ -193,5 +208,46 @@ async fn key_value(
         Err(first) => js.get_key_value(&name).await.map_err(|e| {
             Error::Runtime(format!("NATS key-value bucket {name}: {first}; then: {e}"))
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deployment_names_everything_under_its_prefix_and_checks_its_timers() {
+        let nats = Nats {
+            prefix: Some("team-b".into()),
+            ..Nats::default()
+        };
+        let d = Deployment::from_config(&nats).unwrap();
+        assert_eq!(d.events_subject("abc"), "team-b.events.abc");
+        assert_eq!(d.node_subject("n1"), "team-b.node.n1.cmd");
+        assert_eq!(d.stream_name(), "team-b-events");
+        assert_eq!(
+            (d.nodes_bucket(), d.sessions_bucket()),
+            ("team-b-nodes".into(), "team-b-sessions".into())
+        );
+        for prefix in ["", "a.b", "a>", "A", "a b", &"x".repeat(33)] {
+            let bad = Nats {
+                prefix: Some(prefix.to_string()),
+                ..Nats::default()
+            };
+            assert!(Deployment::from_config(&bad).is_err(), "{prefix:?}");
+        }
+        let timers = |h: u64, d: u64| Nats {
+            heartbeat_secs: Some(h),
+            dead_after_secs: Some(d),
+            ..Nats::default()
+        };
+        assert!(Deployment::from_config(&timers(0, 10)).is_err());
+        assert!(Deployment::from_config(&timers(5, 9)).is_err());
+        assert!(Deployment::from_config(&timers(1, 3)).is_ok());
+        let retention = Nats {
+            retention_days: Some(0),
+            ..Nats::default()
+        };
+        assert!(Deployment::from_config(&retention).is_err());
     }
 }

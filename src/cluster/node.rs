@@ -18,7 +18,6 @@ use crate::error::{Error, usage};
 use crate::event::Status;
 use crate::host::manager::{Handle, RemoteCall, SendError, SessionManager, TurnRequest};
 use crate::host::open::{Limits, OpenSpec, agents_dir, parse_model_and_effort};
-use crate::surface::run::{Exit, load_session_config};
 
 #[derive(Debug, Clone, Default)]
 pub struct NodeArgs {
@@ -26,6 +25,7 @@ pub struct NodeArgs {
     pub name: Option<String>,
     pub labels: Vec<String>,
     pub capacity: Option<usize>,
+    /// Read by the surface that starts the node.
     pub config_path: Option<PathBuf>,
     pub no_instructions: bool,
 }
@@ -55,10 +55,13 @@ fn host_name() -> String {
         .unwrap_or_else(|| "localhost".to_string())
 }
 
-/// Runs the node until a signal; then its sessions are closed, their last envelopes
-/// published, and its heartbeat withdrawn.
-pub async fn node(args: NodeArgs) -> Result<Exit, Error> {
-    let config = load_session_config(args.config_path.as_ref(), args.no_instructions)?;
+/// Runs the node until `shutdown` completes (a signal); then its sessions are closed, their last
+/// envelopes published, and its heartbeat withdrawn.
+pub async fn run(
+    config: crate::config::Config,
+    args: NodeArgs,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), Error> {
     let deployment = Deployment::from_config(&config.nats)?;
     let name = args.name.clone().unwrap_or_else(host_name);
     if !valid_node_name(&name) {
@@ -109,7 +112,7 @@ pub async fn node(args: NodeArgs) -> Result<Exit, Error> {
     }
     let stop = tokio_util::sync::CancellationToken::new();
     let beating = tokio::spawn(node.clone().beat(stop.clone()));
-    let signal = crate::surface::server::wait_for_signal();
+    let signal = shutdown;
     tokio::pin!(signal);
     loop {
         tokio::select! {
@@ -146,7 +149,7 @@ pub async fn node(args: NodeArgs) -> Result<Exit, Error> {
     // Gone on purpose: the control plane ends what is left of ours at once.
     let _ = node.stores.nodes.delete(&node.name).await;
     let _ = client.flush().await;
-    Ok(Exit::Ok)
+    Ok(())
 }
 
 impl Node {
@@ -287,12 +290,12 @@ impl Node {
             }
             None => (None, request.effort),
         };
-        let mcp = crate::surface::server::parse_mcp_servers(
+        let mcp = crate::host::open::mcp_request::parse(
             request.mcp_servers.clone(),
             limits.is_some(),
             &self.manager.config().mcp_servers,
         )
-        .map_err(|(code, message)| NodeReply::error(code, message))?;
+        .map_err(invalid)?;
         Ok(OpenSpec {
             id: Some(id.to_string()),
             cwd: Some(request.cwd.clone()),
@@ -304,8 +307,8 @@ impl Node {
             effort,
             attended: true,
             limits,
-            mcp_servers: mcp.0,
-            mcp_select: mcp.1,
+            mcp_servers: mcp.defined,
+            mcp_select: mcp.select,
             ..OpenSpec::default()
         })
     }

@@ -10,6 +10,7 @@ pub mod init;
 pub mod logs_cli;
 pub mod mcp;
 pub mod mcp_servers;
+pub mod node;
 pub mod policies;
 pub mod run;
 pub mod safe_text;

@@ -14,6 +14,7 @@ mod instructions;
 mod limits;
 mod links;
 mod mcp;
+pub mod mcp_request;
 mod resume;
 mod sandbox;
 mod secrets;

@@ -123,22 +123,6 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// MCP servers a session is opened with: its own definitions, and which configured ones.
-pub(crate) type McpChoice = (crate::config::McpServers, Option<Vec<String>>);
-
-/// A REST `mcp_servers` value judged against `configured` (a node judges what the control
-/// plane forwarded against its own config): the definitions and the selection, or the API
-/// error's code and message.
-pub(crate) fn parse_mcp_servers(
-    value: Option<serde_json::Value>,
-    bounded: bool,
-    configured: &crate::config::McpServers,
-) -> Result<McpChoice, (&'static str, String)> {
-    rest::parse_mcp_servers(value, bounded, configured)
-        .map(|r| (r.defined, r.select))
-        .map_err(|e| (e.code, e.message))
-}
-
 /// The bearer token of a request: `Authorization: Bearer …`, else `?token=…`.
 pub fn bearer(headers: &axum::http::HeaderMap, query_token: Option<&str>) -> Option<String> {
     headers

@@ -7,8 +7,6 @@
 mod cluster;
 mod events;
 mod history;
-mod mcp_servers;
-pub(super) use mcp_servers::parse as parse_mcp_servers;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -296,11 +294,12 @@ async fn create_session(
         }
         None => (None, body.effort),
     };
-    let mcp = mcp_servers::parse(
+    let mcp = crate::host::open::mcp_request::parse(
         body.mcp_servers,
         limits.is_some(),
         &state.manager.config().mcp_servers,
-    )?;
+    )
+    .map_err(open_error)?;
     // No id chosen here: the session gets the same 8-hex id `corral run` does, one not taken
     // by any log in the directory, so every surface shows and takes one form.
     let spec = OpenSpec {

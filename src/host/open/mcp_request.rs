@@ -1,4 +1,5 @@
-//! `mcp_servers` of `POST /api/v1/sessions`: a list of names picks among the servers the
+//! `mcp_servers` of `POST /api/v1/sessions` (judged where the session opens: `serve`, or the
+//! `corral node` that runs it): a list of names picks among the servers the
 //! server's config.toml `[mcp_servers]` defines (`OpenSpec::mcp_select`); an object defines
 //! servers (`OpenSpec::mcp_servers`), which only admin tokens may (a definition is a command
 //! line the server would start). User tokens are refused by `Limits::check_request` before
@@ -7,9 +8,13 @@
 
 use serde_json::Value;
 
-use super::{ApiError, invalid};
 use crate::config::McpServers;
 use crate::config::mcp::servers_from_json;
+use crate::error::Error;
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::Usage(message.into())
+}
 
 /// What the field asks for.
 #[derive(Debug, Default, PartialEq)]
@@ -24,7 +29,7 @@ pub fn parse(
     value: Option<Value>,
     bounded: bool,
     configured: &McpServers,
-) -> Result<Requested, ApiError> {
+) -> Result<Requested, Error> {
     match value {
         None | Some(Value::Null) => Ok(Requested::default()),
         Some(Value::Array(items)) => {
@@ -36,7 +41,7 @@ pub fn parse(
                         "mcp_servers lists names of configured servers (strings), got {other}"
                     ))),
                 })
-                .collect::<Result<Vec<String>, ApiError>>()?;
+                .collect::<Result<Vec<String>, Error>>()?;
             // A user's unknown name is Limits' 403, which names the configured servers too.
             if !bounded && let Some(unknown) = names.iter().find(|n| !configured.contains_key(*n)) {
                 let known: Vec<&str> = configured.keys().map(String::as_str).collect();
@@ -59,9 +64,10 @@ pub fn parse(
                 defined,
                 select: None,
             }),
-            Err(_) if bounded => Err(ApiError::forbidden(
+            Err(_) if bounded => Err(Error::Forbidden(
                 "defining MCP servers is for admin tokens; name servers from the server's \
-                 config instead",
+                 config instead"
+                    .to_string(),
             )),
             Err(e) => Err(invalid(format!("mcp_servers: {e}"))),
         },
@@ -75,7 +81,6 @@ pub fn parse(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::StatusCode;
     use serde_json::json;
 
     fn configured() -> McpServers {
@@ -104,23 +109,20 @@ mod tests {
     }
 
     #[test]
-    fn mistakes_are_422_for_admins_and_definitions_403_for_users() {
-        let status = |value: Value, bounded: bool| {
-            parse(Some(value), bounded, &configured())
+    fn mistakes_are_invalid_for_admins_and_definitions_forbidden_for_users() {
+        let forbidden =
+            |value: Value, bounded: bool| match parse(Some(value), bounded, &configured())
                 .unwrap_err()
-                .status
-        };
-        assert_eq!(
-            status(json!(["nope"]), false),
-            StatusCode::UNPROCESSABLE_ENTITY
-        );
-        assert_eq!(status(json!([1]), false), StatusCode::UNPROCESSABLE_ENTITY);
-        assert_eq!(
-            status(json!("git"), false),
-            StatusCode::UNPROCESSABLE_ENTITY
-        );
+            {
+                Error::Usage(_) => false,
+                Error::Forbidden(_) => true,
+                other => panic!("{other:?}"),
+            };
+        assert!(!forbidden(json!(["nope"]), false));
+        assert!(!forbidden(json!([1]), false));
+        assert!(!forbidden(json!("git"), false));
         let bad = json!({"a__b": {"command": "x"}});
-        assert_eq!(status(bad.clone(), false), StatusCode::UNPROCESSABLE_ENTITY);
-        assert_eq!(status(bad, true), StatusCode::FORBIDDEN);
+        assert!(!forbidden(bad.clone(), false));
+        assert!(forbidden(bad, true));
     }
 }
