@@ -122,7 +122,7 @@ function drawSessions() {
       { type: "button", class: "session", "aria-current": String(s.id === state.current) },
       el("span", { class: "session-title", text: sessionName(s) }),
       statusBadge(s.status),
-      el("span", { class: "session-model muted", text: [s.model, s.id.slice(0, 8)].join(" · ") }),
+      el("span", { class: "session-model muted", text: [s.model, s.id.slice(0, 8), nodeText(s)].filter(Boolean).join(" · ") }),
       el("span", { class: "session-cwd muted", text: s.worktree ? "⎇ " + s.worktree : s.cwd || "" }),
       el("span", { class: "session-usage muted", text: usageText(s.usage) }),
     );
@@ -135,11 +135,16 @@ function drawSessions() {
   if (current) showSessionMeta(current);
 }
 
+// Where a session runs when a node does (`serve --nats`); nothing for a local one.
+function nodeText(s) {
+  return s.node ? "on " + s.node : "";
+}
+
 function showSessionMeta(s) {
   $("session-title").textContent = sessionName(s);
   // A worktree session's directory is its worktree: named once.
   const place = s.worktree ? "worktree " + s.worktree : s.cwd;
-  const parts = [s.model, s.id.slice(0, 8), place, usageText(s.usage)];
+  const parts = [s.model, s.id.slice(0, 8), nodeText(s), place, usageText(s.usage)];
   $("session-meta").textContent = parts.filter(Boolean).join(" · ");
   $("session-status").replaceChildren(statusBadge(s.status));
   const dead = s.status === "dead";

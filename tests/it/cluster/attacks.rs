@@ -149,3 +149,43 @@ async fn an_answer_larger_than_one_nats_message_arrives_whole() {
     assert_eq!(history[1].1.len(), big.len());
     assert!(history[1].1 == big);
 }
+
+#[tokio::test]
+async fn nodes_authenticate_with_an_nkey_from_the_config() {
+    let pair = nkeys::KeyPair::new_user();
+    let keys = tempfile::tempdir().unwrap();
+    let conf = keys.path().join("nats.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "authorization {{ users = [ {{ nkey: {} }} ] }}\n",
+            pair.public_key()
+        ),
+    )
+    .unwrap();
+    let seed = keys.path().join("corral.nk");
+    std::fs::write(&seed, pair.seed().unwrap()).unwrap();
+    let nats = Nats::start_with(&["-c", conf.to_str().unwrap()]).await;
+    let config = format!(
+        "{CLUSTER_CONFIG}nkey_seed_file = {:?}\n",
+        seed.to_str().unwrap()
+    );
+    // A token is not the nkey the server asks for.
+    let wrong = Harness::new();
+    wrong.write_config(&format!("{CLUSTER_CONFIG}token = \"guess\"\n"));
+    let refused = wrong
+        .corral()
+        .args(["node", "--nats", &nats.url, "--name", "nope"])
+        .timeout(Duration::from_secs(30))
+        .run()
+        .await;
+    assert!(!refused.success(), "{refused:?}");
+    // The seed file, from the config.
+    let host = Harness::new();
+    host.write_config(&config);
+    let _node = Node::start_on(&nats, "signed", host, &[]).await;
+    let h = Harness::new();
+    h.write_config(&config);
+    let server = crate::support::server::Server::start_with(&h, &[], &["--nats", &nats.url]).await;
+    wait_for_nodes(&server, &["signed"]).await;
+}
