@@ -17,7 +17,7 @@ use super::{Deployment, Stores, connect, stores, valid_node_name};
 use crate::error::{Error, usage};
 use crate::event::Status;
 use crate::host::manager::{Handle, RemoteCall, SendError, SessionManager, TurnRequest};
-use crate::host::open::{Limits, OpenSpec, agents_dir, parse_model_and_effort};
+use crate::host::open::agents_dir;
 
 #[derive(Debug, Clone, Default)]
 pub struct NodeArgs {
@@ -253,7 +253,9 @@ impl Node {
                 ),
             ));
         }
-        let spec = self.spec(id, &request)?;
+        let spec = request
+            .spec(Some(id.to_string()), &self.manager.config().mcp_servers)
+            .map_err(|e| open_error(&e))?;
         let handle = self
             .manager
             .open(spec, &request.owner)
@@ -274,43 +276,6 @@ impl Node {
             }
         }
         Ok(json!({ "opened": opened, "info": handle.info() }))
-    }
-
-    fn spec(&self, id: &str, request: &OpenRequest) -> Result<OpenSpec, NodeReply> {
-        let invalid = |e: Error| open_error(&e);
-        let limits = request.limits.as_ref().map(|l| Limits {
-            backends: l.backends.clone(),
-            roots: l.roots.clone(),
-        });
-        let (model, effort) = match &request.model {
-            Some(text) => {
-                let (model, effort) = parse_model_and_effort(text, request.effort, limits.as_ref())
-                    .map_err(invalid)?;
-                (Some(model), effort)
-            }
-            None => (None, request.effort),
-        };
-        let mcp = crate::host::open::mcp_request::parse(
-            request.mcp_servers.clone(),
-            limits.is_some(),
-            &self.manager.config().mcp_servers,
-        )
-        .map_err(invalid)?;
-        Ok(OpenSpec {
-            id: Some(id.to_string()),
-            cwd: Some(request.cwd.clone()),
-            model,
-            base_url: request.base_url.clone(),
-            system: request.system_prompt.clone(),
-            permission: request.permission.clone(),
-            worktree: request.worktree,
-            effort,
-            attended: true,
-            limits,
-            mcp_servers: mcp.defined,
-            mcp_select: mcp.select,
-            ..OpenSpec::default()
-        })
     }
 
     /// Publishes the session's envelopes from its first; a session the control plane ended

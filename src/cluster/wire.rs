@@ -8,7 +8,10 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::config::McpServers;
+use crate::error::Error;
 use crate::host::manager::RemoteCall;
+use crate::host::open::{Limits, OpenSpec, mcp_request, parse_model_and_effort};
 use crate::session::SessionMeta;
 
 /// A node's heartbeat: who it is and how much room it has.
@@ -108,6 +111,40 @@ pub struct OpenRequest {
     pub mcp_servers: Option<Value>,
     #[serde(default)]
     pub limits: Option<WireLimits>,
+}
+
+impl OpenRequest {
+    /// The session it opens (`id`: the one the control plane assigned; `None`: a fresh one),
+    /// its model and MCP servers judged under its limits against `configured` servers.
+    pub fn spec(&self, id: Option<String>, configured: &McpServers) -> Result<OpenSpec, Error> {
+        let limits = self.limits.as_ref().map(|l| Limits {
+            backends: l.backends.clone(),
+            roots: l.roots.clone(),
+        });
+        let (model, effort) = match &self.model {
+            Some(text) => {
+                let (model, effort) = parse_model_and_effort(text, self.effort, limits.as_ref())?;
+                (Some(model), effort)
+            }
+            None => (None, self.effort),
+        };
+        let mcp = mcp_request::parse(self.mcp_servers.clone(), limits.is_some(), configured)?;
+        Ok(OpenSpec {
+            id,
+            cwd: Some(self.cwd.clone()),
+            model,
+            base_url: self.base_url.clone(),
+            system: self.system_prompt.clone(),
+            permission: self.permission.clone(),
+            worktree: self.worktree,
+            effort,
+            attended: true,
+            limits,
+            mcp_servers: mcp.defined,
+            mcp_select: mcp.select,
+            ..OpenSpec::default()
+        })
+    }
 }
 
 /// A command for a node.

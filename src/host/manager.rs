@@ -172,6 +172,46 @@ pub struct Handle {
     remote: Option<Remote>,
 }
 
+/// What a handle is made of besides its command channel.
+struct HandleParts {
+    session: Arc<Session>,
+    owner: String,
+    meta: SessionMeta,
+    posture: open::Posture,
+    backend: BackendInfo,
+    steer: Option<mpsc::UnboundedSender<String>>,
+    title: String,
+    remote: Option<Remote>,
+}
+
+impl Handle {
+    fn build(parts: HandleParts, commands: mpsc::UnboundedSender<Command>) -> Arc<Handle> {
+        Arc::new(Handle {
+            session: parts.session,
+            owner: parts.owner,
+            model: Mutex::new(parts.meta.model.clone()),
+            meta: parts.meta,
+            posture: parts.posture,
+            backend: parts.backend,
+            steer: parts.steer,
+            preset: Mutex::new(None),
+            created_at: Timestamp::now(),
+            commands,
+            sent_turn: AtomicU32::new(0),
+            cancel: Mutex::new(None),
+            stats: Mutex::new(Stats {
+                usage: Usage::default(),
+                title: parts.title,
+                last_activity: Timestamp::now(),
+                last_mode: TurnMode::Normal,
+                turn_started: None,
+            }),
+            task: Mutex::new(None),
+            remote: parts.remote,
+        })
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -369,31 +409,21 @@ impl SessionManager {
             .await
             .map_err(|failed| failed.error)?;
         let (commands, receiver) = mpsc::unbounded_channel();
-        let handle = Arc::new(Handle {
-            session: opened.session.clone(),
-            owner: owner.to_string(),
-            meta: opened.meta.clone(),
-            posture: opened.posture.clone(),
-            backend: opened.backend.info(),
-            steer: opened.backend.steering(),
-            model: Mutex::new(opened.meta.model.clone()),
-            preset: Mutex::new(None),
-            created_at: Timestamp::now(),
-            commands,
-            sent_turn: AtomicU32::new(0),
-            cancel: Mutex::new(None),
-            stats: Mutex::new(Stats {
-                usage: Usage::default(),
+        let handle = Handle::build(
+            HandleParts {
+                session: opened.session.clone(),
+                owner: owner.to_string(),
+                meta: opened.meta.clone(),
+                posture: opened.posture.clone(),
+                backend: opened.backend.info(),
+                steer: opened.backend.steering(),
                 // A resumed session is named by the first prompt its log holds.
                 title: crate::session::catalog::summarize(&self.inner.log_dir, opened.session.id())
                     .title,
-                last_activity: Timestamp::now(),
-                last_mode: TurnMode::Normal,
-                turn_started: None,
-            }),
-            task: Mutex::new(None),
-            remote: None,
-        });
+                remote: None,
+            },
+            commands,
+        );
         self.forward_events(&handle);
         let runtime = executor::runtime_of(opened.backend.as_ref(), &self.inner.config);
         let task = tokio::spawn(executor::run_session(

@@ -6,17 +6,17 @@
 
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use super::{Command, Handle, SessionManager, Stats, TurnMode, lock};
+use super::{Command, Handle, HandleParts, SessionManager, TurnMode, lock};
 use crate::backend::BackendInfo;
 use crate::error::Error;
-use crate::event::{Status, Timestamp, Usage};
+use crate::event::Status;
 use crate::policy::Decision;
 use crate::session::{Session, SessionMeta};
 
@@ -122,37 +122,27 @@ impl SessionManager {
             node: spec.node,
             forward: spec.forward,
         };
-        let handle = Arc::new(Handle {
-            session,
-            owner: spec.owner,
-            posture: crate::host::open::Posture {
-                preset: spec.meta.permission.clone().unwrap_or_default(),
-                sandbox: crate::sandbox::SandboxMode::default(),
-                network: crate::sandbox::NetworkMode::default(),
-            },
-            backend: BackendInfo {
-                kind: known_kind(&spec.backend),
-                queues_prompts: spec.queues_prompts,
-            },
-            // Steering is the node's to do: a queued message is forwarded as it is.
-            steer: spec.steers.then(|| mpsc::unbounded_channel().0),
-            model: Mutex::new(spec.meta.model.clone()),
-            preset: Mutex::new(None),
-            created_at: Timestamp::now(),
-            commands,
-            sent_turn: AtomicU32::new(0),
-            cancel: Mutex::new(None),
-            stats: Mutex::new(Stats {
-                usage: Usage::default(),
+        let handle = Handle::build(
+            HandleParts {
+                session,
+                owner: spec.owner,
+                posture: crate::host::open::Posture {
+                    preset: spec.meta.permission.clone().unwrap_or_default(),
+                    sandbox: crate::sandbox::SandboxMode::default(),
+                    network: crate::sandbox::NetworkMode::default(),
+                },
+                backend: BackendInfo {
+                    kind: known_kind(&spec.backend),
+                    queues_prompts: spec.queues_prompts,
+                },
+                // Steering is the node's to do: a queued message is forwarded as it is.
+                steer: spec.steers.then(|| mpsc::unbounded_channel().0),
                 title: String::new(),
-                last_activity: Timestamp::now(),
-                last_mode: TurnMode::Normal,
-                turn_started: None,
-            }),
-            task: Mutex::new(None),
-            meta: spec.meta,
-            remote: Some(remote.clone()),
-        });
+                meta: spec.meta,
+                remote: Some(remote.clone()),
+            },
+            commands,
+        );
         self.forward_events(&handle);
         tokio::spawn(keep_stats(handle.session.tap(0), Arc::downgrade(&handle)));
         let task = tokio::spawn(drive(receiver, Arc::downgrade(&handle), remote));

@@ -27,7 +27,6 @@ use super::{ApiError, Shared, access};
 use crate::error::Error;
 use crate::event::Status;
 use crate::host::manager::{Handle, SendError, TurnMode, TurnRequest};
-use crate::host::open::{OpenSpec, parse_model_and_effort};
 use crate::model::Effort;
 use crate::policy::Decision;
 use crate::session::ids::uuid_v4;
@@ -286,36 +285,11 @@ async fn create_session(
              with --nats to run them on nodes)",
         ));
     }
-    let (model, effort) = match body.model {
-        Some(text) => {
-            let (model, effort) =
-                parse_model_and_effort(&text, body.effort, limits.as_ref()).map_err(open_error)?;
-            (Some(model), effort)
-        }
-        None => (None, body.effort),
-    };
-    let mcp = crate::host::open::mcp_request::parse(
-        body.mcp_servers,
-        limits.is_some(),
-        &state.manager.config().mcp_servers,
-    )
-    .map_err(open_error)?;
     // No id chosen here: the session gets the same 8-hex id `corral run` does, one not taken
     // by any log in the directory, so every surface shows and takes one form.
-    let spec = OpenSpec {
-        cwd: Some(body.cwd),
-        model,
-        base_url: body.base_url,
-        system: body.system_prompt,
-        permission: body.permission,
-        worktree: body.worktree,
-        effort,
-        attended: true,
-        limits,
-        mcp_servers: mcp.defined,
-        mcp_select: mcp.select,
-        ..OpenSpec::default()
-    };
+    let spec = cluster::request_of(body, &claims, limits)
+        .spec(None, &state.manager.config().mcp_servers)
+        .map_err(open_error)?;
     let handle = state
         .manager
         .open(spec, &claims.sub)

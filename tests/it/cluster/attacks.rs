@@ -24,6 +24,20 @@ async fn forged(nats: &Nats, subject: &str, body: Value) -> Value {
     serde_json::from_slice(&reply.payload).unwrap()
 }
 
+/// `corral node` with `config`, which NATS must refuse: how it ended.
+async fn refused_node(nats: &Nats, config: &str) -> crate::support::Outcome {
+    let host = Harness::new();
+    host.write_config(config);
+    let refused = host
+        .corral()
+        .args(["node", "--nats", &nats.url, "--name", "nope"])
+        .timeout(Duration::from_secs(30))
+        .run()
+        .await;
+    assert!(!refused.success(), "{refused:?}");
+    refused
+}
+
 #[tokio::test]
 async fn a_node_opens_only_sessions_the_control_plane_assigned_to_it() {
     let nats = Nats::start().await;
@@ -74,15 +88,7 @@ async fn a_node_opens_only_sessions_the_control_plane_assigned_to_it() {
 async fn nodes_need_the_nats_token_when_the_server_asks_for_one() {
     let nats = Nats::start_with(&["--auth", "s3cret-token"]).await;
     // Without it: refused at once, with the server's reason.
-    let bare = Harness::new();
-    bare.write_config(CLUSTER_CONFIG);
-    let refused = bare
-        .corral()
-        .args(["node", "--nats", &nats.url, "--name", "nope"])
-        .timeout(Duration::from_secs(30))
-        .run()
-        .await;
-    assert!(!refused.success(), "{refused:?}");
+    let refused = refused_node(&nats, CLUSTER_CONFIG).await;
     assert!(
         refused.stderr.to_lowercase().contains("authorization"),
         "{}",
@@ -171,15 +177,7 @@ async fn nodes_authenticate_with_an_nkey_from_the_config() {
         seed.to_str().unwrap()
     );
     // A token is not the nkey the server asks for.
-    let wrong = Harness::new();
-    wrong.write_config(&format!("{CLUSTER_CONFIG}token = \"guess\"\n"));
-    let refused = wrong
-        .corral()
-        .args(["node", "--nats", &nats.url, "--name", "nope"])
-        .timeout(Duration::from_secs(30))
-        .run()
-        .await;
-    assert!(!refused.success(), "{refused:?}");
+    refused_node(&nats, &format!("{CLUSTER_CONFIG}token = \"guess\"\n")).await;
     // The seed file, from the config.
     let host = Harness::new();
     host.write_config(&config);

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::{admin, conversation, open, serve, slow_words, wait_for_nodes, wait_session};
 use crate::server_ws::{collect, connect, is, next, send, session_url, user};
 use crate::support::cluster::{Nats, Node};
+use crate::support::server::Server;
 use crate::support::{FakeModel, Harness};
 
 /// The text of the `token` messages, in order.
@@ -17,6 +18,16 @@ fn tokens(messages: &[Value]) -> String {
         .filter(|m| m["type"] == "token")
         .map(|m| m["payload"]["text"].as_str().unwrap_or(""))
         .collect()
+}
+
+/// Two `serve --nats` in homes of their own, both seeing node `n1`.
+async fn two_serves(nats: &Nats) -> (Harness, Server, Harness, Server) {
+    let (ha, hb) = (Harness::new(), Harness::new());
+    let a = serve(&ha, nats).await;
+    let b = serve(&hb, nats).await;
+    wait_for_nodes(&a, &["n1"]).await;
+    wait_for_nodes(&b, &["n1"]).await;
+    (ha, a, hb, b)
 }
 
 fn assert_increasing_and_unique(messages: &[Value]) {
@@ -31,10 +42,7 @@ fn assert_increasing_and_unique(messages: &[Value]) {
 async fn a_websocket_client_resumes_on_the_other_serve_with_last_seq_and_loses_nothing() {
     let nats = Nats::start().await;
     let _node = Node::start(&nats, "n1", &[]).await;
-    let (ha, hb) = (Harness::new(), Harness::new());
-    let a = serve(&ha, &nats).await;
-    let b = serve(&hb, &nats).await;
-    wait_for_nodes(&a, &["n1"]).await;
+    let (ha, a, _hb, b) = two_serves(&nats).await;
     let model = FakeModel::start().await;
     let (reply, expected) = slow_words(40, Duration::from_millis(30));
     model.push(reply);
@@ -66,9 +74,7 @@ async fn a_websocket_client_resumes_on_the_other_serve_with_last_seq_and_loses_n
     assert_eq!(from_a, conversation(&b, &token, id).await);
     assert_eq!(from_a[1].1, expected);
     // And number it alike: a replay from the start is the same on both.
-    let replay = |server: &crate::support::server::Server| {
-        format!("{}&last_seq=-1", session_url(server, id, &token))
-    };
+    let replay = |server: &Server| format!("{}&last_seq=-1", session_url(server, id, &token));
     let mut on_a = connect(&replay(&a)).await;
     let mut on_b = connect(&replay(&b)).await;
     let from_a = collect(&mut on_a, is("done")).await;
@@ -144,10 +150,7 @@ async fn a_serve_restarted_mid_turn_loses_nothing_and_repeats_nothing() {
 async fn an_approval_answered_on_the_other_serve_reaches_the_node_that_asked() {
     let nats = Nats::start().await;
     let _node = Node::start(&nats, "n1", &[]).await;
-    let (ha, hb) = (Harness::new(), Harness::new());
-    let a = serve(&ha, &nats).await;
-    let b = serve(&hb, &nats).await;
-    wait_for_nodes(&a, &["n1"]).await;
+    let (ha, a, _hb, b) = two_serves(&nats).await;
     let model = FakeModel::start().await;
     model.push(
         crate::support::Reply::new()

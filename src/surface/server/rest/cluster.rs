@@ -40,24 +40,9 @@ fn api_error(e: ClusterError) -> ApiError {
     ApiError::new(status, code, e.message)
 }
 
-/// `POST /api/v1/sessions` under `--nats`: checked here as a local open is (the caller's
-/// token and limits), run on a node.
-pub(super) async fn open(
-    cluster: &Arc<Cluster>,
-    body: CreateBody,
-    claims: &Claims,
-    limits: Option<Limits>,
-) -> Result<Arc<Handle>, ApiError> {
-    if body.node.is_some() && limits.is_some() {
-        return Err(ApiError::forbidden(
-            "choosing the node is for admin tokens; user tokens may ask for labels",
-        ));
-    }
-    let labels = body.labels.unwrap_or_default();
-    if labels.iter().any(|l| l.trim().is_empty() || l.len() > 256) {
-        return Err(invalid("labels are non-empty names or name=value pairs"));
-    }
-    let request = OpenRequest {
+/// What `POST /api/v1/sessions` asks, as the node (or this process) opens it.
+pub(super) fn request_of(body: CreateBody, claims: &Claims, limits: Option<Limits>) -> OpenRequest {
+    OpenRequest {
         owner: claims.sub.clone(),
         cwd: body.cwd,
         model: body.model,
@@ -71,9 +56,30 @@ pub(super) async fn open(
             backends: l.backends,
             roots: l.roots,
         }),
-    };
+    }
+}
+
+/// `POST /api/v1/sessions` under `--nats`: checked here as a local open is (the caller's
+/// token and limits), run on a node.
+pub(super) async fn open(
+    cluster: &Arc<Cluster>,
+    body: CreateBody,
+    claims: &Claims,
+    limits: Option<Limits>,
+) -> Result<Arc<Handle>, ApiError> {
+    if body.node.is_some() && limits.is_some() {
+        return Err(ApiError::forbidden(
+            "choosing the node is for admin tokens; user tokens may ask for labels",
+        ));
+    }
+    let labels = body.labels.clone().unwrap_or_default();
+    if labels.iter().any(|l| l.trim().is_empty() || l.len() > 256) {
+        return Err(invalid("labels are non-empty names or name=value pairs"));
+    }
+    let node = body.node.clone();
+    let request = request_of(body, claims, limits);
     cluster
-        .open(request, body.node.as_deref(), &labels)
+        .open(request, node.as_deref(), &labels)
         .await
         .map_err(api_error)
 }
