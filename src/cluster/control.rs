@@ -297,13 +297,17 @@ impl Cluster {
     /// Follows the events stream from the start (after a reconnect: from where it was).
     async fn follow_events(self: Arc<Self>) {
         let filter = format!("{}.events.>", self.deployment.prefix);
+        // Kept across reconnects: reading again starts at the first part of an envelope
+        // not yet whole, so none is cut in two.
+        let mut joiner = Joiner::default();
         loop {
             let after = lock(&self.state).followed;
-            let deliver_policy = if after == 0 {
+            let start = joiner.oldest_partial().unwrap_or(after + 1);
+            let deliver_policy = if start <= 1 {
                 DeliverPolicy::All
             } else {
                 DeliverPolicy::ByStartSequence {
-                    start_sequence: after + 1,
+                    start_sequence: start,
                 }
             };
             let consumer = self
@@ -331,7 +335,6 @@ impl Cluster {
                     continue;
                 }
             };
-            let mut joiner = Joiner::default();
             while let Some(message) = messages.next().await {
                 match message {
                     Ok(message) => self.take(&mut joiner, &message),
@@ -356,10 +359,11 @@ impl Cluster {
             .as_ref()
             .and_then(|h| h.get(PART_HEADER))
             .map(|v| v.as_str().to_string());
-        let whole = joiner.take(id, part.as_deref(), &message.payload);
+        let whole = joiner.take(id, part.as_deref(), &message.payload, sequence);
         let mut state = lock(&self.state);
         state.followed = state.followed.max(sequence);
-        state.last_sequence.insert(id.to_string(), sequence);
+        let last = state.last_sequence.entry(id.to_string()).or_insert(0);
+        *last = (*last).max(sequence);
         let Some(bytes) = whole else { return };
         let parsed = String::from_utf8(bytes)
             .map_err(|e| e.to_string())
@@ -427,15 +431,27 @@ impl Cluster {
     ) -> Result<Value, ClusterError> {
         let body = serde_json::to_vec(request).unwrap_or_default();
         let subject = self.deployment.node_subject(node);
-        let reply = tokio::time::timeout(timeout, self.client.request(subject, body.into()))
+        // The request's own timeout, not the client's default: an open may wait for a
+        // local model to load.
+        let request = async_nats::Request::new()
+            .payload(body.into())
+            .timeout(Some(timeout));
+        let reply = self
+            .client
+            .send_request(subject, request)
             .await
-            .map_err(|_| {
-                ClusterError::new(
-                    "NODE_UNAVAILABLE",
-                    format!("node {node} did not answer within {} s", timeout.as_secs()),
-                )
-            })?
-            .map_err(|e| ClusterError::new("NODE_UNAVAILABLE", format!("node {node}: {e}")))?;
+            .map_err(|e| {
+                let message = match e.kind() {
+                    async_nats::RequestErrorKind::TimedOut => {
+                        format!("node {node} did not answer within {} s", timeout.as_secs())
+                    }
+                    async_nats::RequestErrorKind::NoResponders => {
+                        format!("node {node} is not listening")
+                    }
+                    _ => format!("node {node}: {e}"),
+                };
+                ClusterError::new("NODE_UNAVAILABLE", message)
+            })?;
         match serde_json::from_slice::<NodeReply>(&reply.payload) {
             Ok(NodeReply::Ok(value)) => Ok(value),
             Ok(NodeReply::Error { code, message }) => Err(ClusterError { code, message }),

@@ -227,11 +227,13 @@ impl Node {
         let entry = self
             .stores
             .sessions
-            .get(id)
+            .entry(id)
             .await
-            .map_err(|e| NodeReply::error("UNAVAILABLE", format!("NATS: {e}")))?;
+            .map_err(|e| NodeReply::error("UNAVAILABLE", format!("NATS: {e}")))?
+            .filter(|e| e.operation == async_nats::jetstream::kv::Operation::Put);
+        let revision = entry.as_ref().map_or(0, |e| e.revision);
         let assignment: Option<Assignment> =
-            entry.and_then(|bytes| serde_json::from_slice(&bytes).ok());
+            entry.and_then(|e| serde_json::from_slice(&e.value).ok());
         match &assignment {
             Some(a)
                 if a.node == self.name
@@ -271,8 +273,20 @@ impl Node {
         if let Some(mut assignment) = assignment {
             assignment.opened = Some(opened.clone());
             let value = serde_json::to_vec(&assignment).unwrap_or_default();
-            if let Err(e) = self.stores.sessions.put(id, value.into()).await {
-                tracing::warn!(target: "corral::node", session = id, error = %e, "recording the opened session");
+            // Only over the assignment it was given: one the control plane withdrew
+            // meanwhile (it stopped waiting) is not brought back, and the session ends.
+            if let Err(e) = self
+                .stores
+                .sessions
+                .update(id, value.into(), revision)
+                .await
+            {
+                tracing::warn!(target: "corral::node", session = id, error = %e, "the assignment changed while the session opened; closing it");
+                let _ = self.manager.close(id).await;
+                return Err(NodeReply::error(
+                    "UNAVAILABLE",
+                    format!("session {id}: its assignment was withdrawn while it opened"),
+                ));
             }
         }
         Ok(json!({ "opened": opened, "info": handle.info() }))

@@ -131,13 +131,21 @@ async fn stored_as(js: &jetstream::Context, subject: &str, id: &str) -> Option<u
 /// Joins the parts of envelopes published in parts, in order.
 #[derive(Default)]
 pub struct Joiner {
-    partial: std::collections::HashMap<String, (usize, Vec<u8>)>,
+    /// Per session: the last part's index, the bytes so far, the first part's stream sequence.
+    partial: std::collections::HashMap<String, (usize, Vec<u8>, u64)>,
 }
 
 impl Joiner {
     /// The whole envelope once its last part is in; `None` meanwhile. A part out of order
-    /// (a publisher that restarted mid-envelope) drops what was gathered.
-    pub fn take(&mut self, session: &str, part: Option<&str>, payload: &[u8]) -> Option<Vec<u8>> {
+    /// (a publisher that restarted mid-envelope) drops what was gathered; a first part
+    /// starts over (a follower reading again from an earlier point).
+    pub fn take(
+        &mut self,
+        session: &str,
+        part: Option<&str>,
+        payload: &[u8],
+        sequence: u64,
+    ) -> Option<Vec<u8>> {
         let Some((index, count)) = part.and_then(|p| p.split_once('/')).and_then(|(i, n)| {
             Some((
                 i.trim().parse::<usize>().ok()?,
@@ -150,19 +158,26 @@ impl Joiner {
         let entry = self
             .partial
             .entry(session.to_string())
-            .or_insert((0, Vec::new()));
-        if index != entry.0 + 1 {
-            *entry = (0, Vec::new());
+            .or_insert((0, Vec::new(), sequence));
+        if index == 1 || index != entry.0 + 1 {
+            *entry = (0, Vec::new(), sequence);
             if index != 1 {
+                self.partial.remove(session);
                 return None;
             }
         }
         entry.0 = index;
         entry.1.extend_from_slice(payload);
         if index == count {
-            return self.partial.remove(session).map(|(_, bytes)| bytes);
+            return self.partial.remove(session).map(|(_, bytes, _)| bytes);
         }
         None
+    }
+
+    /// The stream sequence to read again from so that no envelope begun is lost: the first
+    /// part of the oldest one not yet whole.
+    pub fn oldest_partial(&self) -> Option<u64> {
+        self.partial.values().map(|(_, _, first)| *first).min()
     }
 }
 
@@ -179,7 +194,10 @@ mod tests {
         let mut whole = None;
         for (i, chunk) in chunks.iter().enumerate() {
             let part = format!("{}/{}", i + 1, chunks.len());
-            whole = joiner.take("s", Some(&part), chunk);
+            whole = joiner.take("s", Some(&part), chunk, i as u64 + 10);
+            if whole.is_none() {
+                assert_eq!(joiner.oldest_partial(), Some(10));
+            }
             assert_eq!(whole.is_some(), i + 1 == chunks.len());
         }
         assert_eq!(whole.unwrap(), json.as_bytes());
@@ -189,10 +207,14 @@ mod tests {
     #[test]
     fn a_part_out_of_order_drops_the_partial_envelope() {
         let mut joiner = Joiner::default();
-        assert!(joiner.take("s", Some("1/3"), b"a").is_none());
-        assert!(joiner.take("s", Some("3/3"), b"c").is_none());
-        assert!(joiner.take("s", Some("1/2"), b"x").is_none());
-        assert_eq!(joiner.take("s", Some("2/2"), b"y").unwrap(), b"xy");
-        assert_eq!(joiner.take("s", None, b"{}").unwrap(), b"{}");
+        assert!(joiner.take("s", Some("1/3"), b"a", 1).is_none());
+        assert!(joiner.take("s", Some("3/3"), b"c", 2).is_none());
+        assert_eq!(joiner.oldest_partial(), None);
+        assert!(joiner.take("s", Some("1/2"), b"x", 3).is_none());
+        // Read again from the first part: it starts over, not doubled.
+        assert!(joiner.take("s", Some("1/2"), b"x", 3).is_none());
+        assert_eq!(joiner.take("s", Some("2/2"), b"y", 4).unwrap(), b"xy");
+        assert_eq!(joiner.take("s", None, b"{}", 5).unwrap(), b"{}");
+        assert_eq!(joiner.oldest_partial(), None);
     }
 }
