@@ -8,11 +8,13 @@
 //! - The control plane records which node runs a session in the `<prefix>-sessions` bucket
 //!   before asking the node to open it (a node opens only what names it there), follows every
 //!   session from the stream into mirrors its surfaces serve as they serve local sessions
-//!   (`control`), and ends the sessions of a node that stops heartbeating (`liveness`).
+//!   (`control`, `follow`), and ends the sessions of a node that stops heartbeating
+//!   (`liveness`).
 //!
 //! docs/scale-out.md describes the topology, the subjects and what happens on each failure.
 
 mod control;
+mod follow;
 mod liveness;
 mod node;
 mod publish;
