@@ -22,7 +22,7 @@ mod wire;
 
 pub use control::{Cluster, ClusterError};
 pub use node::{NodeArgs, run as run_node};
-pub use wire::{OpenRequest, WireLimits};
+pub use wire::OpenRequest;
 
 use std::time::Duration;
 

@@ -35,6 +35,8 @@ const DEFAULT_CAPACITY: usize = 8;
 
 struct Node {
     name: String,
+    /// This machine's host name, as announced.
+    host: String,
     instance: String,
     labels: BTreeMap<String, String>,
     capacity: usize,
@@ -63,7 +65,8 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), Error> {
     let deployment = Deployment::from_config(&config.nats)?;
-    let name = args.name.clone().unwrap_or_else(host_name);
+    let host = host_name();
+    let name = args.name.clone().unwrap_or_else(|| host.clone());
     if !valid_node_name(&name) {
         return Err(usage(format!(
             "node name {name:?}: use letters, digits, '-' and '_' (at most 64), or pass --name"
@@ -81,6 +84,7 @@ pub async fn run(
     crate::host::open::clean_up_after_crashes(&log_dir);
     let node = Arc::new(Node {
         instance: crate::session::ids::secret_hex()[..16].to_string(),
+        host,
         name,
         labels,
         capacity,
@@ -168,7 +172,7 @@ impl Node {
             labels: self.labels.clone(),
             capacity: self.capacity,
             running: self.running(),
-            host: host_name(),
+            host: self.host.clone(),
             version: env!("CARGO_PKG_VERSION").to_string(),
         };
         let value = serde_json::to_vec(&announce).unwrap_or_default();

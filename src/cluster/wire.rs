@@ -83,13 +83,6 @@ pub struct Opened {
     pub steers: bool,
 }
 
-/// The bounds of a `user` token, as the control plane judged them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WireLimits {
-    pub backends: Vec<String>,
-    pub roots: Vec<PathBuf>,
-}
-
 /// `POST /api/v1/sessions`'s request, carried to the node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OpenRequest {
@@ -110,17 +103,15 @@ pub struct OpenRequest {
     #[serde(default)]
     pub mcp_servers: Option<Value>,
     #[serde(default)]
-    pub limits: Option<WireLimits>,
+    /// A `user` token's bounds, as the control plane judged them.
+    pub limits: Option<Limits>,
 }
 
 impl OpenRequest {
     /// The session it opens (`id`: the one the control plane assigned; `None`: a fresh one),
     /// its model and MCP servers judged under its limits against `configured` servers.
     pub fn spec(&self, id: Option<String>, configured: &McpServers) -> Result<OpenSpec, Error> {
-        let limits = self.limits.as_ref().map(|l| Limits {
-            backends: l.backends.clone(),
-            roots: l.roots.clone(),
-        });
+        let limits = self.limits.clone();
         let (model, effort) = match &self.model {
             Some(text) => {
                 let (model, effort) = parse_model_and_effort(text, self.effort, limits.as_ref())?;

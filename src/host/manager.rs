@@ -155,8 +155,8 @@ pub struct Handle {
     pub meta: SessionMeta,
     pub posture: open::Posture,
     backend: BackendInfo,
-    /// Messages sent while a turn runs, for a backend that steers.
-    steer: Option<mpsc::UnboundedSender<String>>,
+    /// Its backend takes messages into a running turn (the session's task hands them over).
+    steers: bool,
     /// The model in use: the opening one until `set_model` switches it.
     model: Mutex<String>,
     /// The preset `set_preset` switched to, if it did.
@@ -179,7 +179,7 @@ struct HandleParts {
     meta: SessionMeta,
     posture: open::Posture,
     backend: BackendInfo,
-    steer: Option<mpsc::UnboundedSender<String>>,
+    steers: bool,
     title: String,
     remote: Option<Remote>,
 }
@@ -193,7 +193,7 @@ impl Handle {
             meta: parts.meta,
             posture: parts.posture,
             backend: parts.backend,
-            steer: parts.steer,
+            steers: parts.steers,
             preset: Mutex::new(None),
             created_at: Timestamp::now(),
             commands,
@@ -250,7 +250,7 @@ impl Handle {
 
     /// Its backend takes messages into a running turn.
     pub fn steers(&self) -> bool {
-        self.steer.is_some()
+        self.steers
     }
 
     /// The node that runs it, when another process does.
@@ -416,7 +416,7 @@ impl SessionManager {
                 meta: opened.meta.clone(),
                 posture: opened.posture.clone(),
                 backend: opened.backend.info(),
-                steer: opened.backend.steering(),
+                steers: opened.backend.steering().is_some(),
                 // A resumed session is named by the first prompt its log holds.
                 title: crate::session::catalog::summarize(&self.inner.log_dir, opened.session.id())
                     .title,
@@ -532,7 +532,7 @@ impl SessionManager {
         // sent while a turn runs steered into it where the backend steers, else delivered
         // with whatever else waits as the next turn. Images only start turns of their own.
         if handle.is_busy() && request.queue && images.is_empty() {
-            let turn = if handle.steer.is_some() {
+            let turn = if handle.steers {
                 sent.max(handle.session.turn())
             } else {
                 let next = sent.max(handle.session.turn() + 1);

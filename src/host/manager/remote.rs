@@ -136,7 +136,7 @@ impl SessionManager {
                     queues_prompts: spec.queues_prompts,
                 },
                 // Steering is the node's to do: a queued message is forwarded as it is.
-                steer: spec.steers.then(|| mpsc::unbounded_channel().0),
+                steers: spec.steers,
                 title: String::new(),
                 meta: spec.meta,
                 remote: Some(remote.clone()),

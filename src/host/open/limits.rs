@@ -23,8 +23,8 @@ use crate::error::usage;
 use crate::model::{ChoiceError, ExternalKind, ExternalSpec, ModelChoice, Provider};
 use crate::policy::Policy;
 
-/// The bounds of one caller.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The bounds of one caller (carried to a `corral node` as the control plane judged them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     /// External backends allowed, by [`backend_name`].
     pub backends: Vec<String>,

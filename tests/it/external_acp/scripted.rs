@@ -501,12 +501,9 @@ async fn two_questions_at_once_are_asked_one_after_the_other() {
     assert_eq!(deltas(&out, "assistant_text"), "ANSWERS yes no\n");
 }
 
-/// Between turns, an agent that cannot load its session (no `loadSession`) exiting moves the
-/// session to dead at once, with its report.
-#[tokio::test]
-async fn an_agent_that_cannot_resume_and_exits_between_turns_is_dead_at_once() {
-    let h = Harness::new();
-    let (mut running, agent) = scripted_mcp(&h, "--no-load").await;
+/// A scripted agent under `corral mcp` (with `flags`) that answers one turn and then exits.
+async fn turn_then_leave(h: &Harness, flags: &str) -> (Running, String) {
+    let (mut running, agent) = scripted_mcp(h, flags).await;
     let ran = mcp_tool(
         &mut running,
         2,
@@ -515,6 +512,15 @@ async fn an_agent_that_cannot_resume_and_exits_between_turns_is_dead_at_once() {
     )
     .await;
     assert_eq!(ran["text"], "bye", "{ran}");
+    (running, agent)
+}
+
+/// Between turns, an agent that cannot load its session (no `loadSession`) exiting moves the
+/// session to dead at once, with its report.
+#[tokio::test]
+async fn an_agent_that_cannot_resume_and_exits_between_turns_is_dead_at_once() {
+    let h = Harness::new();
+    let (mut running, agent) = turn_then_leave(&h, "--no-load").await;
     crate::common::mcp_wait_dead(&mut running, &agent, 3).await;
     let all = mcp_tool(
         &mut running,
@@ -538,15 +544,7 @@ async fn an_agent_that_cannot_resume_and_exits_between_turns_is_dead_at_once() {
 #[tokio::test]
 async fn an_agent_that_exits_between_turns_is_started_again_on_its_session() {
     let h = Harness::new();
-    let (mut running, agent) = scripted_mcp(&h, "").await;
-    let ran = mcp_tool(
-        &mut running,
-        2,
-        "agent_run",
-        json!({"agent_id": agent, "text": "say bye; leave-after"}),
-    )
-    .await;
-    assert_eq!(ran["text"], "bye", "{ran}");
+    let (mut running, agent) = turn_then_leave(&h, "").await;
     // Told, and not dead.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let mut id = 100;

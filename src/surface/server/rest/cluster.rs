@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::{CreateBody, invalid};
-use crate::cluster::{Cluster, ClusterError, OpenRequest, WireLimits};
+use crate::cluster::{Cluster, ClusterError, OpenRequest};
 use crate::host::manager::Handle;
 use crate::host::open::Limits;
 use crate::surface::server::auth::Claims;
@@ -52,10 +52,7 @@ pub(super) fn request_of(body: CreateBody, claims: &Claims, limits: Option<Limit
         base_url: body.base_url,
         effort: body.effort,
         mcp_servers: body.mcp_servers,
-        limits: limits.map(|l| WireLimits {
-            backends: l.backends,
-            roots: l.roots,
-        }),
+        limits,
     }
 }
 

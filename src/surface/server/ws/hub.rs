@@ -264,11 +264,19 @@ impl Channel {
         // The cursor never falls off the front: pruning past it drops the connection.
         let cursor = live.cursor;
         let start = state.buffer.partition_point(|b| b.seq < cursor);
-        let taken: Vec<&Buffered> = state.buffer.range(start..).take(BATCH).collect();
-        let Some(last) = taken.last().map(|b| b.seq) else {
+        let mut last = None;
+        let out: Vec<Arc<str>> = state
+            .buffer
+            .range(start..)
+            .take(BATCH)
+            .map(|b| {
+                last = Some(b.seq);
+                b.text.clone()
+            })
+            .collect();
+        let Some(last) = last else {
             return Next::Wait;
         };
-        let out: Vec<Arc<str>> = taken.iter().map(|b| b.text.clone()).collect();
         live.cursor = last + 1;
         live.cursor_bytes += out.iter().map(|t| t.len() as u64).sum::<u64>();
         Next::Send(out)
